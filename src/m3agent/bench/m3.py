@@ -1,0 +1,238 @@
+"""``run_m3``: answer M3-Bench questions on stored memories, judge them, report accuracy.
+
+Each question is answered on the memory of its video, truncated at its
+``before_clip`` (robot questions), by the control agent; the judge of the
+published protocol grades the answer. Every outcome is appended to a JSONL
+file as soon as it is known, so a killed run resumes where it stopped
+(question ids already in the file are skipped). Judge failures are kept
+apart from wrong answers; agent failures (no usable answer) count as wrong,
+as in the published protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.bench.environment import environment
+from m3agent.bench.m3_data import M3Question, load_m3bench, resolve_split
+from m3agent.bench.m3_report import summarise_m3, write_m3_report
+from m3agent.bench.progress import progress
+from m3agent.bench.results_io import JsonlLog
+from m3agent.errors import BenchmarkError, M3AgentError
+
+if TYPE_CHECKING:
+    from m3agent.bench.judge import Judge, Verdict
+    from m3agent.control.steps import Answer
+    from m3agent.llm import ChatModel
+    from m3agent.settings import Settings
+    from m3agent.store.protocol import MemoryStore
+
+Answerer = Callable[["MemoryStore", M3Question], "Answer"]
+"""Answers one question on an open store (already holding the question's video)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLocator:
+    """Where each video's memory is: ``DIR/<video_id>.db`` files, or one store holding many videos."""
+
+    root: Path
+
+    def path_for(self, video_id: str) -> Path | None:
+        if self.root.is_dir():
+            candidate = self.root / f"{video_id}.db"
+            return candidate if candidate.is_file() else None
+        return self.root if self.root.is_file() else None
+
+
+def run_m3(
+    settings: Settings,
+    split: str,
+    memories_dir: Path | str,
+    llm: ChatModel | None,
+    judge: Judge,
+    *,
+    out_dir: Path | str | None = None,
+    answerer: Answerer | None = None,
+    concurrency: int = 2,
+    limit: int | None = None,
+    question_ids: Sequence[str] | None = None,
+    seed: int = 20250811,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run M3-Bench ``split`` (robot, web or an annotation path) and write JSONL + report.
+
+    ``answerer`` defaults to the control agent driven by ``llm``. Questions
+    whose video has no memory are listed as skipped, not scored. Returns
+    the summary (also written to ``summary.json``).
+    """
+    name, annotations = resolve_split(split, settings.shared_dir)
+    questions = _select(load_m3bench(annotations), limit, question_ids)
+    out = Path(out_dir) if out_dir else Path("bench-results") / f"m3-{name}"
+    log = JsonlLog(out / f"{name}.jsonl")
+    locator = MemoryLocator(Path(memories_dir))
+    answer = answerer or default_answerer(settings, llm)
+    done = {r["question_id"] for r in log.read()}
+    todo, missing = _plan(questions, done, locator)
+    started = time.perf_counter()
+    _execute(todo, locator, answer, judge, log, name, concurrency, show_progress)
+    wanted = {q.question_id for q in questions}
+    records = [r for r in log.read() if r["question_id"] in wanted]
+    models = {"agent": getattr(llm, "name", "custom answerer"), "embedder": settings.embedder}
+    env = environment(models=models, judge=judge.info())
+    summary = summarise_m3(records, seed=seed)
+    summary.update(_run_info(name, annotations, locator, questions, missing, done, todo, started, concurrency))
+    summary["environment"] = env
+    write_m3_report(out, summary)
+    return summary
+
+
+def _select(questions: list[M3Question], limit: int | None, ids: Sequence[str] | None) -> list[M3Question]:
+    if ids:
+        wanted = set(ids)
+        questions = [q for q in questions if q.question_id in wanted]
+        if not questions:
+            raise BenchmarkError("none of the given question ids is in the annotations")
+    return questions[:limit] if limit else questions
+
+
+def _plan(
+    questions: Sequence[M3Question], done: set[str], locator: MemoryLocator
+) -> tuple[list[M3Question], list[str]]:
+    """Questions still to run, and ids skipped because their video has no memory."""
+    todo, missing = [], []
+    videos_cache: dict[Path, set[str]] = {}
+    for q in questions:
+        if q.question_id in done:
+            continue
+        path = locator.path_for(q.video_id)
+        if path is None or q.video_id not in _videos(path, videos_cache):
+            missing.append(q.question_id)
+        else:
+            todo.append(q)
+    return todo, missing
+
+
+def _videos(path: Path, cache: dict[Path, set[str]]) -> set[str]:
+    if path not in cache:
+        from m3agent.store import open_store
+
+        with open_store(str(path), readonly=True, create=False) as store:
+            cache[path] = {v.video_id for v in store.videos()}
+    return cache[path]
+
+
+def _execute(
+    todo: Sequence[M3Question],
+    locator: MemoryLocator,
+    answer: Answerer,
+    judge: Judge,
+    log: JsonlLog,
+    split: str,
+    concurrency: int,
+    show_progress: bool,
+) -> None:
+    """Answer and judge ``todo`` with at most ``concurrency`` requests in flight."""
+    with (
+        progress(f"M3-Bench {split}", len(todo), show_progress) as advance,
+        ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool,
+    ):
+        futures = [pool.submit(_one, q, locator, answer, judge, split) for q in todo]
+        for future in as_completed(futures):
+            log.append(future.result())
+            advance()
+
+
+def _one(q: M3Question, locator: MemoryLocator, answer: Answerer, judge: Judge, split: str) -> dict[str, Any]:
+    """Answer and judge one question; every failure becomes part of the record."""
+    from m3agent.store import open_store
+
+    path = locator.path_for(q.video_id)
+    record = _base_record(q, split, path)
+    started = time.perf_counter()
+    try:
+        with open_store(str(path), readonly=True, create=False) as store:
+            outcome = answer(store, q)
+        record.update(_answer_fields(outcome))
+    except M3AgentError as exc:
+        record.update(response="", answered=False, agent_failure=f"{type(exc).__name__}: {exc}")
+    record["latency_s"] = round(time.perf_counter() - started, 3)
+    record.update(_verdict_fields(judge.judge(q.question, q.answer, record["response"])))
+    return record
+
+
+def _base_record(q: M3Question, split: str, path: Path | None) -> dict[str, Any]:
+    return {
+        "question_id": q.question_id,
+        "video_id": q.video_id,
+        "split": split,
+        "question": q.question,
+        "ground_truth": q.answer,
+        "types": list(q.types),
+        "before_clip": q.before_clip,
+        "memory": str(path),
+    }
+
+
+def _answer_fields(outcome: Answer) -> dict[str, Any]:
+    return {
+        "response": outcome.text if outcome.answered else "",
+        "answered": outcome.answered,
+        "agent_failure": outcome.failure,
+        "rounds": outcome.rounds,
+        "usage": outcome.usage.to_dict(),
+        "agent_latency_s": round(outcome.latency_s, 3),
+        "model": outcome.model,
+        "searches": [s.query for s in outcome.searches],
+        "clips": [c.index for c in outcome.clips],
+    }
+
+
+def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "correct": verdict.correct,
+        "verdict": verdict.verdict,
+        "judge_error": verdict.error,
+        "judge_raw": verdict.raw,
+        "judge_attempts": verdict.attempts,
+        "judge_latency_s": verdict.latency_s,
+        "judge_usage": verdict.usage,
+    }
+
+
+def _run_info(
+    name: str,
+    annotations: Path,
+    locator: MemoryLocator,
+    questions: Sequence[M3Question],
+    missing: Sequence[str],
+    done: set[str],
+    todo: Sequence[M3Question],
+    started: float,
+    concurrency: int,
+) -> dict[str, Any]:
+    return {
+        "benchmark": "m3-bench",
+        "split": name,
+        "annotations": str(annotations),
+        "memories": str(locator.root),
+        "questions_selected": len(questions),
+        "questions_run_now": len(todo),
+        "questions_resumed": len({q.question_id for q in questions} & done),
+        "skipped_no_memory": list(missing),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "concurrency": concurrency,
+    }
+
+
+def default_answerer(settings: Settings, llm: ChatModel | None) -> Answerer:
+    """The control agent with ``llm``, searching the memory of the question's video up to ``before_clip``."""
+    if llm is None:
+        raise BenchmarkError("M3-Bench needs an answering LLM", hint="pass --llm openai://host:port/v1?model=NAME")
+    from m3agent.bench.agent_adapter import control_answerer
+
+    return control_answerer(settings, llm)

@@ -1,0 +1,88 @@
+"""``m3agent ask``: answer a question from memory, with evidence."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+from rich.markup import escape
+
+from m3agent.cli.common import build_settings, json_option, memory_option
+from m3agent.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from m3agent.control.steps import Answer, Step
+
+
+@click.command()
+@click.argument("question")
+@memory_option
+@click.option("--video", "video_id", default=None, help="restrict to one video of the memory")
+@click.option("--before-clip", type=int, default=None, help="answer as of this clip (inclusive): nothing later is seen")
+@click.option("--llm", default=None, help="control LLM: openai://host:port/v1?model=NAME, llamacpp:smollm2")
+@click.option("--rounds", type=int, default=None, help="most search rounds (default 5)")
+@click.option("--baseline", is_flag=True, help="single retrieval then answer, no iteration")
+@json_option
+@click.pass_context
+def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | None, before_clip: int | None,
+        llm: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
+    """Answer QUESTION by searching the memory in several rounds; print the steps, or the Answer as JSON."""
+    from m3agent.control import AgentConfig, answer_question
+    from m3agent.embed import embedder_for_store
+    from m3agent.llm import chat_model_from_settings
+    from m3agent.store import open_store
+
+    settings = build_settings(ctx, memory=memory, llm=llm)
+    chat = chat_model_from_settings(settings)
+    with open_store(settings.memory, readonly=True, create=False) as store:
+        embedder = embedder_for_store(store.embedding_model(), settings.embedder)
+        steps = answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip,
+                                rounds=rounds, baseline=baseline, config=AgentConfig.from_settings(settings.control))
+        answer = _consume(steps, show=not as_json)
+    if as_json:
+        print_json(answer)
+    else:
+        _print_answer(answer)
+
+
+def _consume(steps: Iterator[Step], show: bool) -> Answer:
+    """Drain the step stream, printing each step when ``show``; return the final Answer."""
+    from m3agent.control.steps import Answer
+
+    for step in steps:
+        if isinstance(step, Answer):
+            return step
+        if show:
+            _print_step(step)
+    raise RuntimeError("the agent stopped without an answer")
+
+
+def _print_step(step: Step) -> None:
+    from m3agent.control.steps import Action, Observation, Thought
+
+    con = console()
+    if isinstance(step, Thought):
+        con.print(f"[dim]round {step.round} · thinking:[/] {escape(step.text)}")
+    elif isinstance(step, Action):
+        con.print(f"[cyan]round {step.round} · {step.tool}:[/] {escape(step.content)}")
+    elif isinstance(step, Observation):
+        lines = step.text.strip().splitlines()
+        more = f" … (+{len(lines) - 4} lines)" if len(lines) > 4 else ""
+        con.print("[dim]" + escape("\n".join(lines[:4]) + more) + "[/]")
+
+
+def _print_answer(answer: Answer) -> None:
+    con = console()
+    status = "" if answer.answered else f" [yellow](no usable answer: {answer.failure})[/]"
+    con.print(f"\n[bold green]answer:[/] {escape(answer.text)}{status}")
+    con.print(f"[dim]{answer.rounds} round(s), {answer.usage.total_tokens} tokens, {answer.latency_s:.1f} s, "
+              f"model {answer.model}[/]")
+    for ev in answer.evidence[:8]:
+        mark = "*" if ev.cited else " "
+        where = escape(f"[{ev.clip.video_id} clip {ev.clip.index} {ev.start_s:.1f}-{ev.end_s:.1f}s]")
+        con.print(f" {mark} {where} {escape(ev.text)}")
+
+
+COMMANDS = [ask]

@@ -1,0 +1,74 @@
+"""Editing a memory: delete videos/entities/memories, rename, merge and split entities."""
+
+from __future__ import annotations
+
+import click
+
+from m3agent.cli.common import build_settings, json_option, memory_option
+from m3agent.cli.output import console, print_json
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(["video", "entity", "memory"]))
+@click.argument("ident")
+@memory_option
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@json_option
+@click.pass_context
+def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: bool, as_json: bool) -> None:
+    """Delete a video, an entity or a memory and everything derived from it (crops, snippets, links)."""
+    from m3agent.store import open_store
+
+    settings = build_settings(ctx, memory=memory)
+    if not yes and not as_json:
+        click.confirm(f"delete {kind} {ident} and everything derived from it?", abort=True)
+    with open_store(settings.memory, create=False) as store:
+        if kind == "video":
+            store.delete_video(ident)
+        elif kind == "entity":
+            store.delete_entity(int(ident))
+        else:
+            store.delete_memory(int(ident))
+    _done(as_json, {"deleted": kind, "id": ident})
+
+
+@click.command()
+@click.argument("entity_id", type=int)
+@click.argument("name")
+@memory_option
+@json_option
+@click.pass_context
+def rename(ctx: click.Context, entity_id: int, name: str, memory: str | None, as_json: bool) -> None:
+    """Give an entity (face or voice) a name."""
+    from m3agent.store import open_store
+
+    settings = build_settings(ctx, memory=memory)
+    with open_store(settings.memory, create=False) as store:
+        store.rename_entity(entity_id, name)
+    _done(as_json, {"renamed": entity_id, "name": name})
+
+
+@click.command()
+@click.argument("keep", type=int)
+@click.argument("absorb", type=int)
+@memory_option
+@json_option
+@click.pass_context
+def merge(ctx: click.Context, keep: int, absorb: int, memory: str | None, as_json: bool) -> None:
+    """Merge entity ABSORB into entity KEEP (same person recognised twice)."""
+    from m3agent.store import open_store
+
+    settings = build_settings(ctx, memory=memory)
+    with open_store(settings.memory, create=False) as store:
+        store.merge_entities(keep, absorb)
+    _done(as_json, {"merged": absorb, "into": keep})
+
+
+def _done(as_json: bool, result: dict[str, object]) -> None:
+    if as_json:
+        print_json(result)
+    else:
+        console().print(", ".join(f"{k}: {v}" for k, v in result.items()))
+
+
+COMMANDS = [delete, rename, merge]

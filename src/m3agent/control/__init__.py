@@ -1,0 +1,31 @@
+"""Control: a multi-turn agent that searches memory and answers with cited evidence.
+
+Entry points: :func:`answer_question` yields typed steps (Thought, Action,
+Observation, then one Answer); :func:`run_to_answer` drains them;
+:func:`ask` does both. Importing this package loads no model.
+"""
+
+from __future__ import annotations
+
+from m3agent.control.agent import AgentConfig, answer_question, ask, run_to_answer
+from m3agent.control.results import ClipHits, ClipRef, Hit, SearchResult
+from m3agent.control.search import MemorySearcher
+from m3agent.control.steps import Action, Answer, Evidence, Observation, Step, Thought
+
+__all__ = [
+    "Action",
+    "AgentConfig",
+    "Answer",
+    "ClipHits",
+    "ClipRef",
+    "Evidence",
+    "Hit",
+    "MemorySearcher",
+    "Observation",
+    "SearchResult",
+    "Step",
+    "Thought",
+    "answer_question",
+    "ask",
+    "run_to_answer",
+]

@@ -1,0 +1,46 @@
+"""The prompting baseline: one retrieval with the question, one answer call, no iteration.
+
+It measures what the multi-turn loop adds: the same store, tools, prompts
+conventions and Answer object, but the model never chooses a query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from m3agent.control.prompts import load_prompt_set
+from m3agent.control.render import render_result
+from m3agent.control.steps import Action, Observation, Step, Thought
+
+if TYPE_CHECKING:
+    from m3agent.control.agent import _Run
+
+BASELINE_TOOL = "search_clip"
+
+
+def baseline_steps(run: _Run) -> Iterator[Step]:
+    """Action + Observation of the retrieval, then Thought + Answer from one model call."""
+    prompts = load_prompt_set("control_answer")
+    yield Action(1, BASELINE_TOOL, run.question)
+    result = run.search(BASELINE_TOOL, run.question)
+    knowledge = "No memories found."
+    if not result.empty:
+        knowledge = render_result(result, with_video=run.video_id is None)
+    yield Observation(1, knowledge, result)
+    system = prompts.render("system", question=run.question, time_context=run.time_context())
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": prompts.render("user", knowledge=knowledge)},
+    ]
+    reply = run.call(messages, prompts.schema)
+    if reply.parsed is None:
+        error = reply.error or "no reply"
+        yield Observation(1, error, error=error)
+        yield run.finish("", 1, "baseline", reply.text, f"no usable answer: {error}")
+        return
+    thought, content = str(reply.parsed["thought"]).strip(), str(reply.parsed["content"]).strip()
+    run.thoughts.append(thought)
+    if thought:
+        yield Thought(1, thought)
+    yield run.finish(content, 1, "baseline")

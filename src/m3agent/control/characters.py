@@ -1,0 +1,148 @@
+"""Who is who at question time: entity -> character, character <-> names.
+
+Built once per question from the store, truncated to ``before_clip`` so no
+later identity evidence leaks in. Names come from two sources:
+*given* names (set by the user on an entity or character: authoritative,
+used to rewrite text) and *stated* names (read from semantic memories such
+as "<face_5>'s name is Lily": evidence, used to recognise names in queries
+and to answer name<->character questions).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from m3agent import tags
+from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
+
+if TYPE_CHECKING:
+    from m3agent.store.protocol import MemoryStore
+
+_NAME = r"[\"'“‘]?(?P<name>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)"
+_TAG = r"<character_(?P<id>\d+)>"
+NAME_PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        _TAG + r"(?:'s|’s) (?:first |full |real )?name is " + _NAME,
+        r"[Tt]he name of " + _TAG + r" is " + _NAME,
+        _TAG + r",? (?:is|was|gets|got) (?:named|called|addressed as|referred to as|known as) " + _NAME,
+        _TAG + r" (?:goes by|answers to) (?:the name )?" + _NAME,
+        _TAG + r" introduces (?:himself|herself|themselves|themself) as " + _NAME,
+        _TAG + r",? (?:named|called) " + _NAME,
+    )
+)
+_NOT_NAMES = frozenset({"The", "A", "An", "He", "She", "They", "It", "This", "That", "His", "Her", "Their"})
+
+
+@dataclass(frozen=True, slots=True)
+class NameStatement:
+    """A memory stating that ``character`` is called ``name``."""
+
+    character: int
+    name: str
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class CharacterIndex:
+    """Entity/character/name lookups for one question (immutable)."""
+
+    character_of: Mapping[int, int]
+    entities_of: Mapping[int, tuple[int, ...]]
+    given_names: Mapping[int, str] = field(default_factory=dict)
+    statements: tuple[NameStatement, ...] = ()
+    entity_tags: Mapping[int, str] = field(default_factory=dict)
+
+    def rewrite(self, text: str) -> str:
+        """Memory text with ``<face_i>``/``<voice_j>`` as ``<character_k>`` (token-exact)."""
+        return tags.to_characters(text, self.character_of)
+
+    def with_names(self, text: str) -> str:
+        """``rewrite`` and then given names in place of their character tags."""
+        named = {("character", cid): name for cid, name in self.given_names.items()}
+        return tags.to_names(self.rewrite(text), named)
+
+    def stated_names(self, character: int) -> list[str]:
+        """Names memories state for ``character``, most frequently stated first."""
+        counts: dict[str, int] = defaultdict(int)
+        for statement in self.statements:
+            if statement.character == character:
+                counts[statement.name] += 1
+        return sorted(counts, key=lambda n: (-counts[n], n))
+
+    def name_of(self, character: int) -> str | None:
+        """The given name, else the most often stated one, else ``None``."""
+        if character in self.given_names:
+            return self.given_names[character]
+        stated = self.stated_names(character)
+        return stated[0] if stated else None
+
+    def characters_named(self, name: str) -> tuple[int, ...]:
+        """Characters whose given or stated name (or its first word) equals ``name`` (any case)."""
+        wanted = name.casefold()
+        found = {cid for cid, given in self.given_names.items() if _matches(given, wanted)}
+        found |= {s.character for s in self.statements if _matches(s.name, wanted)}
+        return tuple(sorted(found))
+
+    def known_names(self) -> list[str]:
+        """Every given and stated name, longest first (so "Anna Lee" wins over "Anna")."""
+        names = set(self.given_names.values()) | {s.name for s in self.statements}
+        return sorted(names, key=lambda n: (-len(n), n))
+
+    def character_of_tag(self, tag: tags.Tag) -> int | None:
+        if tag.kind == "character":
+            return tag.id if tag.id in self.entities_of else None
+        return self.character_of.get(tag.id)
+
+
+def build_index(
+    store: MemoryStore, *, video_id: str | None = None, before_clip: int | None = None
+) -> CharacterIndex:
+    """Read characters, entity names and name statements visible at ``before_clip``."""
+    characters = store.characters(before_clip=before_clip, video_id=video_id)
+    entities = store.entities()
+    character_of = {eid: c.id for c in characters for eid in c.entity_ids}
+    entities_of = {c.id: tuple(c.entity_ids) for c in characters}
+    given = _given_names(entities, characters, character_of)
+    entity_tags = {e.id: e.tag for e in entities}
+    flt = SearchFilter(
+        video_ids=(video_id,) if video_id else None, before_clip=before_clip, kinds=(MemoryKind.SEMANTIC,)
+    )
+    partial = CharacterIndex(character_of, entities_of, given, (), entity_tags)
+    statements = tuple(find_name_statements(store.memories(flt=flt), partial))
+    return CharacterIndex(character_of, entities_of, given, statements, entity_tags)
+
+
+def find_name_statements(memories: Iterable[Memory], index: CharacterIndex) -> list[NameStatement]:
+    """Name statements in ``memories`` (text read after rewriting tags to characters)."""
+    found = []
+    for memory in memories:
+        text = index.rewrite(memory.text)
+        for pattern in NAME_PATTERNS:
+            for match in pattern.finditer(text):
+                name = match.group("name").strip("'’")
+                if name.split()[0] not in _NOT_NAMES:
+                    found.append(NameStatement(int(match.group("id")), name, memory))
+    return found
+
+
+def _given_names(
+    entities: Iterable[Entity], characters: Iterable[Character], character_of: Mapping[int, int]
+) -> dict[int, str]:
+    """Character names set by the user, else the first named entity of the character."""
+    given: dict[int, str] = {}
+    for entity in entities:
+        cid = character_of.get(entity.id)
+        if cid is not None and entity.name and cid not in given:
+            given[cid] = entity.name
+    given.update({c.id: c.name for c in characters if c.name})
+    return given
+
+
+def _matches(name: str, wanted: str) -> bool:
+    folded = name.casefold()
+    return folded == wanted or folded.split()[0] == wanted

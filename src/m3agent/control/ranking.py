@@ -1,0 +1,127 @@
+"""Hybrid ranking of memories: query vectors (with alias expansion) + BM25, fused by RRF.
+
+Alias expansion is deterministic: each ``<character_k>`` (or a known name)
+in the query is replaced by each of the character's ``<face_i>``/``<voice_j>``
+tags, the variants enumerated in order and capped; a memory's similarity is
+its best cosine over the variants. Reciprocal rank fusion
+(``sum 1 / (rrf_k + rank)``) combines the vector and keyword rankings
+without calibrating their score scales against each other.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent import tags
+from m3agent.control.characters import CharacterIndex
+from m3agent.domain import Memory, SearchFilter
+
+if TYPE_CHECKING:
+    from m3agent.embed import Embedder
+    from m3agent.store.protocol import MemoryStore
+
+MAX_VARIANTS = 8
+_STOPWORD_TEXT = """a an and are as at be by did do does for from had has have he her his how i in is it
+its of on or she that the their them they this to was were what when where which who whom whose why will
+with you your"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A memory with its fused score and best vector similarity (``None``: keyword only)."""
+
+    memory: Memory
+    score: float
+    similarity: float | None
+    keyword: bool
+
+
+def alias_variants(text: str, index: CharacterIndex, names: Sequence[str] = ()) -> list[str]:
+    """Query texts with character tags and names replaced by the characters' entity tags."""
+    slots = _alias_slots(text, index, names)
+    if not slots:
+        return [text]
+    variants = []
+    for combo in itertools.islice(itertools.product(*(alts for _, alts in slots)), MAX_VARIANTS):
+        variant = text
+        for (pattern, _), alias in zip(slots, combo, strict=True):
+            variant = pattern.sub(alias, variant, count=1)
+        variants.append(variant)
+    return variants
+
+
+def _alias_slots(
+    text: str, index: CharacterIndex, names: Sequence[str]
+) -> list[tuple[re.Pattern[str], tuple[str, ...]]]:
+    slots = []
+    for tag in dict.fromkeys(tags.find_tags(text)):
+        cid = index.character_of_tag(tag)
+        aliases = _entity_tags(index, cid) if tag.kind == "character" and cid is not None else ()
+        if aliases:
+            slots.append((re.compile(r"<?" + re.escape(f"{tag.kind}_{tag.id}") + r"(?!\d)>?"), aliases))
+    for name in names:
+        aliases = tuple(a for cid in index.characters_named(name) for a in _entity_tags(index, cid))
+        if aliases:
+            slots.append((re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE), aliases))
+    return slots
+
+
+def _entity_tags(index: CharacterIndex, character: int | None) -> tuple[str, ...]:
+    if character is None:
+        return ()
+    entity_ids = index.entities_of.get(character, ())
+    return tuple(index.entity_tags[eid] for eid in entity_ids if eid in index.entity_tags)
+
+
+def keyword_text(text: str, drop: Sequence[str] = ()) -> str:
+    """Plain content words of ``text`` for BM25: tags, punctuation, stopwords and ``drop`` words removed."""
+    plain = tags.rewrite(text, lambda _tag: " ")
+    dropped = _STOPWORDS | {w.lower() for phrase in drop for w in phrase.split()}
+    words = [w for w in _WORD_RE.findall(plain) if w.lower() not in dropped]
+    return " ".join(words)
+
+
+def hybrid_rank(
+    store: MemoryStore,
+    embedder: Embedder,
+    queries: Sequence[str],
+    keywords: str,
+    flt: SearchFilter,
+    *,
+    pool: int = 60,
+    rrf_k: int = 60,
+) -> list[Ranked]:
+    """Fuse vector ranking over ``queries`` and BM25 over ``keywords``; best first."""
+    vectors = embedder.embed(list(queries))
+    best: dict[int, tuple[Memory, float]] = {}
+    for vector in vectors:
+        for scored in store.vector_search(vector, pool, flt):
+            known = best.get(scored.memory.id)
+            if known is None or scored.score > known[1]:
+                best[scored.memory.id] = (scored.memory, scored.score)
+    by_vector = sorted(best.values(), key=lambda pair: -pair[1])
+    by_keyword = [s.memory for s in store.keyword_search(keywords, pool, flt)] if keywords else []
+    return _fuse(by_vector, by_keyword, rrf_k)
+
+
+def _fuse(by_vector: list[tuple[Memory, float]], by_keyword: list[Memory], rrf_k: int) -> list[Ranked]:
+    scores: dict[int, float] = {}
+    memories: dict[int, Memory] = {}
+    similarity: dict[int, float] = {}
+    for rank, (memory, sim) in enumerate(by_vector):
+        scores[memory.id] = scores.get(memory.id, 0.0) + 1.0 / (rrf_k + rank + 1)
+        memories[memory.id] = memory
+        similarity[memory.id] = sim
+    keyword_ids = set()
+    for rank, memory in enumerate(by_keyword):
+        scores[memory.id] = scores.get(memory.id, 0.0) + 1.0 / (rrf_k + rank + 1)
+        memories.setdefault(memory.id, memory)
+        keyword_ids.add(memory.id)
+    order = sorted(scores, key=lambda mid: (-scores[mid], mid))
+    return [Ranked(memories[m], scores[m], similarity.get(m), m in keyword_ids) for m in order]

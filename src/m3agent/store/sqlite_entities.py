@@ -1,0 +1,163 @@
+"""Identity corrections on the SQLite store: merge, split and delete entities.
+
+Each function runs inside a transaction opened by the caller. Tags in memory
+text are rewritten with :mod:`m3agent.tags` (token-exact), so merging entity
+3 never touches ``<face_30>``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from m3agent import tags
+from m3agent.domain import EntityKind
+from m3agent.errors import IntegrityError
+from m3agent.store.sqlite_rows import placeholders
+from m3agent.store.sqlite_schema import utc_now
+from m3agent.store.sqlite_writer import require_entity, write_bank
+from m3agent.store.vectors import from_blob
+
+
+def merge_entities(db: sqlite3.Connection, keep: int, absorb: int) -> None:
+    """Fold ``absorb`` into ``keep`` and delete ``absorb``."""
+    if keep == absorb:
+        raise IntegrityError(f"cannot merge entity {keep} with itself")
+    kind = require_entity(db, keep)
+    if require_entity(db, absorb) != kind:
+        raise IntegrityError(f"cannot merge a {require_entity(db, absorb)} entity into a {kind} entity")
+    _rewrite_tags(db, keep, kind, absorb)
+    _move_edges(db, keep, absorb)
+    for table in ("faces", "voices"):
+        db.execute(f"UPDATE {table} SET entity_id = ? WHERE entity_id = ?", (keep, absorb))
+    bank = [
+        from_blob(r[0])
+        for r in db.execute("SELECT vector FROM entity_embeddings WHERE entity_id = ? ORDER BY ord", (absorb,))
+    ]
+    write_bank(db, keep, bank)
+    _move_equivalences(db, keep, absorb)
+    _merge_details(db, keep, absorb)
+    _keep_smaller_character(db, keep, absorb)
+    db.execute("DELETE FROM entities WHERE id = ?", (absorb,))
+
+
+def _rewrite_tags(db: sqlite3.Connection, keep: int, kind: str, absorb: int) -> None:
+    def swap(tag: tags.Tag) -> tags.Token | None:
+        if tag.kind in ("face", "voice") and tag.id == absorb:
+            return tags.Tag(kind, keep)
+        return None
+
+    rows = db.execute(
+        "SELECT m.id, m.text FROM memories m JOIN edges e ON e.memory_id = m.id WHERE e.entity_id = ?",
+        (absorb,),
+    ).fetchall()
+    for memory_id, text in rows:
+        new_text = tags.rewrite(text, swap)
+        if new_text != text:
+            db.execute("UPDATE memories SET text = ? WHERE id = ?", (new_text, memory_id))
+
+
+def _move_edges(db: sqlite3.Connection, keep: int, absorb: int) -> None:
+    db.execute(
+        "INSERT INTO edges (entity_id, memory_id, weight) SELECT ?, memory_id, weight FROM edges"
+        " WHERE entity_id = ? ON CONFLICT (entity_id, memory_id) DO UPDATE SET weight = weight + excluded.weight",
+        (keep, absorb),
+    )
+    db.execute("DELETE FROM edges WHERE entity_id = ?", (absorb,))
+
+
+def _move_equivalences(db: sqlite3.Connection, keep: int, absorb: int) -> None:
+    """Re-point evidence about ``absorb`` to ``keep``; evidence between the two disappears."""
+    db.execute("DELETE FROM equivalences WHERE (a = ? AND b = ?) OR (a = ? AND b = ?)", (keep, absorb, absorb, keep))
+    db.execute(
+        "UPDATE equivalences SET a = min(?, CASE WHEN a = ? THEN b ELSE a END),"
+        " b = max(?, CASE WHEN a = ? THEN b ELSE a END) WHERE a = ? OR b = ?",
+        (keep, absorb, keep, absorb, absorb, absorb),
+    )
+
+
+def _merge_details(db: sqlite3.Connection, keep: int, absorb: int) -> None:
+    db.execute(
+        "UPDATE entities SET"
+        " name = CASE WHEN name = '' THEN (SELECT name FROM entities WHERE id = :absorb) ELSE name END,"
+        " first_clip = CASE WHEN video_id IS (SELECT video_id FROM entities WHERE id = :absorb)"
+        "   THEN min(first_clip, (SELECT first_clip FROM entities WHERE id = :absorb)) ELSE first_clip END,"
+        " last_clip = CASE WHEN video_id IS (SELECT video_id FROM entities WHERE id = :absorb)"
+        "   THEN max(last_clip, (SELECT last_clip FROM entities WHERE id = :absorb)) ELSE last_clip END"
+        " WHERE id = :keep",
+        {"keep": keep, "absorb": absorb},
+    )
+
+
+def _keep_smaller_character(db: sqlite3.Connection, keep: int, absorb: int) -> None:
+    """The survivor owns the smaller of the two base character ids."""
+    ids = dict(db.execute("SELECT entity_id, id FROM characters WHERE entity_id IN (?, ?)", (keep, absorb)).fetchall())
+    if absorb in ids and (keep not in ids or ids[absorb] < ids[keep]):
+        db.execute("DELETE FROM characters WHERE entity_id = ?", (keep,))
+        db.execute("UPDATE characters SET entity_id = ? WHERE entity_id = ?", (keep, absorb))
+
+
+def split_entity(db: sqlite3.Connection, entity_id: int, observation_ids: Sequence[int]) -> int:
+    """Move observations of ``entity_id`` (face or voice row ids) to a new entity; returns its id."""
+    kind = EntityKind(require_entity(db, entity_id))
+    table = "faces" if kind is EntityKind.FACE else "voices"
+    wanted = sorted(set(observation_ids))
+    if not wanted:
+        raise IntegrityError("split_entity needs at least one observation id")
+    rows = db.execute(
+        f"SELECT id, video_id, clip_index, embedding FROM {table}"
+        f" WHERE entity_id = ? AND id IN ({placeholders(len(wanted))}) ORDER BY video_id, clip_index, id",
+        (entity_id, *wanted),
+    ).fetchall()
+    if len(rows) != len(wanted):
+        found = {r[0] for r in rows}
+        missing = [i for i in wanted if i not in found]
+        raise IntegrityError(f"observations {missing} are not {table} of entity {entity_id}")
+    new_id = _new_entity_like(db, kind, rows)
+    db.execute(f"UPDATE {table} SET entity_id = ? WHERE id IN ({placeholders(len(wanted))})", (new_id, *wanted))
+    moved = [bytes(r[3]) for r in rows if r[3] is not None]
+    _split_bank(db, entity_id, new_id, moved)
+    return new_id
+
+
+def _new_entity_like(db: sqlite3.Connection, kind: EntityKind, rows: list[tuple[object, ...]]) -> int:
+    video_id = rows[0][1]
+    clips = [r[2] for r in rows if r[1] == video_id]
+    cursor = db.execute(
+        "INSERT INTO entities (kind, name, video_id, first_clip, last_clip, created_at) VALUES (?, '', ?, ?, ?, ?)",
+        (kind.value, video_id, min(clips), max(clips), utc_now()),  # type: ignore[type-var]
+    )
+    new_id = int(cursor.lastrowid or 0)
+    db.execute("INSERT INTO characters (entity_id) VALUES (?)", (new_id,))
+    return new_id
+
+
+def _split_bank(db: sqlite3.Connection, old: int, new: int, moved: list[bytes]) -> None:
+    """Exemplars equal to a moved observation's embedding go with it to the new entity."""
+    moved_set = set(moved)
+    db.executemany("DELETE FROM entity_embeddings WHERE entity_id = ? AND vector = ?", [(old, v) for v in moved_set])
+    write_bank(db, new, [from_blob(v) for v in moved])
+
+
+def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
+    """Remove the entity; observations (with their media), bank, edges and evidence cascade."""
+    require_entity(db, entity_id)
+    db.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+
+
+def orphan_entities_of_video(db: sqlite3.Connection, video_id: str) -> list[int]:
+    """Entities that belong to ``video_id`` only: first seen there (or of no video but observed
+    there) and with no observation or memory edge in any other video."""
+    rows = db.execute(
+        "SELECT n.id FROM entities n WHERE (n.video_id = :v OR (n.video_id IS NULL AND ("
+        "   EXISTS (SELECT 1 FROM faces f WHERE f.entity_id = n.id AND f.video_id = :v)"
+        "   OR EXISTS (SELECT 1 FROM voices s WHERE s.entity_id = n.id AND s.video_id = :v)"
+        "   OR EXISTS (SELECT 1 FROM edges e JOIN memories m ON m.id = e.memory_id"
+        "              WHERE e.entity_id = n.id AND m.video_id = :v))))"
+        " AND NOT EXISTS (SELECT 1 FROM faces f WHERE f.entity_id = n.id AND f.video_id <> :v)"
+        " AND NOT EXISTS (SELECT 1 FROM voices s WHERE s.entity_id = n.id AND s.video_id <> :v)"
+        " AND NOT EXISTS (SELECT 1 FROM edges e JOIN memories m ON m.id = e.memory_id"
+        "                 WHERE e.entity_id = n.id AND m.video_id <> :v)",
+        {"v": video_id},
+    ).fetchall()
+    return [r[0] for r in rows]

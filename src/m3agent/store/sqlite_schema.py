@@ -1,0 +1,212 @@
+"""Open an m3agent SQLite file: checks, pragmas and numbered migrations.
+
+Migrations are the files ``sqlite_migrations/NNNN_name.sql``, applied in
+order from an empty file, each in its own transaction, and recorded in
+``schema_migrations``. A file whose recorded version is newer than the
+newest migration known here is refused (:class:`StoreVersionError`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from m3agent.errors import NotFoundError, StoreCorruptError, StoreReadOnlyError, StoreVersionError
+from m3agent.store.sqlite_errors import translated
+
+APPLICATION_ID = 0x4D334147  # "M3AG", stamped into the SQLite header of every memory file
+_HEADER = b"SQLite format 3\x00"
+_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+@cache
+def migrations() -> tuple[Migration, ...]:
+    """The packaged migrations in version order."""
+    folder = resources.files("m3agent.store").joinpath("sqlite_migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError("sqlite migrations must be numbered 0001, 0002, ... without gaps")
+    return tuple(found)
+
+
+def latest_version() -> int:
+    return migrations()[-1].version
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def check_file(path: Path) -> None:
+    """Refuse a file that is not SQLite or is shorter than its header says (truncated)."""
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with path.open("rb") as fh:
+        head = fh.read(100)
+    if len(head) < 100 or not head.startswith(_HEADER):
+        raise StoreCorruptError(f"{path} is not an SQLite file")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    header_count_valid = head[24:28] == head[92:96]
+    if header_count_valid and size < pages * page_size:
+        raise StoreCorruptError(f"{path} is truncated: {size} bytes, header says {pages * page_size}")
+
+
+def is_writable(path: Path) -> bool:
+    """Whether ``path`` (an existing file) can really be opened for writing (root included)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def connect(path: Path, *, readonly: bool, create: bool) -> tuple[sqlite3.Connection, bool]:
+    """Open ``path``; returns the connection and whether it is read-only."""
+    exists = path.exists()
+    if not exists and (readonly or not create):
+        raise NotFoundError(f"no memory store at {path}", hint="check the path, or open it with create=True")
+    if exists:
+        check_file(path)
+        readonly = readonly or not is_writable(path)
+    else:
+        _make_parent(path)
+    conn = _connect_sqlite(path, readonly)
+    try:
+        _configure(conn, path, readonly)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, readonly
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreReadOnlyError(f"cannot create the folder of {path}: {exc}") from exc
+
+
+def _connect_sqlite(path: Path, readonly: bool) -> sqlite3.Connection:
+    uri = path.resolve().as_uri()
+    with translated(str(path)):
+        if not readonly:
+            return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        # A WAL file in a read-only folder cannot get its -shm file; nobody can write there either.
+        conn.close()
+        with translated(str(path)):
+            return sqlite3.connect(
+                f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False
+            )
+
+
+def _configure(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    with translated(str(path)):
+        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -65536")
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        n_objects = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if n_objects and app_id != APPLICATION_ID:
+            raise StoreCorruptError(f"{path} is an SQLite file but not an m3agent memory")
+        if readonly:
+            _check_version(conn, path, readonly=True)
+            return
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA secure_delete = ON")
+        migrate(conn, path)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """Highest applied migration (0 for an empty file)."""
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if not has_table:
+        return 0
+    row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def _check_version(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> int:
+    version = schema_version(conn)
+    if version > latest_version():
+        raise StoreVersionError(f"{path} has schema version {version}; this m3agent knows up to {latest_version()}")
+    if readonly and version < latest_version():
+        raise StoreReadOnlyError(
+            f"{path} has schema version {version} and needs migrating to {latest_version()}",
+            hint="open it once without --readonly (and with write permission) to upgrade it",
+        )
+    return version
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply every migration newer than the file's version, each atomically."""
+    with translated(str(path)):
+        if _check_version(conn, path, readonly=False) == latest_version():
+            return
+        for migration in migrations():
+            _apply(conn, path, migration)
+
+
+def _apply(conn: sqlite3.Connection, path: Path, migration: Migration) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        if _check_version(conn, path, readonly=False) < migration.version:
+            for statement in split_statements(migration.sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, utc_now()),
+            )
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def split_statements(script: str) -> list[str]:
+    """Split an SQL script into complete statements (trigger bodies kept whole)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip() and not all(part.strip().startswith("--") or not part.strip() for part in buffer.splitlines()):
+        raise RuntimeError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
+    return statements

@@ -1,0 +1,266 @@
+"""Float32 vector blobs and an in-memory, filterable int8 copy of the memory vectors.
+
+SQLite rows hold the exact float32 vectors. :class:`VectorMirror` keeps, per
+memory, the columns a :class:`SearchFilter` needs plus an int8 copy of the
+vector quantised with its own scale (error ~1e-3 in cosine), so filters and
+exact scoring over a subset run in numpy without touching SQLite.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from m3agent.errors import IntegrityError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from m3agent.domain import Vector
+
+    BoolArray = npt.NDArray[np.bool_]
+    IntArray = npt.NDArray[np.int64]
+    FloatArray = npt.NDArray[np.float32]
+
+KIND_CODES = {"episodic": 0, "semantic": 1}
+
+
+def to_blob(vector: Vector | Sequence[float]) -> bytes:
+    """Little-endian float32 bytes of a 1-d vector."""
+    import numpy as np
+
+    array = np.asarray(vector, dtype="<f4")
+    if array.ndim != 1 or array.size == 0:
+        raise IntegrityError(f"expected a non-empty 1-d vector, got shape {array.shape}")
+    return array.tobytes()
+
+
+def from_blob(blob: bytes) -> Vector:
+    import numpy as np
+
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+def normalized(vector: Vector | Sequence[float]) -> Vector:
+    """``vector`` as float32 with unit L2 norm; a zero or non-finite vector is refused."""
+    import numpy as np
+
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(array))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise IntegrityError("an embedding must be finite and non-zero")
+    return array / norm
+
+
+def quantize(vectors: FloatArray) -> tuple[npt.NDArray[np.int8], FloatArray]:
+    """Per-row symmetric int8 codes and scales: ``row ~= codes * scale``."""
+    import numpy as np
+
+    peak = np.abs(vectors).max(axis=1)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    codes = np.rint(vectors / scales[:, None]).astype(np.int8)
+    return codes, scales
+
+
+@dataclass
+class MirrorRows:
+    """A batch of memory rows to add to a :class:`VectorMirror` (ids ascending)."""
+
+    ids: IntArray
+    video: IntArray
+    clip: IntArray
+    kind: IntArray
+    start: FloatArray
+    end: FloatArray
+    vectors: FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorFilter:
+    """A :class:`SearchFilter` resolved to mirror codes (video row ids, kind codes, memory ids)."""
+
+    videos: tuple[int, ...] | None = None
+    before_clip: int | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    kinds: tuple[int, ...] | None = None
+    memory_ids: IntArray | None = None
+    exclude: tuple[tuple[int, int], ...] = ()
+
+
+_COLUMNS = ("ids", "video", "clip", "kind", "start", "end", "codes", "scales", "alive")
+
+
+class VectorMirror:
+    """Growable columns of (id, video, clip, kind, start, end, int8 vector, scale, alive)."""
+
+    def __init__(self, dim: int) -> None:
+        import numpy as np
+
+        self.dim = dim
+        self.size = 0
+        self.n_dead = 0
+        self._cols: dict[str, Any] = {
+            "ids": np.empty(0, np.int64),
+            "video": np.empty(0, np.int64),
+            "clip": np.empty(0, np.int32),
+            "kind": np.empty(0, np.int8),
+            "start": np.empty(0, np.float32),
+            "end": np.empty(0, np.float32),
+            "codes": np.empty((0, dim), np.int8),
+            "scales": np.empty(0, np.float32),
+            "alive": np.empty(0, np.bool_),
+        }
+
+    def col(self, name: str) -> Any:
+        """The live prefix of column ``name``."""
+        return self._cols[name][: self.size]
+
+    @property
+    def n_alive(self) -> int:
+        return self.size - self.n_dead
+
+    @property
+    def max_id(self) -> int:
+        return int(self._cols["ids"][self.size - 1]) if self.size else 0
+
+    def append(self, rows: MirrorRows) -> None:
+        """Add rows whose ids are all larger than any id already here."""
+        n = len(rows.ids)
+        if n == 0:
+            return
+        if self.size and int(rows.ids[0]) <= self.max_id:
+            raise ValueError("mirror rows must arrive in ascending id order")
+        self._reserve(self.size + n)
+        codes, scales = quantize(rows.vectors)
+        new = {
+            "ids": rows.ids,
+            "video": rows.video,
+            "clip": rows.clip,
+            "kind": rows.kind,
+            "start": rows.start,
+            "end": rows.end,
+            "codes": codes,
+            "scales": scales,
+            "alive": True,
+        }
+        for name, values in new.items():
+            self._cols[name][self.size : self.size + n] = values
+        self.size += n
+
+    def _reserve(self, needed: int) -> None:
+        import numpy as np
+
+        capacity = len(self._cols["ids"])
+        if needed <= capacity:
+            return
+        new_capacity = max(needed, capacity * 2, 1024)
+        for name, old in self._cols.items():
+            grown = np.empty((new_capacity, *old.shape[1:]), dtype=old.dtype)
+            grown[: self.size] = old[: self.size]
+            self._cols[name] = grown
+
+    def rows_of(self, ids: IntArray) -> IntArray:
+        """Row positions of ``ids``; -1 for ids not here or dead."""
+        import numpy as np
+
+        keys = self.col("ids")
+        pos = np.searchsorted(keys, ids)
+        pos = np.minimum(pos, max(self.size - 1, 0))
+        found = (keys[pos] == ids) & self.col("alive")[pos] if self.size else np.zeros(len(ids), bool)
+        return np.where(found, pos, -1).astype(np.int64)
+
+    def remove(self, ids: IntArray) -> int:
+        """Mark ``ids`` dead; returns how many were alive."""
+        rows = self.rows_of(ids)
+        rows = rows[rows >= 0]
+        self._cols["alive"][rows] = False
+        self.n_dead += len(rows)
+        return len(rows)
+
+    def mask(self, flt: MirrorFilter | None) -> BoolArray:
+        """Rows that are alive and pass ``flt``."""
+        import numpy as np
+
+        keep = self.col("alive").copy()
+        if flt is None:
+            return keep  # type: ignore[no-any-return]
+        if flt.videos is not None:
+            keep &= np.isin(self.col("video"), np.asarray(flt.videos, np.int64))
+        if flt.before_clip is not None:
+            keep &= self.col("clip") <= flt.before_clip
+        if flt.start_s is not None:
+            keep &= self.col("end") >= flt.start_s
+        if flt.end_s is not None:
+            keep &= self.col("start") <= flt.end_s
+        if flt.kinds is not None:
+            keep &= np.isin(self.col("kind"), np.asarray(flt.kinds, np.int8))
+        if flt.memory_ids is not None:
+            keep &= np.isin(self.col("ids"), flt.memory_ids)
+        for video, clip in flt.exclude:
+            keep &= ~((self.col("video") == video) & (self.col("clip") == clip))
+        return keep  # type: ignore[no-any-return]
+
+    def top_exact(self, query: FloatArray, rows: IntArray, count: int) -> tuple[IntArray, FloatArray]:
+        """Best ``count`` of ``rows`` by (dequantised) dot product: memory ids and scores, best first."""
+        import numpy as np
+
+        best_ids = np.empty(0, np.int64)
+        best_scores = np.empty(0, np.float32)
+        for start in range(0, len(rows), 65536):
+            chunk = rows[start : start + 65536]
+            scores = (self._cols["codes"][chunk].astype(np.float32) @ query) * self._cols["scales"][chunk]
+            best_ids = np.concatenate([best_ids, self._cols["ids"][chunk]])
+            best_scores = np.concatenate([best_scores, scores])
+            best_ids, best_scores = _top(best_ids, best_scores, count)
+        return best_ids, best_scores
+
+    def dequantized(self, rows: IntArray) -> FloatArray:
+        import numpy as np
+
+        codes = self._cols["codes"][rows].astype(np.float32)
+        return codes * self._cols["scales"][rows][:, None]  # type: ignore[no-any-return]
+
+    def compact(self) -> None:
+        """Drop dead rows (keeps ids ascending)."""
+        keep = self.col("alive")
+        for name in _COLUMNS:
+            self._cols[name] = self._cols[name][: self.size][keep].copy()
+        self.size = len(self._cols["ids"])
+        self.n_dead = 0
+
+    def to_bytes(self) -> bytes:
+        """The alive rows as an ``.npz`` archive (no pickles)."""
+        import numpy as np
+
+        self.compact()
+        buffer = io.BytesIO()
+        np.savez(buffer, dim=np.asarray(self.dim), **{n: self.col(n) for n in _COLUMNS if n != "alive"})
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> VectorMirror:
+        import numpy as np
+
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            mirror = cls(int(archive["dim"]))
+            for name in _COLUMNS:
+                if name != "alive":
+                    mirror._cols[name] = archive[name].copy()
+        mirror.size = len(mirror._cols["ids"])
+        mirror._cols["alive"] = np.ones(mirror.size, np.bool_)
+        return mirror
+
+
+def _top(ids: IntArray, scores: FloatArray, count: int) -> tuple[IntArray, FloatArray]:
+    """The ``count`` best (ids, scores), best first."""
+    import numpy as np
+
+    if len(scores) > count:
+        part = np.argpartition(-scores, count - 1)[:count]
+        ids, scores = ids[part], scores[part]
+    order = np.argsort(-scores, kind="stable")
+    return ids[order], scores[order]

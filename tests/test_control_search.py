@@ -1,0 +1,160 @@
+"""The search tools on a real SQLite memory: exclusion, tags, causality, names, time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from m3agent.control.query import Intent, extract_time_range, parse_query
+from m3agent.control.results import SearchResult
+from m3agent.control.search import MemorySearcher
+from test_control_world import World, opened_world
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with opened_world(tmp_path) as built:
+        yield built
+
+
+def searcher(world: World, **options: object) -> MemorySearcher:
+    return MemorySearcher(world.store, world.embedder, video_id="v1", **options)  # type: ignore[arg-type]
+
+
+def clip_indexes(result: SearchResult) -> list[int]:
+    return [c.clip.index for c in result.clips]
+
+
+def texts(result: SearchResult) -> list[str]:
+    return [h.text for h in result.hits]
+
+
+def test_repeated_clip_search_returns_the_next_best_clips(world: World) -> None:
+    tools = searcher(world)
+    query = "who buys bread"
+    first = tools.search_clip(query, k=1)
+    second = tools.search_clip(query, k=1)
+    third = tools.search_clip(query, k=1)
+    assert clip_indexes(first) and clip_indexes(second) and clip_indexes(third)
+    assert len({*clip_indexes(first), *clip_indexes(second), *clip_indexes(third)}) == 3
+    # the best clips for "bread" come first
+    assert {clip_indexes(first)[0], clip_indexes(second)[0]} == {1, 9}
+
+
+def test_clip_search_returns_whole_clips_ordered_by_relevance(world: World) -> None:
+    result = searcher(world).search_clip("a loaf of bread", k=2)
+    first = result.clips[0]
+    assert first.clip.index == 1 and (first.clip.start_s, first.clip.end_s) == (30.0, 60.0)
+    assert [h.memory.id for h in first.hits] == [world.memory_ids["bread"], world.memory_ids["coat"]]
+    assert [h.matched for h in first.hits] == [True, False]
+    assert result.clips[0].score >= result.clips[-1].score
+
+
+def test_memory_search_never_repeats_a_memory(world: World) -> None:
+    tools = searcher(world)
+    first = tools.search_memory("buys at the bakery counter", k=2)
+    second = tools.search_memory("buys at the bakery counter", k=2)
+    ids_first = {h.memory.id for h in first.hits}
+    ids_second = {h.memory.id for h in second.hits}
+    assert len(ids_first) == 2 and len(ids_second) == 2 and not ids_first & ids_second
+    assert second.repeated >= 2
+
+
+def test_tags_are_rewritten_token_exactly_for_ids_past_ten(world: World) -> None:
+    result = searcher(world).search_memory("buys bakery counter", k=10)
+    by_id = {h.memory.id: h.text for h in result.hits}
+    assert by_id[world.memory_ids["bread"]] == "<character_1> buys a loaf of bread at the bakery counter."
+    assert by_id[world.memory_ids["milk"]] == "<character_10> buys a bottle of milk at the bakery counter."
+    assert all("face_" not in t and "voice_" not in t for t in by_id.values())
+
+
+def test_a_named_character_restricts_the_search_to_its_memories(world: World) -> None:
+    one = searcher(world).search_memory("what did <character_1> buy at the bakery", k=10)
+    assert {h.memory.id for h in one.hits} == {
+        world.memory_ids[k] for k in ("bread", "coat", "cake")
+    }
+    assert any("restricted to memories of <character_1>" in n for n in one.notes)
+    ten = searcher(world).search_memory("what did <character_10> buy at the bakery", k=10)
+    assert world.memory_ids["milk"] in {h.memory.id for h in ten.hits}
+    assert world.memory_ids["bread"] not in {h.memory.id for h in ten.hits}
+
+
+def test_equivalence_bookkeeping_is_never_shown(world: World) -> None:
+    tools = searcher(world)
+    result = tools.search_clip("CLIP_2", k=1)
+    assert clip_indexes(result) == [2]
+    assert world.memory_ids["equiv"] not in {h.memory.id for h in result.hits}
+    assert not any("quivalence" in t for t in texts(result))
+
+
+def test_before_clip_hides_every_later_memory(world: World) -> None:
+    tools = searcher(world, before_clip=4)
+    results = [tools.search_clip("buys bread at the bakery", k=2) for _ in range(4)]
+    results += [tools.search_memory("bread milk cake coffee coins", k=20)]
+    seen = [h.memory.clip_index for r in results for h in r.hits]
+    assert seen and max(seen) <= 4
+    late = tools.search_clip("what happens in CLIP_6", k=1)
+    assert not late.hits and "after the question time" in late.notes[0]
+
+
+def test_name_of_character_from_memories_respects_before_clip(world: World) -> None:
+    alice = world.character(2)
+    facts = searcher(world).search_memory(f"What is the name of <character_{alice}>?", k=5)
+    assert any("called Alice" in f for f in facts.facts)
+    assert world.memory_ids["name"] in {h.memory.id for h in facts.hits}
+    late = "What is the name of <character_10>?"
+    assert any("Zed" in f for f in searcher(world).search_memory(late, k=5).facts)
+    early = searcher(world, before_clip=4).search_memory(late, k=5)
+    assert not any("Zed" in f for f in early.facts) and not any("Zed" in t for t in texts(early))
+
+
+def test_character_of_name_and_search_by_name(world: World) -> None:
+    alice = world.character(2)
+    found = searcher(world).search_clip("Which character is Alice?", k=2)
+    assert f"Alice is <character_{alice}> (stated in memories)." in found.facts
+    drink = searcher(world).search_memory("What coffee does Alice drink?", k=3)
+    # the voice linked to Alice's face said it: the name reaches it through the character
+    assert drink.hits[0].memory.id == world.memory_ids["alice_coffee"]
+    assert drink.hits[0].text == f"<character_{alice}> says she always drinks black coffee."
+
+
+def test_given_names_replace_tags_in_results(world: World) -> None:
+    world.store.rename_entity(world.faces[world.face_with_character(1)], "Bob")
+    result = searcher(world).search_memory("Bob bread", k=1)
+    assert result.hits[0].text == "Bob buys a loaf of bread at the bakery counter."
+
+
+def test_time_phrases_restrict_the_range(world: World) -> None:
+    early = searcher(world).search_memory("buys at the bakery counter in the first 80 seconds", k=10)
+    assert early.hits and max(h.memory.clip_index for h in early.hits) <= 2
+    assert any(n.startswith("time range 00:00-01:20") for n in early.notes)
+    late = searcher(world).search_memory("who buys bread after 4 minutes", k=10)
+    assert {h.memory.clip_index for h in late.hits} == {9}
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what happened in the first ten minutes", 0.0, 600.0),
+        ("who came after 5 minutes?", 300.0, None),
+        ("between 2 and 4 minutes", 120.0, 240.0),
+        ("from 1:00 to 2:30 who spoke", 60.0, 150.0),
+        ("at 03:10 who spoke", 160.0, 220.0),
+        ("during the first half an hour", 0.0, 1800.0),
+        ("the store at the corner", None, None),
+    ],
+)
+def test_time_phrase_parsing(query: str, start: float | None, end: float | None) -> None:
+    _, got_start, got_end = extract_time_range(query)
+    assert (got_start, got_end) == (start, end)
+
+
+def test_intent_routing_is_not_by_substring(world: World) -> None:
+    index = searcher(world).index
+    assert parse_query("What is the name of <character_3>?", index).intent is Intent.NAME_OF
+    assert parse_query("which character is Alice", index).intent is Intent.CHARACTER_OF
+    assert parse_query("who is Alice?", index).intent is Intent.CHARACTER_OF
+    assert parse_query("the character id card on the table", index).intent is Intent.CHARACTER_OF
+    assert parse_query("what does Alice drink", index).intent is Intent.SEARCH

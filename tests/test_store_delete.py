@@ -1,0 +1,139 @@
+"""Deleting a video, an entity or a memory removes every derived row and the bytes from the file."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from m3agent.domain import BBox, EntityKind, Equivalence, FaceObservation, SearchFilter, Video, VoiceSegment
+from m3agent.errors import NotFoundError
+from m3agent.store.sqlite import SQLiteStore
+from store_helpers import clip_of, file_bytes, memory, new_store, unit_vectors
+
+MEMORY_MARK = b"zqxmemorymarkzqx"
+CROP_MARK = b"ZQXCROPMARKZQX"
+WAV_MARK = b"ZQXWAVMARKZQX"
+SPEECH_MARK = b"zqxspeechmarkzqx"
+
+
+def vacuum_and_read(store: SQLiteStore) -> bytes:
+    """Close the store, VACUUM the file with a plain connection, return its bytes."""
+    path = store.path
+    store.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("VACUUM")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    return file_bytes(path)
+
+
+def build(tmp_path: Path) -> tuple[SQLiteStore, dict[str, int]]:
+    """Video "doomed" (marked data, its own entities) and video "kept" (sharing one entity)."""
+    store = new_store(tmp_path)
+    vectors = unit_vectors(40, seed=7)
+    ids: dict[str, int] = {}
+    for video in ("doomed", "kept"):
+        store.add_video(Video(video, f"/media/{video}.mp4"))
+    clip = clip_of("doomed", 0)
+    with store.clip(clip) as w:
+        face = w.add_entity(EntityKind.FACE, [vectors[0]])
+        voice = w.add_entity(EntityKind.VOICE, [vectors[1]])
+        shared = w.add_entity(EntityKind.FACE, [vectors[2]])
+        crop = b"\xff\xd8" + CROP_MARK * 20
+        w.add_face(FaceObservation(0, 1.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=crop, entity_id=face.id))
+        w.add_face(FaceObservation(0, 2.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=b"other", entity_id=shared.id))
+        speech = f"I said {SPEECH_MARK.decode()}"
+        w.add_voice(VoiceSegment(0, 1.0, 2.0, speech, entity_id=voice.id), b"RIFF" + WAV_MARK * 20)
+        text = f"{face.tag} whispers {MEMORY_MARK.decode()} to {voice.tag}"
+        ids["marked"] = w.add_memory(memory(clip, text, vectors[3], entity_ids=(face.id, voice.id, shared.id)))
+        for i in range(10):
+            w.add_memory(memory(clip, f"doomed filler {i}", vectors[4 + i]))
+        w.set_equivalence(Equivalence(face.id, voice.id, 0.9))
+    clip = clip_of("kept", 0)
+    with store.clip(clip) as w:
+        w.add_face(FaceObservation(0, 1.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=b"kept", entity_id=shared.id))
+        ids["kept"] = w.add_memory(memory(clip, f"{shared.tag} stays", vectors[20], entity_ids=(shared.id,)))
+    ids.update(face=face.id, voice=voice.id, shared=shared.id)
+    return store, ids
+
+
+def test_delete_video_removes_rows_blobs_index_entries_and_bytes(tmp_path: Path) -> None:
+    store, ids = build(tmp_path)
+    marked = store.get_memory(ids["marked"])
+    assert store.vector_search(marked.embedding, 1)[0].memory.id == ids["marked"]  # index now holds it
+    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = file_bytes(store.path)
+    for mark in (MEMORY_MARK, CROP_MARK, WAV_MARK, SPEECH_MARK):
+        assert mark in before, mark  # the scan can see them
+
+    store.delete_video("doomed")
+
+    counts = store.counts()
+    expected = {
+        "videos": 1,
+        "clips": 1,
+        "memories": 1,
+        "memories_fts": 1,
+        "faces": 1,
+        "voices": 0,
+        "blobs": 1,
+        "equivalences": 0,
+        "entities": 1,
+        "edges": 1,
+        "characters": 1,
+    }
+    assert {k: counts[k] for k in expected} == expected
+    assert [e.id for e in store.entities()] == [ids["shared"]]
+    assert store.get_entity(ids["shared"]).video_id is None
+    assert store.vector_search(marked.embedding, 5, SearchFilter(video_ids=("doomed",))) == []
+    assert ids["marked"] not in {s.memory.id for s in store.vector_search(marked.embedding, 50)}
+    assert store.keyword_search(MEMORY_MARK.decode(), 5) == []
+    assert store.faces("doomed") == [] and store.voices("doomed") == []
+    with pytest.raises(NotFoundError):
+        store.get_video("doomed")
+    assert [m.id for m in store.memories()] == [ids["kept"]]
+    assert store.check() == []
+    data = vacuum_and_read(store)
+    for mark in (MEMORY_MARK, CROP_MARK, WAV_MARK, SPEECH_MARK):
+        assert mark not in data, mark
+
+
+def test_delete_memory_removes_edges_keywords_vectors_and_bytes(tmp_path: Path) -> None:
+    store, ids = build(tmp_path)
+    marked = store.get_memory(ids["marked"])
+    assert store.keyword_search(MEMORY_MARK.decode(), 5)[0].memory.id == ids["marked"]
+    store.vector_search(marked.embedding, 1)
+    edges_before = store.counts()["edges"]
+
+    store.delete_memory(ids["marked"])
+
+    assert store.counts()["edges"] == edges_before - 3
+    assert store.memories_of_entities([ids["face"]]) == []
+    assert store.keyword_search(MEMORY_MARK.decode(), 5) == []
+    assert ids["marked"] not in {s.memory.id for s in store.vector_search(marked.embedding, 50)}
+    assert store.counts()["memory_tombstones"] == 1
+    with pytest.raises(NotFoundError):
+        store.delete_memory(ids["marked"])
+    store.compact()
+    assert store.counts()["memory_tombstones"] == 0
+    assert MEMORY_MARK not in vacuum_and_read(store)
+
+
+def test_delete_entity_removes_its_media_edges_and_evidence(tmp_path: Path) -> None:
+    store, ids = build(tmp_path)
+    store.delete_entity(ids["face"])
+    store.delete_entity(ids["voice"])
+    with pytest.raises(NotFoundError):
+        store.get_entity(ids["face"])
+    assert store.equivalences() == []
+    assert store.entity_crops(ids["face"]) == []
+    assert [f.entity_id for f in store.faces("doomed")] == [ids["shared"]]
+    assert store.voices("doomed") == []
+    marked = store.get_memory(ids["marked"])
+    assert marked.entity_ids == (ids["shared"],)  # the memory stays, without the deleted links
+    assert store.counts()["characters"] == 1 and store.counts()["entity_embeddings"] == 1
+    data = vacuum_and_read(store)
+    assert CROP_MARK not in data and WAV_MARK not in data and SPEECH_MARK not in data
+    assert MEMORY_MARK in data
