@@ -9,7 +9,10 @@ that releases the GIL), so the two CPU cores are both busy.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import ClipMedia, ClipPerception, ClipStatus, Memory
-from m3agent.errors import M3AgentError, NotAvailableYet
+from m3agent.errors import M3AgentError
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
+    from m3agent.memorize import MemoryWriter
+    from m3agent.memorize.rules import WriteRules
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
@@ -41,6 +46,7 @@ class IngestReport:
     wall_seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    started_at: float = field(default_factory=time.perf_counter, repr=False)
 
     @property
     def rtf(self) -> float:
@@ -48,6 +54,7 @@ class IngestReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        data.pop("started_at")
         data["rtf"] = round(self.rtf, 3)
         data["stage_seconds"] = {k: round(v, 2) for k, v in self.stage_seconds.items()}
         return data
@@ -58,24 +65,24 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip."""
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
+    from m3agent.memorize.embedding import ensure_embedding_model
     from m3agent.store import open_store
 
-    if settings.writer != "perception" and not perception_only:
-        raise NotAvailableYet(f"the {settings.writer!r} memory writer is not available yet",
-                              hint="use the default perception writer (drop --writer)")
     info = probe(source)
     vid = video_id or default_video_id(source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
+    memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
     with open_store(settings.memory) as store:
-        store.set_embedding_model(embedder.name, embedder.dim)
+        ensure_embedding_model(store, embedder)
         store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}
         start = _first_missing(done)
         report = IngestReport(video_id=vid, source=str(source), clips_already_done=len(done))
-        clips = iter_clips(source, settings.media, start, video_id=vid)
-        with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance:
-            for media in _limit(clips, done, max_clips):
-                _ingest_clip(store, embedder, settings, media, report, perception_only)
+        clips = _limit(iter_clips(source, settings.media, start, video_id=vid), done, max_clips)
+        with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
+                _perceived_ahead(clips, settings) as perceived:
+            for media, perception in perceived:
+                _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
     return report
 
@@ -98,16 +105,16 @@ def _limit(clips: Iterator[ClipMedia], done: set[int], max_clips: int | None) ->
         yield media
 
 
-def _ingest_clip(store: MemoryStore, embedder: Embedder, settings: Settings, media: ClipMedia,
-                 report: IngestReport, perception_only: bool) -> None:
-    """Perceive, resolve identities and write memories of one clip in one transaction."""
+def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Settings, media: ClipMedia,
+                 perception: ClipPerception | Exception, report: IngestReport) -> None:
+    """Resolve identities and write memories of one perceived clip in one transaction."""
     started = time.perf_counter()
     report.problems.extend(media.problems)
-    perception: ClipPerception | None = None
     try:
-        perception = perceive_clip(media, settings)
+        if isinstance(perception, Exception):
+            raise perception
         with store.clip(media.clip) as writer:
-            memories = _write_clip(store, writer, embedder, settings, perception, report, perception_only)
+            memories = _write_clip(store, writer, memorizer, settings, perception, report)
             for stage, seconds in perception.timings.items():
                 writer.record_timing(stage, seconds)
         report.memories_written += memories
@@ -117,9 +124,68 @@ def _ingest_clip(store: MemoryStore, embedder: Embedder, settings: Settings, med
     except (ValueError, RuntimeError, MemoryError) as exc:
         _record_failure(store, media, report, f"{type(exc).__name__}: {exc}")
     report.media_seconds += media.clip.duration_s
-    report.wall_seconds += time.perf_counter() - started
-    for stage, seconds in (perception.timings if perception else {}).items():
-        report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+    report.wall_seconds = time.perf_counter() - report.started_at
+    report.stage_seconds["write"] = report.stage_seconds.get("write", 0.0) + time.perf_counter() - started
+    if not isinstance(perception, Exception):
+        for stage, seconds in perception.timings.items():
+            report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+
+
+@contextmanager
+def _perceived_ahead(clips: Iterator[ClipMedia],
+                     settings: Settings) -> Iterator[Iterator[tuple[ClipMedia, ClipPerception | Exception]]]:
+    """Decode and perceive the next clip in a background thread while the caller writes the current one.
+
+    At most one perceived clip waits in the queue, so memory stays bounded on
+    long or live sources. The store is only touched by the caller's thread.
+    Perception errors travel with their clip and are recorded as a failed
+    clip by the caller; decode errors end the stream and are re-raised.
+    """
+    items: queue.Queue[tuple[ClipMedia, ClipPerception | Exception] | BaseException | None] = queue.Queue(1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for media in clips:
+                if stop.is_set():
+                    return
+                try:
+                    result: ClipPerception | Exception = perceive_clip(media, settings)
+                except (M3AgentError, ValueError, RuntimeError, MemoryError) as exc:
+                    result = exc
+                _put(items, (media, result), stop)
+            _put(items, None, stop)
+        except BaseException as exc:  # hand any decode failure to the consumer thread
+            _put(items, exc, stop)
+
+    def consume() -> Iterator[tuple[ClipMedia, ClipPerception | Exception]]:
+        while True:
+            item = items.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    worker = threading.Thread(target=produce, name="m3agent-perception", daemon=True)
+    worker.start()
+    try:
+        yield consume()
+    finally:
+        stop.set()
+        deadline = time.monotonic() + 5.0  # a clip mid-perception is abandoned (daemon thread) after this
+        while worker.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                items.get(timeout=0.1)
+
+
+def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            items.put(item, timeout=0.2)
+            return
+        except queue.Full:
+            continue
 
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:
@@ -127,25 +193,39 @@ def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, 
     report.clips_failed.append({"clip": media.clip.index, "reason": reason})
 
 
-def _write_clip(store: MemoryStore, writer: Any, embedder: Embedder, settings: Settings,
-                perception: ClipPerception, report: IngestReport, perception_only: bool) -> int:
+@dataclass(frozen=True, slots=True)
+class Memorizer:
+    """The memory writer (perception, mllm or local), its write rules and the text embedder."""
+
+    writer: MemoryWriter
+    rules: WriteRules
+    embedder: Embedder
+
+    @classmethod
+    def from_settings(cls, settings: Settings, embedder: Embedder) -> Memorizer:
+        from m3agent.memorize import create_writer
+        from m3agent.memorize.rules import WriteRules
+
+        return cls(create_writer(settings), WriteRules.from_settings(settings), embedder)
+
+
+def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, settings: Settings,
+                perception: ClipPerception, report: IngestReport) -> int:
+    """Identities, then memories (unless perception-only), inside the clip's transaction."""
     from m3agent.identity.resolver import IdentityRules, resolve_clip
-    from m3agent.memorize.perception_writer import write_clip
+    from m3agent.memorize.rules import memorize_clip
 
     started = time.perf_counter()
     resolved = resolve_clip(store, writer, perception, IdentityRules.from_settings(settings))
     report.new_entities += len(resolved.new_entities)
     writer.record_timing("identity", time.perf_counter() - started)
-    if perception_only:
+    if memorizer is None:
         return 0
     started = time.perf_counter()
-    memories = write_clip(perception.media.clip, resolved.tracks, resolved.voices, settings.media.frame_fps)
-    for memory in embed_memories(embedder, memories):
-        writer.add_memory(memory)
-    elapsed = time.perf_counter() - started
-    writer.record_timing("memorize", elapsed)
-    report.stage_seconds["identity+memorize"] = report.stage_seconds.get("identity+memorize", 0.0) + elapsed
-    return len(memories)
+    _, stats = memorize_clip(store, writer, memorizer.writer, perception.media, resolved, memorizer.embedder,
+                             fps=settings.media.frame_fps, rules=memorizer.rules)
+    writer.record_timing("memorize", time.perf_counter() - started)
+    return int(stats.inserted)
 
 
 def embed_memories(embedder: Embedder, memories: list[Memory]) -> list[Memory]:

@@ -44,7 +44,26 @@ class PerceptionSettings(BaseModel):
     threads: int = Field(2, ge=1)
 
 
+class MemorizeSettings(BaseModel):
+    """Memory writers (``writer``) and the graph write rules applied to every clip."""
+
+    frames: int = Field(4, ge=0, le=32, description="video frames per clip shown to the mllm writer")
+    frame_side: int = Field(512, ge=64, le=2048, description="longer side (px) of frames sent to the mllm writer")
+    faces: int = Field(8, ge=0, le=32, description="labelled face crops per clip shown to the mllm writer")
+    audio: bool = Field(False, description="also send voices as input_audio parts (the endpoint must accept audio)")
+    keep_perception: bool = Field(True, description="llm writers keep the perception memories (transcripts, presence)")
+    attempts: int = Field(3, ge=1, le=10, description="model calls per clip before the clip is recorded as failed")
+    max_tokens: int = Field(1500, ge=64, description="reply budget of one memorization call")
+    merge_similarity: float = Field(0.9, gt=0, le=1, description="cosine at which a semantic fact reinforces one")
+    contradiction_penalty: float = Field(0.5, ge=0, description="weight taken from a fact a new one contradicts")
+    llm_equivalence_confidence: float = Field(
+        0.6, ge=0, le=1, description="confidence of face-voice links a model states")
+
+
 class ControlSettings(BaseModel):
+    mode: Literal["auto", "agent", "baseline", "select"] = Field(
+        "auto", description="auto: select for a local llamacpp: model or --llm none, agent for endpoints"
+    )
     rounds: int = Field(5, ge=1, le=20)
     search_k: int = Field(5, ge=1)
     max_context_tokens: int = Field(6000, ge=512)
@@ -76,6 +95,7 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(Path("~/.cache/m3agent"), description="assembled models and other caches")
     media: MediaSettings = MediaSettings()
     perception: PerceptionSettings = PerceptionSettings()
+    memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
 
     _config_file: Path | None = None

@@ -21,25 +21,31 @@ if TYPE_CHECKING:
 @memory_option
 @click.option("--video", "video_id", default=None, help="restrict to one video of the memory")
 @click.option("--before-clip", type=int, default=None, help="answer as of this clip (inclusive): nothing later is seen")
-@click.option("--llm", default=None, help="control LLM: openai://host:port/v1?model=NAME, llamacpp:smollm2")
+@click.option("--llm", default=None,
+              help="control LLM: openai://host:port/v1?model=NAME, llamacpp:smollm2, none (select by reranking)")
+@click.option("--mode", type=click.Choice(["auto", "agent", "baseline", "select"]), default=None,
+              help="agent: multi-round; baseline: one retrieval + answer; select: the model picks a retrieved "
+                   "memory; auto (default): select for llamacpp:/none, agent for endpoints")
 @click.option("--rounds", type=int, default=None, help="most search rounds (default 5)")
-@click.option("--baseline", is_flag=True, help="single retrieval then answer, no iteration")
+@click.option("--baseline", is_flag=True, help="shortcut for --mode baseline")
 @json_option
 @click.pass_context
 def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | None, before_clip: int | None,
-        llm: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
-    """Answer QUESTION by searching the memory in several rounds; print the steps, or the Answer as JSON."""
+        llm: str | None, mode: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
+    """Answer QUESTION from the memory (see --mode); print the steps, or the Answer as JSON."""
     from m3agent.control import AgentConfig, answer_question
+    from m3agent.control.modes import NO_LLM, uses_llm
     from m3agent.embed import embedder_for_store
     from m3agent.llm import chat_model_from_settings
     from m3agent.store import open_store
 
     settings = build_settings(ctx, memory=memory, llm=llm)
-    chat = chat_model_from_settings(settings)
+    config = AgentConfig.from_settings(settings.control, settings.llm or NO_LLM, mode="baseline" if baseline else mode)
+    chat = chat_model_from_settings(settings) if uses_llm(settings.llm) else None
     with open_store(settings.memory, readonly=True, create=False) as store:
         embedder = embedder_for_store(store.embedding_model(), settings.embedder)
         steps = answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip,
-                                rounds=rounds, baseline=baseline, config=AgentConfig.from_settings(settings.control))
+                                rounds=rounds, config=config)
         answer = _consume(steps, show=not as_json)
     if as_json:
         print_json(answer)

@@ -64,6 +64,28 @@ def merge(ctx: click.Context, keep: int, absorb: int, memory: str | None, as_jso
     _done(as_json, {"merged": absorb, "into": keep})
 
 
+@click.command()
+@memory_option
+@click.option("--embedder", default=None, help="the new text embedder (default: settings, i.e. minilm)")
+@json_option
+@click.pass_context
+def reembed(ctx: click.Context, memory: str | None, embedder: str | None, as_json: bool) -> None:
+    """Re-embed every memory with the configured embedder (all or nothing) and record it."""
+    from rich.progress import Progress
+
+    from m3agent.embed import create_embedder
+    from m3agent.memorize.embedding import reembed as reembed_store
+    from m3agent.store import open_store
+
+    settings = build_settings(ctx, memory=memory, embedder=embedder)
+    model = create_embedder(settings.embedder)
+    with open_store(settings.memory, create=False) as store, Progress(disable=as_json) as progress:
+        task = progress.add_task("re-embedding", total=None)
+        count = reembed_store(store, model, progress=lambda done, total: progress.update(task, completed=done,
+                                                                                         total=total))
+    _done(as_json, {"reembedded": count, "model": model.name, "dim": model.dim})
+
+
 def _done(as_json: bool, result: dict[str, object]) -> None:
     if as_json:
         print_json(result)
@@ -71,4 +93,4 @@ def _done(as_json: bool, result: dict[str, object]) -> None:
         console().print(", ".join(f"{k}: {v}" for k, v in result.items()))
 
 
-COMMANDS = [delete, rename, merge]
+COMMANDS = [delete, rename, merge, reembed]

@@ -1,5 +1,9 @@
 """The control loop: a multi-turn agent that searches memory and answers with evidence.
 
+:func:`answer_question` runs one of three modes (:mod:`m3agent.control.modes`):
+this loop (``agent``), :mod:`~m3agent.control.baseline` or
+:mod:`~m3agent.control.select`; all yield the same steps and Answer.
+
 Each round the model returns ``{"thought", "action", "content"}`` validated
 against ``prompts/control_agent.json``; ``search_clip``/``search_memory``
 run the :class:`~m3agent.control.search.MemorySearcher` tool and the result
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.control.conversation import Conversation
 from m3agent.control.evidence import cited_clips, cited_memory_ids, rank_evidence
+from m3agent.control.modes import AUTO, Mode, resolve_mode
 from m3agent.control.prompts import PromptSet, load_prompt_set
 from m3agent.control.render import clock, render_result
 from m3agent.control.results import Hit, SearchResult
@@ -41,8 +46,10 @@ ANSWER_PROMPT = "control_answer"
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """Knobs of one run. ``clip_k`` clips per ``search_clip``, ``memory_k`` memories per ``search_memory``."""
+    """Knobs of one run. ``clip_k`` clips per ``search_clip``, ``memory_k`` memories per ``search_memory``;
+    ``select_k`` candidates shown to the model in select mode (``select_span``: it may quote a span)."""
 
+    mode: Mode = "agent"
     rounds: int = 5
     clip_k: int = 2
     memory_k: int = 8
@@ -54,10 +61,15 @@ class AgentConfig:
     seed_search: bool = True
     """Before round 1, run ``search_memory`` with the question itself (round 0), so the model
     starts from relevant knowledge instead of an empty context (the reference starts empty)."""
+    select_k: int = 6
+    select_span: bool = True
 
     @classmethod
-    def from_settings(cls, control: ControlSettings, **overrides: Any) -> AgentConfig:
+    def from_settings(cls, control: ControlSettings, llm_spec: str | None = None, **overrides: Any) -> AgentConfig:
+        """Config from settings. The mode (override, else ``control.mode``) ``auto`` follows ``llm_spec``:
+        select for a local llama.cpp model or ``none``, agent otherwise (:func:`.modes.default_mode`)."""
         base = cls(
+            mode=resolve_mode(overrides.pop("mode", None) or control.mode, llm_spec),
             rounds=control.rounds,
             memory_k=control.search_k,
             max_context_tokens=control.max_context_tokens,
@@ -73,31 +85,43 @@ def _replace(config: AgentConfig, **overrides: Any) -> AgentConfig:
 def answer_question(
     store: MemoryStore,
     embedder: Embedder,
-    chat: ChatModel,
+    chat: ChatModel | None,
     question: str,
     *,
     video_id: str | None = None,
     before_clip: int | None = None,
     rounds: int | None = None,
     baseline: bool = False,
+    mode: str | None = None,
     config: AgentConfig | None = None,
 ) -> Iterator[Step]:
     """Answer ``question`` from ``store``; yields Thought/Action/Observation steps, then one Answer.
 
-    ``before_clip`` (inclusive) hides every memory of a later clip; ``baseline``
-    runs one retrieval and one answer call instead of the loop.
+    ``before_clip`` (inclusive) hides every memory of a later clip. The mode is
+    ``mode`` if given, else ``config.mode``; ``baseline`` is a shortcut for
+    ``mode="baseline"``. ``chat`` may be None only in select mode (the reranker chooses).
     """
-    config = _replace(config or AgentConfig(), rounds=rounds)
+    chosen = "baseline" if baseline else None if mode in (None, AUTO) else resolve_mode(mode)
+    config = _replace(config or AgentConfig(), rounds=rounds, mode=chosen)
     if not question.strip():
         raise ConfigError("the question is empty", hint="ask a question in words")
     if config.rounds < 1:
         raise ConfigError(f"rounds must be at least 1, got {config.rounds}")
+    if chat is None and config.mode != "select":
+        raise ConfigError(f"the {config.mode} mode needs a chat model", hint="pass --llm, or use --mode select")
     run = _Run(store, embedder, chat, question.strip(), video_id, before_clip, config)
-    if baseline:
+    return _steps_for(run)
+
+
+def _steps_for(run: _Run) -> Iterator[Step]:
+    if run.config.mode == "baseline":
         from m3agent.control.baseline import baseline_steps
 
-        steps: Iterator[Step] = baseline_steps(run)
-        return steps
+        return baseline_steps(run)
+    if run.config.mode == "select":
+        from m3agent.control.select import select_steps
+
+        return select_steps(run)
     return _agent_steps(run)
 
 
@@ -113,7 +137,7 @@ def run_to_answer(steps: Iterable[Step]) -> Answer:
 
 
 def ask(
-    store: MemoryStore, embedder: Embedder, chat: ChatModel, question: str, **options: Any
+    store: MemoryStore, embedder: Embedder, chat: ChatModel | None, question: str, **options: Any
 ) -> Answer:
     """``run_to_answer(answer_question(...))``."""
     return run_to_answer(answer_question(store, embedder, chat, question, **options))
@@ -125,7 +149,7 @@ class _Run:
 
     store: MemoryStore
     embedder: Embedder
-    chat: ChatModel
+    chat: ChatModel | None
     question: str
     video_id: str | None
     before_clip: int | None
@@ -152,15 +176,18 @@ class _Run:
         when = f" (video time {clock(clip.end_s)})" if clip and clip.end_s >= 0 else ""
         return f"The question is asked after CLIP_{self.before_clip}{when}; later clips do not exist yet."
 
-    def call(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> ChatReply:
+    def call(self, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int | None = None) -> ChatReply:
+        if self.chat is None:
+            raise ConfigError(f"the {self.config.mode} mode needs a chat model", hint="pass --llm")
         reply = self.chat.chat(
-            messages, schema=schema, max_tokens=self.config.max_tokens, temperature=self.config.temperature
-        )
+            messages, schema=schema, max_tokens=max_tokens or self.config.max_tokens,
+            temperature=self.config.temperature,
+        )  # fmt: skip
         self.usage = self.usage + reply.usage
         return reply
 
-    def search(self, tool: str, query: str) -> SearchResult:
-        k = self.config.clip_k if tool == "search_clip" else self.config.memory_k
+    def search(self, tool: str, query: str, k: int | None = None) -> SearchResult:
+        k = k or (self.config.clip_k if tool == "search_clip" else self.config.memory_k)
         result = self.searcher.search(tool, query, k)
         self.searches.append(result)
         return result
@@ -175,25 +202,30 @@ class _Run:
         return cited_memory_ids(self.thoughts)
 
     def finish(
-        self, content: str, rounds: int, mode: str, raw: str = "", failure: str | None = None
+        self, content: str, rounds: int, mode: str, raw: str = "", failure: str | None = None,
+        *, cited: set[int] | None = None, rewrite: bool = True,
     ) -> Answer:
-        """The Answer for final ``content`` (``""``: none, ``failure`` says why), with ranked evidence."""
+        """The Answer for final ``content`` (``""``: none, ``failure`` says why), with ranked evidence.
+
+        Cited memories are the ids named in thoughts and answer, or exactly ``cited``
+        when given; ``rewrite=False`` keeps ``content``'s character tags.
+        """
         final_texts = [content, *self.thoughts[-1:]]
-        text = names_for_tags(content, self.searcher)
+        text = names_for_tags(content, self.searcher) if rewrite else content
         evidence, clips = rank_evidence(
             self.searches,
             self.embedder,
             question=self.question,
             answer=text,
-            cited_ids=cited_memory_ids([content, *self.thoughts]),
-            cited_clip_ids=cited_clips(final_texts),
+            cited_ids=cited_memory_ids([content, *self.thoughts]) if cited is None else cited,
+            cited_clip_ids=cited_clips(final_texts) if cited is None else set(),
             limit=self.config.evidence_limit,
         ) if content else ((), ())  # fmt: skip
         return Answer(
             question=self.question, text=text, answered=bool(content), rounds=rounds,
             max_rounds=self.config.rounds, mode=mode, searches=tuple(self.searches), evidence=evidence,
             clips=clips, usage=self.usage, latency_s=time.perf_counter() - self.started,
-            model=self.chat.name, video_id=self.video_id, before_clip=self.before_clip,
+            model=self.chat.name if self.chat else "rerank", video_id=self.video_id, before_clip=self.before_clip,
             raw_text=raw or content, failure=failure,
         )  # fmt: skip
 

@@ -56,7 +56,7 @@ def resolve_clip(store: MemoryStore, writer: ClipWriter, perception: ClipPercept
     new: list[int] = []
     matched: list[int] = []
     tracks = _resolve_faces(store, writer, perception.tracks, rules, new, matched)
-    voices = _resolve_voices(store, writer, perception.voices, rules.voice, new, matched)
+    voices = _resolve_voices(store, writer, perception.voices, rules.voice, new, matched, _face_times(tracks))
     for track in tracks:
         for obs in track.observations:
             writer.add_face(obs)
@@ -81,7 +81,8 @@ def _resolve_faces(store: MemoryStore, writer: ClipWriter, tracks: Sequence[Face
 
 
 def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[VoiceSegment], rule: MatchRule,
-                    new: list[int], matched: list[int]) -> tuple[VoiceSegment, ...]:
+                    new: list[int], matched: list[int],
+                    face_times: dict[int, set[float]]) -> tuple[VoiceSegment, ...]:
     by_speaker: dict[int, list[VoiceSegment]] = defaultdict(list)
     for seg in voices:
         if seg.embedding is not None:
@@ -90,19 +91,28 @@ def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[Voi
     candidates = [unit_rows([s.embedding for s in by_speaker[spk] if s.embedding is not None]) for spk in speakers]
     # Different speakers of one clip are different people by the diarizer's account.
     conflicts = {(i, j) for i in range(len(speakers)) for j in range(i + 1, len(speakers))}
+    vetoes = _av_vetoes(store, [by_speaker[spk] for spk in speakers], face_times)
     entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rule, new, matched,
-                       [True] * len(candidates))
+                       [True] * len(candidates), vetoes)
     speaker_entity = dict(zip(speakers, entity_of, strict=True))
     return tuple(dataclasses.replace(s, entity_id=speaker_entity.get(s.speaker)) for s in voices)
 
 
 def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates: list[Matrix],
            conflicts: set[tuple[int, int]], rule: MatchRule, new: list[int], matched: list[int],
-           may_found: list[bool]) -> list[int | None]:
-    """Entity id for every candidate: an existing entity that matches, a new one, or ``None``."""
+           may_found: list[bool], vetoes: set[tuple[int, int]] | None = None) -> list[int | None]:
+    """Entity id for every candidate: an existing entity that matches, a new one, or ``None``.
+
+    ``vetoes`` holds (candidate index, entity id) pairs ruled out by other evidence.
+    """
     entities = store.entities(kind)
     banks = [_bank(store, e.id) for e in entities]
-    choice = assign(score_matrix(candidates, banks, rule.top), conflicts, rule)
+    scores = score_matrix(candidates, banks, rule.top)
+    for i, entity_id in vetoes or ():
+        for j, entity in enumerate(entities):
+            if entity.id == entity_id:
+                scores[i, j] = -1.0
+    choice = assign(scores, conflicts, rule)
     result: list[int | None] = []
     for cand, column, founds in zip(candidates, choice, may_found, strict=True):
         if column is None and not founds:
@@ -117,6 +127,44 @@ def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates:
             matched.append(entity_id)
             result.append(entity_id)
     return result
+
+
+def _face_times(tracks: Sequence[FaceTrack]) -> dict[int, set[float]]:
+    """Sampled frame times at which each face entity is on screen in this clip."""
+    times: dict[int, set[float]] = defaultdict(set)
+    for track in tracks:
+        for obs in track.observations:
+            if obs.entity_id is not None:
+                times[obs.entity_id].add(round(obs.time_s, 3))
+    return times
+
+
+def _av_vetoes(store: MemoryStore, speakers: Sequence[Sequence[VoiceSegment]],
+               face_times: dict[int, set[float]], seen: float = 0.7, absent: float = 0.1) -> set[tuple[int, int]]:
+    """(speaker index, voice entity) pairs that the screen contradicts.
+
+    A voice entity already linked to a face cannot be this clip's speaker when,
+    while the speaker talks, some face is on screen most of the time (``seen``)
+    and none of the entity's linked faces is (below ``absent``). This keeps two
+    similar voices apart when their faces tell them apart (resemblyzer alone puts
+    some different men above 0.85 cosine).
+    """
+    faces_of_voice: dict[int, set[int]] = defaultdict(set)
+    for eq in store.equivalences(min_confidence=0.8):
+        faces_of_voice[eq.b].add(eq.a)
+    frame_times = sorted(set().union(*face_times.values())) if face_times else []
+    vetoes = set()
+    for index, segments in enumerate(speakers):
+        during = [t for t in frame_times if any(s.start_s <= t < s.end_s for s in segments)]
+        if not during:
+            continue
+        share = {face: sum(t in times for t in during) / len(during) for face, times in face_times.items()}
+        if max(share.values(), default=0.0) < seen:
+            continue
+        for voice, faces in faces_of_voice.items():
+            if all(share.get(face, 0.0) < absent for face in faces):
+                vetoes.add((index, voice))
+    return vetoes
 
 
 def _bank(store: MemoryStore, entity_id: int) -> Matrix:
@@ -140,8 +188,15 @@ def _with_entity(track: FaceTrack, entity_id: int | None) -> FaceTrack:
 
 
 def refresh_links(store: MemoryStore, writer: ClipWriter, video_id: str, rules: IdentityRules) -> None:
-    """Recompute face<->voice links from all evidence of the video and write what changed."""
-    evidence = collect_evidence(store.faces(video_id), store.voices(video_id), rules.fps)
+    """Recompute face<->voice links from all evidence of the video and write what changed.
+
+    Only links between entities seen in this video are revised: evidence
+    from this video says nothing about a pair that never met in it.
+    """
+    faces, voices = store.faces(video_id), store.voices(video_id)
+    evidence = collect_evidence(faces, voices, rules.fps)
     decided = decide_links(evidence, rules.link)
-    for update in revisions(store.equivalences(), decided):
+    in_video = {f.entity_id for f in faces} | {v.entity_id for v in voices}
+    current = [e for e in store.equivalences() if e.a in in_video and e.b in in_video]
+    for update in revisions(current, decided):
         writer.set_equivalence(update)

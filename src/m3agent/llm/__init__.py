@@ -17,8 +17,41 @@ from m3agent.registry import Registry
 if TYPE_CHECKING:
     from m3agent.settings import Settings
 
-Message = Mapping[str, str]
-"""One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
+Message = Mapping[str, Any]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": ...}``.
+
+``content`` is a string, or (multimodal, for OpenAI-compatible endpoints) a
+list of OpenAI content parts: ``{"type": "text", "text": ...}``,
+``{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,..."}}``,
+``{"type": "input_audio", "input_audio": {"data": BASE64, "format": "wav"}}``.
+Text-only backends flatten parts with :func:`flatten_content`.
+"""
+
+MEDIA_PLACEHOLDERS = {"image_url": "[image omitted: this model reads text only]",
+                      "input_audio": "[audio omitted: this model reads text only]"}
+
+
+def flatten_content(content: Any) -> str:
+    """The text of a message's ``content``: a string as is; parts joined by newlines, each
+    image or audio part replaced by a visible placeholder (never silently dropped)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    lines = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            lines.append(str(part.get("text", "")))
+        else:
+            lines.append(MEDIA_PLACEHOLDERS.get(str(kind), f"[{kind or 'unknown'} part omitted]"))
+    return "\n".join(lines)
+
+
+def text_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """``messages`` with every ``content`` flattened to a string (for text-only backends)."""
+    return [{**{k: str(v) for k, v in m.items() if k != "content"}, "content": flatten_content(m.get("content"))}
+            for m in messages]
 
 
 @dataclass(frozen=True, slots=True)

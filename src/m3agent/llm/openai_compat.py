@@ -113,7 +113,7 @@ class OpenAIChat:
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": model,
-            "messages": [dict(m) for m in messages],
+            "messages": [dict(m) for m in messages],  # string content or OpenAI content parts
             "max_tokens": max_tokens,
             "temperature": temperature,
         }
@@ -212,12 +212,16 @@ def _positive_int(text: str, name: str) -> int:
 
 
 def _with_schema_instruction(
-    messages: list[dict[str, str]], schema: Mapping[str, Any]
-) -> list[dict[str, str]]:
+    messages: list[dict[str, Any]], schema: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     instruction = schema_instruction(schema)
     if messages and messages[0].get("role") == "system":
         first = dict(messages[0])
-        first["content"] = first.get("content", "") + "\n\n" + instruction
+        content = first.get("content") or ""
+        if isinstance(content, str):
+            first["content"] = content + "\n\n" + instruction
+        else:  # a list of content parts
+            first["content"] = [*content, {"type": "text", "text": instruction}]
         return [first, *messages[1:]]
     return [{"role": "system", "content": instruction}, *messages]
 
@@ -238,16 +242,25 @@ def _json_or_raise(response: httpx.Response, base_url: str) -> dict[str, Any]:
 
 
 def _rejects_format(response: httpx.Response) -> bool:
-    """A 400/422 that is not about the prompt's length: read as "this server lacks the format".
+    """A 400/422 that is not about the prompt's length or its media: read as "this server lacks the format".
 
     llama-cpp-python's server answers an unknown ``response_format`` with a 500 naming it.
+    A refusal of images or audio (vLLM: "At most 1 image(s) may be provided in one prompt")
+    is the caller's to handle, not a reason to give up structured output.
     """
     text = _error_text(response).lower()
     if response.status_code == 500 and "response_format" in text:
         return True
     if response.status_code not in (400, 422):
         return False
-    return not any(word in text for word in ("context", "token", "too long"))
+    if any(word in text for word in ("context", "token", "too long")):
+        return False
+    if "response_format" in text or "json_schema" in text:
+        return True
+    return not any(word in text for word in _MEDIA_WORDS)
+
+
+_MEDIA_WORDS = ("image", "vision", "audio", "video", "multimodal", "modality")
 
 
 def _status_hint(status: int) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import ConfigError, EndpointError
-from m3agent.llm import ChatReply, Message, Usage
+from m3agent.llm import ChatReply, Message, Usage, flatten_content
 from m3agent.llm.schema import parse_reply
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ class ScriptedChat:
     def __init__(self, replies: Sequence[ScriptedReply], name: str = "scripted") -> None:
         self.replies = list(replies)
         self.name = name
-        self.calls: list[list[dict[str, str]]] = []
+        self.calls: list[list[dict[str, Any]]] = []
         self.schemas: list[Mapping[str, Any] | None] = []
 
     @property
@@ -53,7 +53,7 @@ class ScriptedChat:
         self.calls.append([dict(m) for m in messages])
         self.schemas.append(schema)
         text = _render(reply, messages)
-        prompt_tokens = sum(len(m.get("content", "")) for m in messages) // 4
+        prompt_tokens = sum(len(flatten_content(m.get("content"))) for m in messages) // 4
         usage = Usage(prompt_tokens, len(text) // 4, 1)
         parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
         return ChatReply(text, parsed, error, usage, self.name, 0.0)

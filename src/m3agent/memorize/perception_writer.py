@@ -12,8 +12,13 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Clip, FaceTrack, Memory, MemoryKind, VoiceSegment
+from m3agent.memorize.inputs import ClipInput, WriterOutput
+
+if TYPE_CHECKING:
+    from m3agent.registry import BackendSpec
 
 PROVENANCE = "perception-writer/1"
 
@@ -30,6 +35,20 @@ def clock(seconds: float) -> str:
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class PerceptionWriter:
+    """The :class:`~m3agent.memorize.MemoryWriter` over :func:`write_clip` (no model, no equivalences:
+    face-voice links come from audio-visual evidence in identity resolution)."""
+
+    def write(self, clip_input: ClipInput) -> WriterOutput:
+        inp = clip_input
+        return WriterOutput(memories=tuple(write_clip(inp.clip, inp.tracks, inp.voices, inp.fps)))
+
+
+def create(spec: BackendSpec, **_: Any) -> PerceptionWriter:
+    """Factory of the ``perception`` writer (it takes no options)."""
+    return PerceptionWriter()
 
 
 def write_clip(clip: Clip, tracks: Sequence[FaceTrack], voices: Sequence[VoiceSegment], fps: float) -> list[Memory]:

@@ -13,7 +13,7 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -48,6 +48,10 @@ class ClipWriter(Protocol):
 
     def reinforce(self, memory_id: int, delta: float = 1.0) -> None:
         """Add ``delta`` to a memory's weight and record this clip as its last confirmation."""
+        ...
+
+    def weaken(self, memory_id: int, amount: float, floor: float = 0.1) -> None:
+        """Lower a (contradicted) memory's weight by ``amount``, not below ``floor``; its clip span stays."""
         ...
 
     def add_entity(self, kind: EntityKind, embeddings: Sequence[Vector], name: str = "") -> Entity:
@@ -184,6 +188,20 @@ class MemoryStore(Protocol):
 
     def keyword_search(self, query: str, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
         """Top-``k`` memories by BM25 (FTS5 / tsvector) that pass ``flt``, best first."""
+        ...
+
+    def reembed_memories(
+        self,
+        name: str,
+        dim: int,
+        embed: Callable[[list[str]], Iterable[Vector]],
+        *,
+        batch: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Replace every memory's embedding by ``embed(texts)`` (batches in id order) and record the
+        model ``name``/``dim``, all in one transaction; returns the number of memories re-embedded.
+        ``progress(done, total)`` is called after each batch."""
         ...
 
     def iter_memory_vectors(self, flt: SearchFilter | None = None) -> Iterator[tuple[int, Vector]]:

@@ -18,7 +18,7 @@ import itertools
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -58,7 +58,7 @@ from m3agent.store.sqlite_rows import (
 )
 from m3agent.store.sqlite_schema import connect, schema_version, utc_now
 from m3agent.store.sqlite_writer import SQLiteClipWriter
-from m3agent.store.vectors import from_blob, normalized
+from m3agent.store.vectors import from_blob, normalized, to_blob
 
 if TYPE_CHECKING:
     from m3agent.domain import Vector
@@ -509,6 +509,43 @@ class SQLiteStore:
     @_guarded
     def keyword_search(self, query: str, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
         return sqlite_search.keyword_search(self._db, query, k, flt)
+
+    @_guarded
+    def reembed_memories(
+        self,
+        name: str,
+        dim: int,
+        embed: Callable[[list[str]], Iterable[Vector]],
+        *,
+        batch: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """All embeddings replaced and the model recorded in one transaction: an error (or an
+        interruption) in the middle leaves the store as it was. The derived vector index is dropped
+        and rebuilt from the rows on the next search."""
+        if dim <= 0:
+            raise IntegrityError(f"embedding dimension must be positive, got {dim}")
+        with self._tx() as db:
+            total = int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
+            done = last_id = 0
+            while rows := db.execute(
+                "SELECT id, text FROM memories WHERE id > ? ORDER BY id LIMIT ?", (last_id, batch)
+            ).fetchall():
+                vectors = [normalized(v) for v in embed([r[1] for r in rows])]
+                if len(vectors) != len(rows) or any(len(v) != dim for v in vectors):
+                    raise IntegrityError(f"the embedder {name!r} returned vectors that are not {dim}-d, one per text")
+                db.executemany("UPDATE memories SET embedding = ? WHERE id = ?",
+                               [(to_blob(v), r[0]) for v, r in zip(vectors, rows, strict=True)])
+                done, last_id = done + len(rows), rows[-1][0]
+                if progress is not None:
+                    progress(done, total)
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [("embedding_model", name), ("embedding_dim", str(dim))],
+            )
+            db.execute("DELETE FROM vector_snapshots")
+        self._vectors = None
+        return done
 
     def iter_memory_vectors(self, flt: SearchFilter | None = None) -> Iterator[tuple[int, Vector]]:
         """Batches of 5000 rows in id order; the lock is held per batch, not across the iteration."""

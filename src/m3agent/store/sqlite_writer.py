@@ -112,6 +112,13 @@ class SQLiteClipWriter:
         if cursor.rowcount == 0:
             raise NotFoundError(f"no memory {memory_id}")
 
+    def weaken(self, memory_id: int, amount: float, floor: float = 0.1) -> None:
+        cursor = self._db().execute(
+            "UPDATE memories SET weight = min(weight, max(?, weight - ?)) WHERE id = ?", (floor, amount, memory_id)
+        )
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"no memory {memory_id}")
+
     # entities -------------------------------------------------------------
     def add_entity(self, kind: EntityKind, embeddings: Sequence[Vector], name: str = "") -> Entity:
         db = self._db()

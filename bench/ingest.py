@@ -1,0 +1,154 @@
+"""Ingest benchmark: end-to-end real-time factor of `m3agent ingest` with the perception-only writer.
+
+Inputs: the 152 s `long_multi_person/videollava_sample_demo_16_snow.mp4` and a ~3-minute episode
+concatenated from the `video/` clips (built once into the cache folder). Models are loaded before
+timing starts (one warm-up clip), so the figures are steady-state ingest speed; the load time is
+reported separately. Writes the "Ingest" section of docs/benchmarks.md.
+
+    .venv/bin/python bench/ingest.py [--no-write] [--inputs snow,episode]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+VIDEO = SHARED / "media" / "video"
+EPISODE_PARTS = [
+    "iianet_debate_trump_clinton.mp4",
+    "visualvoice_interview_2spk.mp4",
+    "hdtf_talking_heads/WDA_AlexandriaOcasioCortez_000.mp4",
+    "hdtf_talking_heads/WDA_KatieHill_000.mp4",
+    "pbs_oval_office_trump_mirziyoyev.mp4",
+    "whitehouse_short_hamilton_clip.mp4",
+    "videoagent_talking/segment_9.mp4",
+    "videoagent_talking/segment_10.mp4",
+    "videoagent_talking/segment_11.mp4",
+    "hdtf_talking_heads/WDA_BobMenendez_000.mp4",
+    "visualvoice_noisy_restaurant_1spk.mp4",
+    "long_multi_person/flashvstream_example_playground.mp4",
+    "hdtf_talking_heads/WDA_EdMarkey0_000.mp4",
+    "iianet_debate_trump_clinton.mp4",
+    "visualvoice_interview_2spk.mp4",
+]
+
+
+def episode(cache: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The ~3-minute episode (built on first use) and its timeline."""
+    from m3agent.bench.episode import build_episode
+
+    out = cache / "episode_3min.mp4"
+    timeline_file = out.with_suffix(".json")
+    if not out.exists() or not timeline_file.exists():
+        parts = build_episode([VIDEO / p for p in EPISODE_PARTS], out)
+        timeline_file.write_text(json.dumps([p.__dict__ for p in parts], indent=1))
+    return out, json.loads(timeline_file.read_text())
+
+
+def warm_up(settings: Any, workdir: Path) -> float:
+    """Load every model once (one short clip), so timed runs measure steady-state speed."""
+    from m3agent.pipeline import ingest_source
+
+    started = time.perf_counter()
+    warm = settings.model_copy(update={"memory": str(workdir / "warm.db")})
+    ingest_source(warm, str(VIDEO / "hdtf_talking_heads" / "WDA_KatieHill_000.mp4"), show_progress=False)
+    return time.perf_counter() - started
+
+
+def measure(settings: Any, video: Path, workdir: Path) -> dict[str, Any]:
+    from m3agent.pipeline import ingest_source
+    from m3agent.store import open_store
+
+    db = workdir / f"{video.stem}.db"
+    run = settings.model_copy(update={"memory": str(db)})
+    report = ingest_source(run, str(video), show_progress=True)
+    with open_store(str(db), readonly=True, create=False) as store:
+        entities = len(store.entities())
+    size_mb = sum(p.stat().st_size for p in workdir.glob(f"{video.stem}.db*")) / 1e6
+    minutes = report.media_seconds / 60
+    return {
+        "video": video.name,
+        "media_s": round(report.media_seconds, 1),
+        "wall_s": round(report.wall_seconds, 1),
+        "rtf": round(report.rtf, 3),
+        "clips": report.clips_done,
+        "failed_clips": len(report.clips_failed),
+        "memories": report.memories_written,
+        "memories_per_minute": round(report.memories_written / minutes, 1) if minutes else 0.0,
+        "entities": entities,
+        "store_mb": round(size_mb, 2),
+        "store_mb_per_hour": round(size_mb / (report.media_seconds / 3600), 1) if report.media_seconds else 0.0,
+        "stage_s": report.to_dict()["stage_seconds"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from m3agent.bench.environment import environment
+    from m3agent.settings import load_settings
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--inputs", default="snow,episode", help="comma-separated: snow, episode")
+    args = parser.parse_args(argv)
+    if not VIDEO.is_dir():
+        print(f"shared media not found at {VIDEO}", file=sys.stderr)
+        return 2
+    settings = load_settings(shared_dir=SHARED)
+    cache = settings.resolved_cache_dir() / "bench"
+    cache.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"environment": environment(settings={
+        "clip_seconds": settings.media.clip_seconds, "frame_fps": settings.media.frame_fps,
+        "asr_model": settings.perception.asr_model, "writer": settings.writer, "embedder": settings.embedder}),
+        "load_average": round(os.getloadavg()[0], 2), "runs": []}
+    with tempfile.TemporaryDirectory(prefix="m3agent-bench-ingest-") as tmp:
+        workdir = Path(tmp)
+        results["model_load_s"] = round(warm_up(settings, workdir), 1)
+        for name in args.inputs.split(","):
+            video = VIDEO / "long_multi_person" / "videollava_sample_demo_16_snow.mp4" if name == "snow" \
+                else episode(cache)[0]
+            results["runs"].append(measure(settings, video, workdir))
+    results["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
+    print(json.dumps(results, indent=2))
+    if not args.no_write:
+        write_section(results, "python bench/ingest.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    return 0
+
+
+def write_section(results: dict[str, Any], command: str) -> None:
+    from m3agent.bench.results_io import replace_section
+
+    env = results["environment"]
+    machine = env["machine"]
+    lines = [
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB. Date: {env['date']}. "
+        f"Commit: {env['git_commit']}. Command: `{command.strip()}`. Load average at start: "
+        f"{results['load_average']}.",
+        "",
+        f"Settings: {env['settings']}. Model loading before timing: {results['model_load_s']} s. "
+        f"Peak RSS: {results['peak_rss_gb']} GB.",
+        "",
+        "| video | media s | wall s | RTF (target <= 1.0) | clips | memories | memories/min | entities "
+        "| store MB | store MB per hour | stage seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["runs"]:
+        stages = ", ".join(f"{k} {v}" for k, v in r["stage_s"].items())
+        lines.append(f"| {r['video']} | {r['media_s']} | {r['wall_s']} | {r['rtf']} | {r['clips']} | {r['memories']} "
+                     f"| {r['memories_per_minute']} | {r['entities']} | {r['store_mb']} | {r['store_mb_per_hour']} "
+                     f"| {stages} |")
+    lines += ["", "Stage seconds are summed per clip; faces and voices run concurrently and the next clip is "
+              "perceived while the current one is written, so they add up to more than the wall time."]
+    replace_section(REPO / "docs" / "benchmarks.md", "Ingest", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

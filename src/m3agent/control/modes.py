@@ -1,0 +1,51 @@
+"""The control modes and the one rule that picks the default from the configured LLM.
+
+- ``agent``: the model plans searches over several rounds and writes the answer.
+  It needs a model that can reason (an ``openai://`` endpoint serving a real LLM).
+- ``baseline``: one retrieval with the question, one answer call.
+- ``select``: one retrieval; the model only *picks* the retrieved memory that
+  answers, under a grammar that allows nothing else; without a model (or when
+  it fails) a reranker picks. Made for small local models, which cannot plan
+  searches or write answers (the packaged SmolLM2-135M echoes the question).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from m3agent.errors import ConfigError
+
+Mode = Literal["agent", "baseline", "select"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+AUTO = "auto"
+NO_LLM = "none"
+"""The LLM spec meaning "no model": ``--llm none`` answers in select mode by reranking alone."""
+
+
+def uses_llm(llm_spec: str | None) -> bool:
+    """False for no spec, ``""`` or ``"none"``: run without a chat model."""
+    return bool(llm_spec and llm_spec.strip().lower() != NO_LLM)
+
+
+def default_mode(llm_spec: str | None) -> Mode:
+    """``select`` for no model or a local llama.cpp model, ``agent`` for anything else.
+
+    ``None`` means the model is not known here (a caller that did not say):
+    the general ``agent`` mode, as before select existed.
+    """
+    if llm_spec is None:
+        return "agent"
+    spec = llm_spec.strip().lower()
+    if not uses_llm(spec) or spec.startswith("llamacpp:"):
+        return "select"
+    return "agent"
+
+
+def resolve_mode(requested: str | None, llm_spec: str | None = None) -> Mode:
+    """``requested`` checked, with ``auto``/``None`` replaced by :func:`default_mode`."""
+    if requested is None or requested == AUTO:
+        return default_mode(llm_spec)
+    for mode in MODES:
+        if requested == mode:
+            return mode
+    raise ConfigError(f"unknown control mode {requested!r}", hint=f"use one of: {AUTO}, {', '.join(MODES)}")

@@ -1,0 +1,100 @@
+"""Candidates of the select mode: retrieved memories reranked without a model.
+
+The score of a memory is its keyword overlap with the question plus half its
+normalised retrieval score. The overlap is the share of the question's
+content words (lightly stemmed: "drinks" = "drink") found in the memory,
+each word weighted by how rare it is among the candidates, so a word every
+candidate shares ("says") decides nothing. The retrieval score (hybrid
+vector + BM25 fusion) carries the semantic match where words differ.
+Derived facts (name <-> character mappings) come first: they answer
+mapping questions directly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from m3agent import tags
+from m3agent.control.ranking import keyword_text
+from m3agent.control.results import Hit, SearchResult
+
+RETRIEVAL_WEIGHT = 0.5
+_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One possible answer: a retrieved memory (``hit``) or a derived fact (``hit`` is None).
+
+    ``text`` is what the model reads and the answer quotes (tags rewritten to names where known).
+    """
+
+    text: str
+    hit: Hit | None
+    score: float
+    overlap: float = 0.0
+
+    @property
+    def memory_id(self) -> int | None:
+        return None if self.hit is None else self.hit.memory.id
+
+    @property
+    def label(self) -> str:
+        return "a derived fact" if self.hit is None else f"[m{self.hit.memory.id}]"
+
+
+def rank_candidates(result: SearchResult, question: str, limit: int) -> list[Candidate]:
+    """Facts first, then the hits of ``result`` by rerank score (ties: retrieval order); at most ``limit``."""
+    facts = [Candidate(fact, None, math.inf) for fact in result.facts]
+    hits = _unique_hits(result)
+    wanted = stems(keyword_text(question))
+    idf = _idf(wanted, [stems(keyword_text(h.text)) for h in hits])
+    top = max((h.score for h in hits), default=0.0) or 1.0
+    scored = [_candidate(hit, wanted, idf, top) for hit in hits]
+    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
+    return (facts + [scored[i] for i in order])[:limit]
+
+
+def stems(text: str) -> set[str]:
+    """Lower-cased, lightly stemmed words of ``text`` (tags dropped)."""
+    plain = tags.rewrite(text, lambda _tag: " ")
+    return {stem(word) for word in _WORD_RE.findall(plain)}
+
+
+def stem(word: str) -> str:
+    """A crude English stem, enough to match "drinks"/"drinking"/"drinked" with "drink"."""
+    word = word.lower().removesuffix("'s").removesuffix("’s")
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    for suffix, keep in (("ing", 3), ("ed", 3), ("s", 3)):
+        if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def _candidate(hit: Hit, wanted: set[str], idf: dict[str, float], top: float) -> Candidate:
+    found = stems(keyword_text(hit.text))
+    total = sum(idf.values())
+    overlap = sum(idf[w] for w in wanted & found) / total if total else 0.0
+    return Candidate(hit.text, hit, overlap + RETRIEVAL_WEIGHT * hit.score / top, overlap)
+
+
+def _idf(wanted: set[str], documents: Sequence[set[str]]) -> dict[str, float]:
+    """BM25's idf of each question word over the candidates (a word in every one weighs little)."""
+    n = len(documents)
+    weights = {}
+    for word in wanted:
+        df = sum(1 for doc in documents if word in doc)
+        weights[word] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    return weights
+
+
+def _unique_hits(result: SearchResult) -> list[Hit]:
+    seen: dict[int, Hit] = {}
+    for hit in result.hits:
+        if hit.matched:
+            seen.setdefault(hit.memory.id, hit)
+    return list(seen.values())

