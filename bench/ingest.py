@@ -11,6 +11,7 @@ reported separately. Writes the "Ingest" section of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -50,7 +51,7 @@ def episode(cache: Path) -> tuple[Path, list[dict[str, Any]]]:
     timeline_file = out.with_suffix(".json")
     if not out.exists() or not timeline_file.exists():
         parts = build_episode([VIDEO / p for p in EPISODE_PARTS], out)
-        timeline_file.write_text(json.dumps([p.__dict__ for p in parts], indent=1))
+        timeline_file.write_text(json.dumps([dataclasses.asdict(p) for p in parts], indent=1))
     return out, json.loads(timeline_file.read_text())
 
 
@@ -124,14 +125,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_section(results: dict[str, Any], command: str) -> None:
-    from m3agent.bench.results_io import replace_section
+    from m3agent.bench.results_io import replace_section, run_line
 
     env = results["environment"]
-    machine = env["machine"]
     lines = [
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB. Date: {env['date']}. "
-        f"Commit: {env['git_commit']}. Command: `{command.strip()}`. Load average at start: "
-        f"{results['load_average']}.",
+        run_line(env, command, results["load_average"]),
         "",
         f"Settings: {env['settings']}. Model loading before timing: {results['model_load_s']} s. "
         f"Peak RSS: {results['peak_rss_gb']} GB.",

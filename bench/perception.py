@@ -149,13 +149,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_section(result: dict[str, Any], command: str) -> None:
-    from m3agent.bench.results_io import replace_section
+    from m3agent.bench.results_io import replace_section, run_line
 
     env = result["environment"]
-    machine = env["machine"]
     lines = [
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB. Date: {env['date']}. "
-        f"Commit: {env['git_commit']}. Command: `{command.strip()}`. Load average at start: {result['load_average']}.",
+        run_line(env, command, result["load_average"]),
         "",
         "| metric | value | target | met |",
         "|---|---|---|---|",

@@ -368,18 +368,11 @@ beam 1, word timestamps) is ~90% of the audio cost; tiny.en halves the total whe
 
 
 def write_section(results: dict[str, Any], command: str, path: Path | None = None) -> None:
-    """Replace (or append) the audio section of ``docs/benchmarks.md``, keeping the other sections."""
-    path = path or REPO / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    section = render_section(results, command)
-    start = text.find(SECTION + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """Replace (or append) this benchmark's section of ``docs/benchmarks.md``, keeping the others."""
+    from m3agent.bench.results_io import replace_section
+
+    heading, _, body = render_section(results, command).partition("\n")
+    replace_section(path or REPO / "docs" / "benchmarks.md", heading.removeprefix("## ").strip(), body)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

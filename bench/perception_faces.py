@@ -245,18 +245,11 @@ def machine() -> str:
 
 
 def write_section(results: dict[str, Any], command: str, path: Path | None = None) -> None:
-    """Replace (or append) the faces section of ``docs/benchmarks.md``, keeping the other sections."""
-    path = path or REPO / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    section = render_section(results, command)
-    start = text.find(SECTION + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """Replace (or append) this benchmark's section of ``docs/benchmarks.md``, keeping the others."""
+    from m3agent.bench.results_io import replace_section
+
+    heading, _, body = render_section(results, command).partition("\n")
+    replace_section(path or REPO / "docs" / "benchmarks.md", heading.removeprefix("## ").strip(), body)
 
 
 def render_section(results: dict[str, Any], command: str) -> str:

@@ -330,17 +330,11 @@ def _sqlite_version() -> str:
 
 
 def write_section(results: dict[str, Any], command: str, path: Path | None = None) -> None:
-    """Replace (or append) the store section of ``docs/benchmarks.md``, keeping the other sections."""
-    path = path or REPO / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    section = render_section(results, command)
-    start = text.find(SECTION + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
-    path.write_text(text, encoding="utf-8")
+    """Replace (or append) this benchmark's section of ``docs/benchmarks.md``, keeping the others."""
+    from m3agent.bench.results_io import replace_section
+
+    heading, _, body = render_section(results, command).partition("\n")
+    replace_section(path or REPO / "docs" / "benchmarks.md", heading.removeprefix("## ").strip(), body)
 
 
 def render_section(results: dict[str, Any], command: str) -> str:
@@ -388,8 +382,15 @@ DESIGN_NOTES = [
     " and misses the 50 ms p95 target at 10^6 on 2 cores. The chosen design keeps SQLite rows as the truth and a"
     " derived index persisted in the same file: an int8 mirror (per-row scale) of vectors and filter columns for"
     " exact search of filtered subsets (<= 20,000 rows) and small stores, and a usearch HNSW graph (cosine, int8,"
-    " M=16, ef_add=64, ef_search=256) above 20,000 rows, oversampled and re-filtered for filtered searches with"
+    " M=32, ef_add=96, ef_search=512) above 20,000 rows, oversampled and re-filtered for filtered searches with"
     " exact fallback. Every candidate is re-checked and re-scored against its SQLite row.",
+    "",
+    "HNSW tuning (usearch alone on this data, int8, recall@10 after exact re-ranking of 100 hits, loaded"
+    " machine): 100k rows, M=16/ef_add=64: 0.99; 200k rows: M=16/ef_add=64 0.96 (f32 0.95, f16 0.96, so"
+    " quantization is not the limit), M=32/ef_add=64 0.98, M=32/ef_add=128 1.0 (2.3x build time); 10^6 rows:"
+    " M=16/ef_add=64 0.80 (first run of this benchmark), M=32/ef_add=96 0.977 at ef_search 256 and 0.987 at 512"
+    " (1.1 / 1.6 ms p50 per graph search, build 633 s, 1.0 GiB in RAM). The graph is built once per store (or"
+    " grown as memories arrive) and saved in the file; later opens load it in seconds.",
 ]
 
 

@@ -33,8 +33,10 @@ echo "==> m3agent show --clip 0 (debate)" >&2
 
 ask() {
   echo "==> m3agent ask \"$1\"" >&2
-  "$M" ask --memory "$DB" "$1" || true
+  "$M" ask --memory "$DB" "$1"
 }
 ask "Who said they were a senator from New York?"
-ask "What did the other person in the debate ask?"
-ask "What did the woman in the weekly address talk about?"
+ask "Who is in DC for new member orientation?"
+ask "What was said about executive orders?"
+echo "==> the same question as JSON, with evidence clips and timestamps" >&2
+"$M" ask --memory "$DB" "Who said they were a senator from New York?" --json

@@ -38,7 +38,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 def test_agent_answers_through_the_openai_backend_with_evidence(server_url: str, world: World) -> None:
     spec = server_url.replace("http://", "openai://") + "?model=smollm2&max_string=200"
-    chat = create_chat_model(spec, timeout_s=120)
+    chat = create_chat_model(spec, timeout_s=300)
     assert isinstance(chat, OpenAIChat)
     config = AgentConfig(rounds=3, max_tokens=200, max_context_tokens=3500)
     store, embedder = world.store, world.embedder

@@ -97,3 +97,24 @@ def test_sigkill_mid_ingest_then_resume_equals_uninterrupted(media_dir: Path, tm
             open_store(str(reference), readonly=True, create=False) as b:
         assert [(e.id, e.kind) for e in a.entities()] == [(e.id, e.kind) for e in b.entities()]
         assert len(a.clips("visualvoice_interview_2spk")) == len(b.clips("visualvoice_interview_2spk")) == 5
+
+
+@pytest.mark.slow
+def test_ask_json_on_a_real_video_memory_cites_timestamped_evidence(media_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    db = tmp_path / "debate.db"
+    video = str(media_dir / "video" / "iianet_debate_trump_clinton.mp4")
+    env = {**os.environ, **FAST}
+    subprocess.run([str(BIN), "ingest", video, "--memory", str(db), "--json"], env=env, check=True,
+                   capture_output=True, timeout=900)
+    out = subprocess.run([str(BIN), "ask", "--memory", str(db), "--llm", "none", "--json",
+                          "Who said they were a senator from New York?"], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["answered"] and "senator from new york" in answer["text"].lower()
+    first = answer["evidence"][0]
+    assert first["video_id"] == "iianet_debate_trump_clinton" and first["clip_index"] == 0
+    assert 0.0 <= first["start_s"] < first["end_s"] <= 13.5
+    assert "senator" in first["text"].lower()

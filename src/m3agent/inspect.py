@@ -136,10 +136,11 @@ def render_table(what: str, data: Any) -> Table:
         for m in data["memories"]:
             table.add_row(m["kind"], f"{m['start_s']:.1f}-{m['end_s']:.1f}s", m["text"])
         for v in data["voices"]:
-            table.add_row("voice", f"{v['start_s']:.1f}-{v['end_s']:.1f}s", f"<voice_{v['entity']}>: {v['text']}")
+            who = f"<voice_{v['entity']}>" if v["entity"] is not None else "unidentified voice"
+            table.add_row("voice", f"{v['start_s']:.1f}-{v['end_s']:.1f}s", f"{who}: {v['text']}")
         for f in data["faces"]:
-            table.add_row("face", f"{f['first_s']:.1f}-{f['last_s']:.1f}s",
-                          f"<face_{f['entity']}> seen {f['observations']} times")
+            who = f"<face_{f['entity']}>" if f["entity"] is not None else "a face seen too briefly to identify"
+            table.add_row("face", f"{f['first_s']:.1f}-{f['last_s']:.1f}s", f"{who}: {f['observations']} sightings")
         return table
     rows = list(data)
     table = Table(title=what)

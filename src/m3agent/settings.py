@@ -32,7 +32,11 @@ class PerceptionSettings(BaseModel):
     asr_model: str = Field("base", description="'base', 'tiny.en', a CTranslate2 model folder")
     asr_beam: int = Field(1, ge=1)
     min_face_px: int = Field(40, ge=8)
-    face_match_distance: float = Field(0.5, gt=0, description="dlib distance to join an entity")
+    face_match_distance: float = Field(
+        0.4, gt=0,
+        description="dlib distance (unit vectors) for a face track to join an existing entity across clips; "
+        "0.4 = cosine 0.92, calibrated in docs/benchmarks.md (Identity calibration)",
+    )
     min_face_observations: int = Field(
         3, ge=1, description="a face track needs this many sightings to found a new entity (it may join one earlier)"
     )
@@ -83,8 +87,9 @@ class Settings(BaseSettings):
     memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
-        "llamacpp:smollm2",
-        description="control LLM: openai://host/v1?model=... (real answers), llamacpp:smollm2 (packaged, weak)",
+        "none",
+        description="control LLM: none (answer by reranking retrieved memories, the measured best offline), "
+        "llamacpp:smollm2 (packaged, weak), openai://host/v1?model=... (real reasoning)",
     )
     writer: Literal["perception", "mllm", "local"] = "perception"
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")

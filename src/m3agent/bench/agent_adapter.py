@@ -14,13 +14,22 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 
+def chat_spec(settings: Settings) -> str | None:
+    """The LLM spec that picks the agent mode when a benchmark hands the agent a chat model.
+
+    A benchmark always passes a model; with the settings' default ``none`` that
+    model came from elsewhere (a test, a caller), so the mode follows the model: agent.
+    """
+    return None if (settings.llm or "none") == "none" else settings.llm
+
+
 def control_answerer(settings: Settings, llm: ChatModel, embedder: Embedder | None = None) -> Answerer:
     """An answerer running the control agent on the question's video, truncated at ``before_clip``."""
     from m3agent.control.agent import AgentConfig, ask
     from m3agent.embed import create_embedder
 
     text_embedder = embedder or create_embedder(settings.embedder)
-    config = AgentConfig.from_settings(settings.control)
+    config = AgentConfig.from_settings(settings.control, chat_spec(settings))
 
     def answer(store: MemoryStore, question: M3Question) -> Answer:
         check_embedder(store, text_embedder)

@@ -72,6 +72,7 @@ def _one(
     index: int,
     item: QAItem,
 ) -> dict[str, Any]:
+    from m3agent.bench.agent_adapter import chat_spec
     from m3agent.control.agent import AgentConfig, ask
 
     record: dict[str, Any] = {
@@ -83,7 +84,7 @@ def _one(
     }
     started = time.perf_counter()
     try:
-        config = AgentConfig.from_settings(settings.control)
+        config = AgentConfig.from_settings(settings.control, chat_spec(settings))
         answer = ask(store, embedder, llm, item.question, video_id=sample.sample_id, config=config)
         response = answer.text if answer.answered else ""
         record.update(response=response, rounds=answer.rounds, usage=answer.usage.to_dict(), failure=answer.failure)

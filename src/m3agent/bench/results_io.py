@@ -67,3 +67,10 @@ def replace_section(doc: Path, heading: str, body: str) -> None:
         text = text.rstrip() + "\n\n" + section
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")
+
+
+def run_line(env: dict[str, Any], command: str, load_average: float) -> str:
+    """The sentence every docs section opens with: machine, date, commit, command and load."""
+    machine = env["machine"]
+    return (f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']} GiB. Date: {env['date']}. "
+            f"Commit: {env['git_commit']}. Command: `{command.strip()}`. Load average at start: {load_average}.")

@@ -62,7 +62,8 @@ class AgentConfig:
     """Before round 1, run ``search_memory`` with the question itself (round 0), so the model
     starts from relevant knowledge instead of an empty context (the reference starts empty)."""
     select_k: int = 6
-    select_span: bool = True
+    select_span: bool = False
+    """Select mode: answer with the model's quoted span instead of the whole memory (see select.py)."""
 
     @classmethod
     def from_settings(cls, control: ControlSettings, llm_spec: str | None = None, **overrides: Any) -> AgentConfig:

@@ -8,6 +8,10 @@ candidate shares ("says") decides nothing. The retrieval score (hybrid
 vector + BM25 fusion) carries the semantic match where words differ.
 Derived facts (name <-> character mappings) come first: they answer
 mapping questions directly.
+
+Measured on 300 LoCoMo single-hop questions (minilm, 12 retrieved): the
+first candidate is a gold evidence turn for 131 (44%), against 96 (32%) in
+retrieval order; the weight of retrieval is flat between 0 and 0.75.
 """
 
 from __future__ import annotations

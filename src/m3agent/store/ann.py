@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 class HnswParams:
     """Graph degree and beam widths (measured in bench/store.py, see docs/benchmarks.md)."""
 
-    connectivity: int = 16
-    expansion_add: int = 64
-    expansion_search: int = 256
+    connectivity: int = 32
+    expansion_add: int = 96
+    expansion_search: int = 512
     dtype: str = "i8"
 
 

@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
     from m3agent.store.protocol import ClipWriter, MemoryStore
 
-if TYPE_CHECKING:
-
     def _conforms(store: SQLiteStore, writer: SQLiteClipWriter) -> tuple[MemoryStore, ClipWriter]:
         """Lets mypy check both classes against the protocols."""
         return store, writer
