@@ -45,7 +45,11 @@ class PerceptionSettings(BaseModel):
         0.55, gt=0, description="mean dlib distance under which face tracks of one clip merge"
     )
     voice_match_similarity: float = Field(0.75, gt=0, lt=1)
-    threads: int = Field(2, ge=1)
+    threads: int = Field(
+        1, ge=1,
+        description="CPU threads per perception stage; faces and voices already run side by side, and two "
+        "threads each made voices up to 8x slower on 2 cores (docs/benchmarks.md, Perception)",
+    )
 
 
 class MemorizeSettings(BaseModel):
