@@ -273,9 +273,9 @@ def _progress(enabled: bool, duration_s: float | None, clip_seconds: float, star
     total = None if duration_s is None else max(1, int(-(-duration_s // clip_seconds)))
     columns = (TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("clips"),
                TimeElapsedColumn(), TextColumn("{task.fields[status]}"))
-    from m3agent.cli.output import err_console
+    from rich.console import Console
 
-    with Progress(*columns, console=err_console(), transient=False) as progress:
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
         task = progress.add_task("ingest", total=total, completed=start, status="")
 
         def advance(report: IngestReport) -> None:
