@@ -119,3 +119,24 @@ class FrameSampler:
         self.size = (int(image.shape[1]), int(image.shape[0]))
         self.ready.append((clip, Frame(time_s=best.time_s, image=image)))
         self._last_emitted = best.time_s
+
+
+def encode_jpeg(rgb: Any, max_side: int, quality: int) -> bytes:
+    """JPEG of an RGB ``uint8`` array, downscaled so its longer side is at most ``max_side``.
+
+    Returns ``b""`` when the image cannot be encoded (e.g. it is empty).
+    """
+    import cv2
+    import numpy as np
+
+    image: Any = np.ascontiguousarray(rgb, dtype=np.uint8)
+    if image.size == 0:
+        return b""
+    longest = max(image.shape[:2])
+    if longest > max_side:
+        scale = max_side / longest
+        size = (max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale)))
+        image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+    ok, data = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    return bytes(data.tobytes()) if ok else b""
+

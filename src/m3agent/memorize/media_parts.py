@@ -48,19 +48,12 @@ def pick_frames(frames: Sequence[Frame], count: int) -> list[Frame]:
 
 def frame_jpeg(image: Any, max_side: int) -> bytes:
     """JPEG of an RGB ``uint8`` array, downscaled so its longer side is at most ``max_side``."""
-    import cv2
-    import numpy as np
+    from m3agent.media.frames import encode_jpeg
 
-    rgb: Any = np.ascontiguousarray(image, dtype=np.uint8)
-    longest = max(rgb.shape[:2])
-    if longest > max_side:
-        scale = max_side / longest
-        size = (max(1, round(rgb.shape[1] * scale)), max(1, round(rgb.shape[0] * scale)))
-        rgb = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
-    ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-    if not ok:
+    data = encode_jpeg(image, max_side, JPEG_QUALITY)
+    if not data:
         raise ValueError("could not encode a frame as JPEG")
-    return bytes(data.tobytes())
+    return data
 
 
 def wav_bytes(samples: Any, rate: int) -> bytes:

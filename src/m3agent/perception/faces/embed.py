@@ -57,19 +57,10 @@ def embed_face(image: Any, det: Detection, models: FaceModels, jitters: int = 1)
 
 def crop_jpeg(image: Any, bbox: BBox) -> bytes:
     """JPEG of the face with a margin, at most ``CROP_MAX_SIDE`` pixels on its longer side."""
-    import cv2
+    from m3agent.media.frames import encode_jpeg
 
     x1, y1, x2, y2 = _expand(bbox, CROP_MARGIN, image.shape[1], image.shape[0])
-    patch = image[y1:y2, x1:x2]
-    longest = max(patch.shape[:2])
-    if longest > CROP_MAX_SIDE:
-        scale = CROP_MAX_SIDE / longest
-        size = (max(1, round(patch.shape[1] * scale)), max(1, round(patch.shape[0] * scale)))
-        patch = cv2.resize(patch, size, interpolation=cv2.INTER_AREA)
-    ok, data = cv2.imencode(".jpg", cv2.cvtColor(patch, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-    if not ok:
-        return b""
-    return bytes(data.tobytes())
+    return encode_jpeg(image[y1:y2, x1:x2], CROP_MAX_SIDE, JPEG_QUALITY)
 
 
 def _expand(box: BBox, margin: float, width: int, height: int) -> tuple[int, int, int, int]:
