@@ -36,22 +36,29 @@ class AVEvidence:
 
 def collect_evidence(faces: Iterable[FaceObservation], voices: Iterable[VoiceSegment], fps: float) -> AVEvidence:
     """Credit visible faces for every sampled frame that falls inside a voice segment."""
+    sightings = [(f.time_s, f.entity_id) for f in faces if f.entity_id is not None]
+    spans = [(v.start_s, v.end_s, v.entity_id) for v in voices if v.entity_id is not None]
+    return evidence_from(sightings, spans, fps)
+
+
+def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[tuple[float, float, int]],
+                  fps: float) -> AVEvidence:
+    """:func:`collect_evidence` over ``(time, face)`` sightings and ``(start, end, voice)`` spans."""
     frames: dict[float, set[int]] = defaultdict(set)
-    for face in faces:
-        if face.entity_id is not None:
-            frames[round(face.time_s, 3)].add(face.entity_id)
+    for time_s, face_id in sightings:
+        frames[round(time_s, 3)].add(face_id)
     times = sorted(frames)
     co: dict[tuple[int, int], float] = defaultdict(float)
     speech: dict[int, float] = defaultdict(float)
     step = 1.0 / fps
-    for seg in voices:
-        if seg.entity_id is None or seg.end_s <= seg.start_s:
+    for start, end, voice_id in spans:
+        if end <= start:
             continue
-        speech[seg.entity_id] += seg.end_s - seg.start_s
-        for t in _times_within(times, seg.start_s, seg.end_s):
+        speech[voice_id] += end - start
+        for t in _times_within(times, start, end):
             visible = frames[t]
             for face_id in visible:
-                co[(face_id, seg.entity_id)] += step / len(visible)
+                co[(face_id, voice_id)] += step / len(visible)
     return AVEvidence(dict(co), dict(speech))
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrack, VoiceSegment
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
-from m3agent.identity.linking import LinkRule, collect_evidence, decide_links, revisions
+from m3agent.identity.linking import LinkRule, decide_links, evidence_from, revisions
 
 if TYPE_CHECKING:
     from m3agent.identity.banks import Matrix
@@ -193,10 +193,9 @@ def refresh_links(store: MemoryStore, writer: ClipWriter, video_id: str, rules: 
     Only links between entities seen in this video are revised: evidence
     from this video says nothing about a pair that never met in it.
     """
-    faces, voices = store.faces(video_id), store.voices(video_id)
-    evidence = collect_evidence(faces, voices, rules.fps)
-    decided = decide_links(evidence, rules.link)
-    in_video = {f.entity_id for f in faces} | {v.entity_id for v in voices}
+    sightings, spans = store.face_sightings(video_id), store.voice_spans(video_id)
+    decided = decide_links(evidence_from(sightings, spans, rules.fps), rules.link)
+    in_video = {face for _, face in sightings} | {voice for _, _, voice in spans}
     current = [e for e in store.equivalences() if e.a in in_video and e.b in in_video]
     for update in revisions(current, decided):
         writer.set_equivalence(update)

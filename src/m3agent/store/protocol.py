@@ -181,6 +181,17 @@ class MemoryStore(Protocol):
 
     def voices(self, video_id: str, clip_index: int | None = None) -> list[VoiceSegment]: ...
 
+    def face_sightings(self, video_id: str) -> list[tuple[float, int]]:
+        """``(time_s, entity_id)`` of every identified face observation of a video, in time order.
+
+        The narrow view face-voice linking reads after every clip: no embeddings, no crops.
+        """
+        ...
+
+    def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
+        """``(start_s, end_s, entity_id)`` of every identified voice segment of a video, in time order."""
+        ...
+
     # search --------------------------------------------------------------
     def vector_search(self, query: Vector, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
         """Top-``k`` memories by cosine similarity that pass ``flt``, best first."""

@@ -465,6 +465,23 @@ class SQLiteStore:
         return [face_from_row(r) for r in rows]
 
     @_guarded
+    def face_sightings(self, video_id: str) -> list[tuple[float, int]]:
+        rows = self._db.execute(
+            "SELECT time_s, entity_id FROM faces WHERE video_id = ? AND entity_id IS NOT NULL ORDER BY time_s",
+            (video_id,),
+        )
+        return [(float(t), int(e)) for t, e in rows]
+
+    @_guarded
+    def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
+        rows = self._db.execute(
+            "SELECT start_s, end_s, entity_id FROM voices WHERE video_id = ? AND entity_id IS NOT NULL"
+            " ORDER BY start_s",
+            (video_id,),
+        )
+        return [(float(a), float(b), int(e)) for a, b, e in rows]
+
+    @_guarded
     def voices(self, video_id: str, clip_index: int | None = None) -> list[VoiceSegment]:
         where, params = _clip_scope(clip_index, video_id, exact=True, alias="v")
         rows = self._db.execute(
