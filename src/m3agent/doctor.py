@@ -3,6 +3,8 @@
 Each check imports or opens one thing and reports ``ok``, ``missing`` or
 ``error`` with the command that fixes it. Checks are cheap (file existence
 and imports); ``deep=True`` also loads the small models and runs them once.
+Only backends m3agent can use are checked: the PostgreSQL store and the REST
+server are not available yet, so their client packages are not reported.
 """
 
 from __future__ import annotations
@@ -89,7 +91,6 @@ def _store_checks() -> list[Check]:
     return [
         _sqlite_check(),
         _module_check("vector index (usearch HNSW)", "store", "m3agent.store.ann", "usearch", f"{PIP} usearch"),
-        _module_check("postgresql store", "store", "psycopg", "psycopg", f"{PIP} 'm3agent[postgres]'"),
         _module_check("sqlite-vec (optional)", "store", "sqlite_vec", "sqlite-vec", f"{PIP} 'm3agent[sqlite-vec]'"),
         _module_check("speaker embedder runtime (resemblyzer)", "runtime", "resemblyzer", "resemblyzer",
                       f"{PIP} --no-deps resemblyzer && {PIP} webrtcvad-wheels librosa"),
@@ -131,7 +132,6 @@ def _runtime_checks() -> list[Check]:
         _module_check("opencv", "runtime", "cv2", "opencv-python-headless", f"{PIP} 'opencv-python-headless<5'"),
         _module_check("local LLM runtime (llama-cpp-python)", "llm", "llama_cpp", "llama-cpp-python",
                       "make local-llm   (compiles llama-cpp-python once, then caches the wheel)"),
-        _module_check("REST server (fastapi)", "server", "fastapi", "fastapi", f"{PIP} 'm3agent[server]'"),
     ]
 
 

@@ -193,15 +193,6 @@ class Memory:
 
 
 @dataclass(frozen=True, slots=True)
-class Edge:
-    """A weighted link between an entity and a memory."""
-
-    entity_id: int
-    memory_id: int
-    weight: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
 class SearchFilter:
     """Restricts a search. ``None`` fields do not restrict.
 

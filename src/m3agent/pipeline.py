@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import ClipMedia, ClipPerception, ClipStatus, Memory
+from m3agent.domain import ClipMedia, ClipPerception, ClipStatus
 from m3agent.errors import M3AgentError
 
 if TYPE_CHECKING:
@@ -226,14 +226,6 @@ def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, se
                              fps=settings.media.frame_fps, rules=memorizer.rules)
     writer.record_timing("memorize", time.perf_counter() - started)
     return int(stats.inserted)
-
-
-def embed_memories(embedder: Embedder, memories: list[Memory]) -> list[Memory]:
-    """The same memories with their text embeddings attached (one batch)."""
-    if not memories:
-        return []
-    vectors = embedder.embed([m.text for m in memories])
-    return [dataclasses.replace(m, embedding=v) for m, v in zip(memories, vectors, strict=True)]
 
 
 def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:

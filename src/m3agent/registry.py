@@ -51,7 +51,6 @@ def _looks_like_windows_path(text: str) -> bool:
 class _Entry:
     factory_path: str
     description: str
-    extra: str | None
 
 
 class Registry(Generic[T]):
@@ -61,19 +60,15 @@ class Registry(Generic[T]):
         self.kind = kind
         self._entries: dict[str, _Entry] = {}
 
-    def register(self, name: str, factory_path: str, description: str = "", extra: str | None = None) -> None:
+    def register(self, name: str, factory_path: str, description: str = "") -> None:
         """Register ``module:function`` as the factory for ``name``; it takes ``(spec, **kwargs)``."""
-        self._entries[name.lower()] = _Entry(factory_path, description, extra)
+        self._entries[name.lower()] = _Entry(factory_path, description)
 
     def names(self) -> list[str]:
         return sorted(self._entries)
 
     def describe(self) -> dict[str, str]:
         return {name: e.description for name, e in sorted(self._entries.items())}
-
-    def extra_of(self, name: str) -> str | None:
-        entry = self._entries.get(name.lower())
-        return entry.extra if entry else None
 
     def factory(self, name: str) -> Callable[..., T]:
         entry = self._entries.get(name.lower())

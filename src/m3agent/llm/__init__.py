@@ -119,9 +119,7 @@ _OPENAI = "m3agent.llm.openai_compat:create"
 CHAT_MODELS.register("openai", _OPENAI, "OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, APIs)")
 CHAT_MODELS.register("http", _OPENAI, "OpenAI-compatible endpoint, http base URL")
 CHAT_MODELS.register("https", _OPENAI, "OpenAI-compatible endpoint, https base URL")
-CHAT_MODELS.register(
-    "llamacpp", "m3agent.llm.llamacpp:create", "local llama-cpp-python: smollm2 or a .gguf", extra="local-llm"
-)
+CHAT_MODELS.register("llamacpp", "m3agent.llm.llamacpp:create", "local llama-cpp-python: smollm2 or a .gguf")
 CHAT_MODELS.register("scripted", "m3agent.llm.scripted:create", "replays given replies (tests, demos)")
 
 

@@ -1,4 +1,4 @@
-"""Memory stores: SQLite file (embedded default) and PostgreSQL + pgvector."""
+"""Memory stores: the single-file SQLite store. ``postgresql://`` is registered only to fail clearly."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ if TYPE_CHECKING:
 
 STORES: Registry[MemoryStore] = Registry("memory store")
 STORES.register("sqlite", "m3agent.store.sqlite:open_sqlite", "single-file SQLite memory (default)")
-STORES.register(
-    "postgresql", "m3agent.store.postgres:open_postgres", "PostgreSQL + pgvector server", extra="postgres"
-)
-STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql", extra="postgres")
+STORES.register("postgresql", "m3agent.store.postgres:open_postgres", "PostgreSQL + pgvector (not available yet)")
+STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql (not available yet)")
 
 
 def open_store(spec: str, *, readonly: bool = False, create: bool = True) -> MemoryStore:
