@@ -5,17 +5,39 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from m3agent.domain import BBox, EntityKind, Equivalence, FaceObservation, SearchFilter, Video, VoiceSegment
+from m3agent.domain import (
+    BBox,
+    Clip,
+    ClipMedia,
+    EntityKind,
+    Equivalence,
+    FaceObservation,
+    SearchFilter,
+    Video,
+    VoiceSegment,
+)
 from m3agent.errors import NotFoundError
+from m3agent.media.snippets import voice_snippets
 from m3agent.store.sqlite import SQLiteStore
 from store_helpers import clip_of, file_bytes, memory, new_store, unit_vectors
 
 MEMORY_MARK = b"zqxmemorymarkzqx"
 CROP_MARK = b"ZQXCROPMARKZQX"
-WAV_MARK = b"ZQXWAVMARKZQX"
 SPEECH_MARK = b"zqxspeechmarkzqx"
+
+
+def real_snippet() -> bytes:
+    """A voice snippet as ingest writes it: 1 s of noise cut from a clip's audio, WAV-encoded."""
+    audio = np.random.default_rng(11).uniform(-0.5, 0.5, 16000 * 4).astype(np.float32)
+    media = ClipMedia(Clip("doomed", 0, 0.0, 4.0), frames=(), audio=audio)
+    return voice_snippets(media, (VoiceSegment(0, 1.0, 2.0, "", entity_id=1),), 3.0)[0]
+
+
+SNIPPET = real_snippet()
+WAV_MARK = SNIPPET[1000:1064]  # 32 samples of the noise: found in the file only while the snippet is stored
 
 
 def vacuum_and_read(store: SQLiteStore) -> bytes:
@@ -45,7 +67,7 @@ def build(tmp_path: Path) -> tuple[SQLiteStore, dict[str, int]]:
         w.add_face(FaceObservation(0, 1.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=crop, entity_id=face.id))
         w.add_face(FaceObservation(0, 2.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=b"other", entity_id=shared.id))
         speech = f"I said {SPEECH_MARK.decode()}"
-        w.add_voice(VoiceSegment(0, 1.0, 2.0, speech, entity_id=voice.id), b"RIFF" + WAV_MARK * 20)
+        w.add_voice(VoiceSegment(0, 1.0, 2.0, speech, entity_id=voice.id), SNIPPET)
         text = f"{face.tag} whispers {MEMORY_MARK.decode()} to {voice.tag}"
         ids["marked"] = w.add_memory(memory(clip, text, vectors[3], entity_ids=(face.id, voice.id, shared.id)))
         for i in range(10):
@@ -61,6 +83,7 @@ def build(tmp_path: Path) -> tuple[SQLiteStore, dict[str, int]]:
 
 def test_delete_video_removes_rows_blobs_index_entries_and_bytes(tmp_path: Path) -> None:
     store, ids = build(tmp_path)
+    assert store.entity_snippets(ids["voice"]) == [SNIPPET]
     marked = store.get_memory(ids["marked"])
     assert store.vector_search(marked.embedding, 1)[0].memory.id == ids["marked"]  # index now holds it
     store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -91,6 +114,7 @@ def test_delete_video_removes_rows_blobs_index_entries_and_bytes(tmp_path: Path)
     assert ids["marked"] not in {s.memory.id for s in store.vector_search(marked.embedding, 50)}
     assert store.keyword_search(MEMORY_MARK.decode(), 5) == []
     assert store.faces("doomed") == [] and store.voices("doomed") == []
+    assert store.entity_snippets(ids["voice"]) == []
     with pytest.raises(NotFoundError):
         store.get_video("doomed")
     assert [m.id for m in store.memories()] == [ids["kept"]]
@@ -123,8 +147,11 @@ def test_delete_memory_removes_edges_keywords_vectors_and_bytes(tmp_path: Path) 
 
 def test_delete_entity_removes_its_media_edges_and_evidence(tmp_path: Path) -> None:
     store, ids = build(tmp_path)
+    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert WAV_MARK in file_bytes(store.path)
     store.delete_entity(ids["face"])
     store.delete_entity(ids["voice"])
+    assert store.entity_snippets(ids["voice"]) == []
     with pytest.raises(NotFoundError):
         store.get_entity(ids["face"])
     assert store.equivalences() == []

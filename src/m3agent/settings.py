@@ -45,6 +45,11 @@ class PerceptionSettings(BaseModel):
         0.55, gt=0, description="mean dlib distance under which face tracks of one clip merge"
     )
     voice_match_similarity: float = Field(0.75, gt=0, lt=1)
+    voice_snippet_seconds: float = Field(
+        3.0, ge=0, le=30,
+        description="seconds of speech kept as a WAV snippet per voice entity and clip (for listening to who a "
+        "<voice_N> is); 0 keeps none",
+    )
     threads: int = Field(
         1, ge=1,
         description="CPU threads per perception stage; faces and voices already run side by side, and two "

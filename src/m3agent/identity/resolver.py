@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrack, VoiceSegment
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
 from m3agent.identity.linking import LinkRule, decide_links, evidence_from, revisions
+from m3agent.media.snippets import voice_snippets
 
 if TYPE_CHECKING:
     from m3agent.identity.banks import Matrix
@@ -25,6 +26,7 @@ class IdentityRules:
     link: LinkRule
     fps: float
     min_face_observations: int = 3
+    snippet_seconds: float = 3.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IdentityRules:
@@ -37,6 +39,7 @@ class IdentityRules:
             link=LinkRule(),
             fps=settings.media.frame_fps,
             min_face_observations=settings.perception.min_face_observations,
+            snippet_seconds=settings.perception.voice_snippet_seconds,
         )
 
 
@@ -60,8 +63,9 @@ def resolve_clip(store: MemoryStore, writer: ClipWriter, perception: ClipPercept
     for track in tracks:
         for obs in track.observations:
             writer.add_face(obs)
-    for segment in voices:
-        writer.add_voice(segment)
+    snippets = voice_snippets(perception.media, voices, rules.snippet_seconds)
+    for i, segment in enumerate(voices):
+        writer.add_voice(segment, snippets.get(i))
     refresh_links(store, writer, writer.clip.video_id, rules)
     return ResolvedClip(tracks, voices, tuple(new), tuple(matched))
 

@@ -67,7 +67,7 @@ class ClipWriter(Protocol):
         ...
 
     def add_voice(self, segment: VoiceSegment, audio_wav: bytes | None = None) -> int:
-        """Store a voice segment with its transcript and optional WAV snippet."""
+        """Store a voice segment with its transcript and optional WAV snippet (see media.snippets)."""
         ...
 
     def set_equivalence(self, eq: Equivalence) -> None:
@@ -138,6 +138,10 @@ class MemoryStore(Protocol):
 
     def entity_crops(self, entity_id: int, limit: int = 3) -> list[bytes]:
         """Best face crops (JPEG) of a face entity."""
+        ...
+
+    def entity_snippets(self, entity_id: int, limit: int = 3) -> list[bytes]:
+        """Voice snippets (WAV) of a voice entity, from its longest segments first."""
         ...
 
     def rename_entity(self, entity_id: int, name: str) -> None: ...

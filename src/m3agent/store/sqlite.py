@@ -346,6 +346,15 @@ class SQLiteStore:
         return [bytes(r[0]) for r in rows]
 
     @_guarded
+    def entity_snippets(self, entity_id: int, limit: int = 3) -> list[bytes]:
+        rows = self._db.execute(
+            "SELECT b.data FROM voices v JOIN blobs b ON b.id = v.audio_blob WHERE v.entity_id = ?"
+            " ORDER BY v.end_s - v.start_s DESC, v.id LIMIT ?",
+            (entity_id, limit),
+        )
+        return [bytes(r[0]) for r in rows]
+
+    @_guarded
     def rename_entity(self, entity_id: int, name: str) -> None:
         with self._tx() as db:
             if db.execute("UPDATE entities SET name = ? WHERE id = ?", (name, entity_id)).rowcount == 0:
