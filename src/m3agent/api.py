@@ -1,0 +1,141 @@
+"""The Python API for agents that embed m3agent: ``m3agent.open(path)`` returns a :class:`Memory`.
+
+A :class:`Memory` calls the same functions as the CLI (``ingest``, ``ask``,
+``delete``), with one :class:`~m3agent.settings.Settings` built by
+:func:`~m3agent.settings.load_settings` (keyword overrides, ``M3AGENT_*``
+environment, ``m3agent.toml``, defaults). The store is opened for each call
+and closed after it, as the CLI does, so several processes can share one
+file; the text embedder and the chat model are loaded on first use and kept.
+Nothing heavy is imported until a method runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from m3agent.control.results import SearchResult
+    from m3agent.control.steps import Answer
+    from m3agent.embed import Embedder
+    from m3agent.llm import ChatModel
+    from m3agent.pipeline import IngestReport
+    from m3agent.settings import Settings
+    from m3agent.store.protocol import MemoryStore
+
+
+def open(memory: str | Path = "m3agent.db", *, config: str | Path | None = None, **settings: Any) -> Memory:
+    """The memory in ``memory`` (a file path or ``sqlite:///file.db``); the file is created by the first ingest.
+
+    ``settings`` override any setting by name (``llm="openai://host/v1?model=M"``,
+    ``media={"clip_seconds": 10}``); ``config`` names a TOML settings file.
+    Raises :class:`~m3agent.errors.ConfigError` for invalid settings.
+    """
+    from m3agent.settings import load_settings
+
+    return Memory(load_settings(config, memory=str(memory), **settings))
+
+
+class Memory:
+    """One memory store and the settings to write and query it (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._embedder: Embedder | None = None
+        self._chat: ChatModel | None = None
+
+    def __repr__(self) -> str:
+        return f"Memory({self.settings.memory!r})"
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the loaded models; the store is never held open between calls."""
+        self._embedder = None
+        self._chat = None
+
+    def ingest(self, source: str | Path, *, video_id: str | None = None, max_clips: int | None = None,
+               perception_only: bool = False, progress: bool = False) -> IngestReport:
+        """Watch ``source`` (file, URL, device) into the memory; calling again resumes after the last stored clip.
+
+        Failed clips are listed in the report (and retried by the next call), not raised.
+        """
+        from m3agent.pipeline import ingest_source
+
+        return ingest_source(self.settings, str(source), video_id=video_id, perception_only=perception_only,
+                             max_clips=max_clips, show_progress=progress)
+
+    def ask(self, question: str, *, video_id: str | None = None, before_clip: int | None = None,
+            mode: str | None = None, rounds: int | None = None) -> Answer:
+        """Answer ``question`` from the memory, with cited evidence (``mode`` as ``m3agent ask --mode``)."""
+        from m3agent.control import AgentConfig, answer_question, run_to_answer
+        from m3agent.control.modes import NO_LLM
+
+        config = AgentConfig.from_settings(self.settings.control, self.settings.llm or NO_LLM, mode=mode)
+        with self._store() as store:
+            steps = answer_question(store, self._text_embedder(store), self._chat_model(), question,
+                                    video_id=video_id, before_clip=before_clip, rounds=rounds, config=config)
+            return run_to_answer(steps)
+
+    def search(self, query: str, k: int = 10, *, video_id: str | None = None,
+               before_clip: int | None = None) -> SearchResult:
+        """The ``k`` memories that best match ``query`` (hybrid vector + keyword ranking), grouped by clip.
+
+        ``before_clip`` (inclusive) hides later clips; names and ``<character_N>`` tags in the query
+        restrict the search to that person, as the agent's ``search_memory`` tool does.
+        """
+        from m3agent.control import MemorySearcher
+
+        with self._store() as store:
+            searcher = MemorySearcher(store, self._text_embedder(store), video_id=video_id, before_clip=before_clip)
+            return searcher.search("search_memory", query, k)
+
+    def forget(self, *, video: str | None = None, entity: int | None = None, memory: int | None = None) -> None:
+        """Delete one video, entity or memory and everything derived from it (crops, snippets, links).
+
+        Exactly one of the three must be given; an unknown id raises :class:`~m3agent.errors.NotFoundError`.
+        """
+        from m3agent.errors import ConfigError
+        from m3agent.store import open_store
+
+        given = [name for name, value in (("video", video), ("entity", entity), ("memory", memory))
+                 if value is not None]
+        if len(given) != 1:
+            raise ConfigError(f"forget takes exactly one of video=, entity=, memory= (got {len(given)})",
+                              hint="e.g. memory.forget(video='interview')")
+        with open_store(self.settings.memory, create=False) as store:
+            if video is not None:
+                store.delete_video(video)
+            elif entity is not None:
+                store.delete_entity(entity)
+            elif memory is not None:
+                store.delete_memory(memory)
+
+    # models and store, loaded on first use --------------------------------------
+    def _store(self) -> MemoryStore:
+        from m3agent.store import open_store
+
+        return open_store(self.settings.memory, readonly=True, create=False)
+
+    def _text_embedder(self, store: MemoryStore) -> Embedder:
+        """The embedder of the store's recorded model (queries must match the stored vectors)."""
+        from m3agent.embed import embedder_for_store
+
+        recorded = store.embedding_model()
+        if self._embedder is None or (recorded is not None and recorded != (self._embedder.name,
+                                                                            self._embedder.dim)):
+            self._embedder = embedder_for_store(recorded, self.settings.embedder)
+        return self._embedder
+
+    def _chat_model(self) -> ChatModel | None:
+        """The control LLM of the settings, or ``None`` for ``llm="none"`` (select mode reranks)."""
+        from m3agent.control.modes import uses_llm
+        from m3agent.llm import chat_model_from_settings
+
+        if self._chat is None and uses_llm(self.settings.llm):
+            self._chat = chat_model_from_settings(self.settings)
+        return self._chat
