@@ -93,7 +93,7 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
+    memory: str = Field("m3agent.db", description="memory store: a path or sqlite:///x.db")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
         "none",

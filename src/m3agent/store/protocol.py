@@ -1,4 +1,4 @@
-"""The memory-store contract every backend (SQLite, PostgreSQL) fulfils.
+"""The memory-store contract every backend fulfils (today the SQLite file; PostgreSQL is planned).
 
 Conventions:
 - Entity ids (faces and voices) share one id space, so ``<face_3>`` and
