@@ -38,7 +38,7 @@ def evaluate(questions: int, llm: str | None, settings: Any) -> dict[str, Any]:
     items = [(s, q) for s in samples for q in s.qa if q.category == 4]
     items = items[:: max(1, len(items) // questions)][:questions]
     chat = create_chat_model(llm) if llm else None
-    config = AgentConfig(mode="select")
+    config = AgentConfig.from_settings(mode="select")
     counts = {"retrieval_top": 0, "reranker": 0, "model_choice": 0, "gold_among_shown": 0, "answered": 0}
     seconds = []
     db = settings.resolved_cache_dir() / "bench" / f"locomo-{embedder.name}.db"

@@ -32,7 +32,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         yield built
 
 
-LOOP = AgentConfig(seed_search=False)
+LOOP = AgentConfig.from_settings(seed_search=False)
 """The bare loop: no retrieval before round 1 (pins round-by-round behaviour)."""
 
 
@@ -149,7 +149,7 @@ def test_repeated_query_in_the_loop_brings_new_clips(world: World) -> None:
         act("search_clip", "who buys bread at the bakery"),
         act("answer", "two people"),
     )
-    config = AgentConfig(clip_k=1, seed_search=False)
+    config = AgentConfig.from_settings(clip_k=1, seed_search=False)
     answer = ask(world.store, world.embedder, chat, "Who bought bread?", config=config)
     first, second = answer.searches
     assert first.clips and second.clips and first.clips[0].clip.index != second.clips[0].clip.index
@@ -166,7 +166,7 @@ def test_empty_results_tell_the_model_to_change_angle(world: World) -> None:
 def test_old_observations_are_trimmed_to_the_budget(world: World) -> None:
     replies = [act("search_clip", q) for q in ("bread", "milk", "cake", "coffee")] + [act("answer", "x")]
     chat = scripted(*replies)
-    config = AgentConfig(max_context_tokens=900, max_tokens=300, clip_k=2, seed_search=False)
+    config = AgentConfig.from_settings(max_context_tokens=900, max_tokens=300, clip_k=2, seed_search=False)
     answer = ask(world.store, world.embedder, chat, "What was bought?", config=config)
     assert answer.answered and len(answer.searches) == 4
     last = chat.calls[-1]
@@ -180,8 +180,8 @@ def test_old_observations_are_trimmed_to_the_budget(world: World) -> None:
 
 def test_trimmed_memories_may_be_found_again(world: World) -> None:
     replies = [act("search_clip", q) for q in ("bread", "milk", "cake", "bread")] + [act("answer", "x")]
-    plenty = AgentConfig(max_tokens=300, seed_search=False)
-    tight = AgentConfig(max_context_tokens=850, max_tokens=300, seed_search=False)
+    plenty = AgentConfig.from_settings(max_tokens=300, seed_search=False)
+    tight = AgentConfig.from_settings(max_context_tokens=850, max_tokens=300, seed_search=False)
     # with room, the repeated query has nothing relevant left to return
     roomy = ask(world.store, world.embedder, scripted(*replies), "What was bought?", config=plenty)
     assert roomy.searches[0].clips and roomy.searches[-1].empty

@@ -40,7 +40,7 @@ def test_agent_answers_through_the_openai_backend_with_evidence(server_url: str,
     spec = server_url.replace("http://", "openai://") + "?model=smollm2&max_string=200"
     chat = create_chat_model(spec, timeout_s=300)
     assert isinstance(chat, OpenAIChat)
-    config = AgentConfig(rounds=3, max_tokens=200, max_context_tokens=3500)
+    config = AgentConfig.from_settings(rounds=3, max_tokens=200, max_context_tokens=3500)
     store, embedder = world.store, world.embedder
     steps = list(answer_question(store, embedder, chat, "Who buys bread?", video_id="v1", before_clip=4, config=config))
     answer = run_to_answer(steps)

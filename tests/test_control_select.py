@@ -34,8 +34,8 @@ from m3agent.llm.scripted import ScriptedChat
 from m3agent.settings import ControlSettings
 from test_control_world import World, opened_world
 
-SELECT = AgentConfig(mode="select")
-SPAN = AgentConfig(mode="select", select_span=True)
+SELECT = AgentConfig.from_settings(mode="select")
+SPAN = AgentConfig.from_settings(mode="select", select_span=True)
 CLIP_S = 30.0
 
 # clip -> [(key, kind, text, person or None)]; {p0} {p1} {p2} are face tags, {v0} {v1} {v2} voice tags

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     import numpy as np
@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     Vector = npt.NDArray[np.float32]
 else:
     Vector = Any
+
+
+ControlMode = Literal["agent", "baseline", "select"]
+"""How a question is answered (:mod:`m3agent.control.modes`); the one list of modes."""
+ControlModeSetting = Literal["auto", ControlMode]
+"""A configured mode: a :data:`ControlMode`, or ``auto`` (chosen from the LLM at run time)."""
+CONTROL_MODES: tuple[ControlMode, ...] = get_args(ControlMode)
+CONTROL_MODE_SETTINGS: tuple[ControlModeSetting, ...] = get_args(ControlModeSetting)
 
 
 class EntityKind(enum.StrEnum):

@@ -97,6 +97,12 @@ class ModelError(M3AgentError):
     default_hint = "run `m3agent doctor` to see which models are installed"
 
 
+class PromptError(ModelError):
+    """A packaged prompt template and its caller disagree: a missing section, or a field not filled."""
+
+    default_hint = "reinstall m3agent; if the prompt files are intact, report this as a bug"
+
+
 class EndpointError(M3AgentError):
     """An LLM or embedding endpoint is unreachable or answered with an error."""
 

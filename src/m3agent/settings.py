@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from m3agent.domain import ControlModeSetting
 from m3agent.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "m3agent.toml"
@@ -74,13 +75,26 @@ class MemorizeSettings(BaseModel):
 
 
 class ControlSettings(BaseModel):
-    mode: Literal["auto", "agent", "baseline", "select"] = Field(
+    """Answering questions (``m3agent ask``, the library, benchmarks): the one source of control defaults."""
+
+    mode: ControlModeSetting = Field(
         "auto", description="auto: select for a local llamacpp: model or --llm none, agent for endpoints"
     )
-    rounds: int = Field(5, ge=1, le=20)
-    search_k: int = Field(5, ge=1)
-    max_context_tokens: int = Field(6000, ge=512)
+    rounds: int = Field(5, ge=1, le=20, description="most model turns of the agent mode")
+    search_k: int = Field(5, ge=1, description="memories per search_memory (and the round-0 seed search)")
+    clip_k: int = Field(2, ge=1, description="clips per search_clip")
+    seed_search: bool = Field(
+        True, description="before round 1, search memories with the question itself (the reference starts empty)"
+    )
+    select_k: int = Field(6, ge=1, description="select mode: candidate memories shown to the model")
+    select_span: bool = Field(
+        False, description="select mode: answer with the model's quoted span instead of the whole memory"
+    )
+    max_context_tokens: int = Field(6000, ge=512, description="conversation budget of the agent mode")
+    max_tokens: int = Field(512, ge=16, description="reply budget of one model call")
     temperature: float = Field(0.0, ge=0)
+    evidence_limit: int = Field(8, ge=0, description="most evidence memories attached to an answer")
+    min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
 class Settings(BaseSettings):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from m3agent.bench.m3 import Answerer
-    from m3agent.bench.m3_data import M3Question
+    from m3agent.bench.m3_data import Answerer, M3Question
     from m3agent.control.steps import Answer
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
@@ -25,7 +24,7 @@ def chat_spec(settings: Settings) -> str | None:
 
 def control_answerer(settings: Settings, llm: ChatModel, embedder: Embedder | None = None) -> Answerer:
     """An answerer running the control agent on the question's video, truncated at ``before_clip``."""
-    from m3agent.control.agent import AgentConfig, ask
+    from m3agent.control import AgentConfig, ask
     from m3agent.embed import create_embedder
 
     text_embedder = embedder or create_embedder(settings.embedder)

@@ -11,15 +11,15 @@ as in the published protocol.
 from __future__ import annotations
 
 import hashlib
-import string
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from m3agent.errors import BenchmarkError, M3AgentError
+from m3agent.errors import BenchmarkError, M3AgentError, MalformedReplyError
 
 if TYPE_CHECKING:
+    from m3agent.control.prompts import PromptSet
     from m3agent.llm import ChatModel, Usage
 
 JUDGE_MAX_TOKENS = 32
@@ -28,18 +28,21 @@ JUDGE_TEMPERATURE = 0.0
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """A chat prompt template (``[system]``/``[user]`` sections, ``$name`` fields) and its reply schema."""
+    """A judge prompt (``[system]``/``[user]`` sections, ``$name`` fields), its reply schema and its sha256."""
 
     name: str
-    system: str
-    user: str
-    schema: dict[str, Any]
+    prompts: PromptSet
     sha256: str
 
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.prompts.schema
+
     def messages(self, **fields: str) -> list[dict[str, str]]:
+        """The chat; every field of the ``[user]`` section must be given (else :class:`PromptError`)."""
         return [
-            {"role": "system", "content": string.Template(self.system).safe_substitute(fields)},
-            {"role": "user", "content": string.Template(self.user).safe_substitute(fields)},
+            {"role": "system", "content": self.prompts.render("system")},
+            {"role": "user", "content": self.prompts.render("user", **fields)},
         ]
 
 
@@ -55,8 +58,7 @@ def load_prompt(name: str) -> Prompt:
         raise BenchmarkError(f"judge prompt {name!r} needs a [system] and a [user] section")
     folder = resources.files("m3agent") / "prompts"
     raw = (folder / f"{name}.txt").read_bytes() + b"\n" + (folder / f"{name}.json").read_bytes()
-    sections = prompts.sections
-    return Prompt(name, sections["system"], sections["user"], prompts.schema, hashlib.sha256(raw).hexdigest())
+    return Prompt(name, prompts, hashlib.sha256(raw).hexdigest())
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,8 @@ class Judge:
         }
 
     def judge(self, question: str, ground_truth: str, answer: str) -> Verdict:
+        from m3agent.control.replies import VerdictReply
+
         if not answer.strip():
             return Verdict(False, None, None, "", 0)
         messages = self.prompt.messages(question=question, ground_truth=ground_truth, answer=answer)
@@ -114,10 +118,12 @@ class Judge:
                 error = f"{type(exc).__name__}: {exc.message}"
                 continue
             spent, raw = spent + reply.usage, reply.text
-            if reply.parsed is not None:
-                verdict = str(reply.parsed["verdict"])
-                return Verdict(verdict == "yes", verdict, None, raw, attempt, _since(started), spent.to_dict())
-            error = reply.error or "the reply did not match the verdict schema"
+            try:
+                parsed = VerdictReply.read(reply)
+            except MalformedReplyError as exc:
+                error = exc.message
+                continue
+            return Verdict(parsed.correct, parsed.verdict, None, raw, attempt, _since(started), spent.to_dict())
         return Verdict(None, None, error, raw, self.retries + 1, _since(started), spent.to_dict())
 
 

@@ -73,7 +73,7 @@ def _one(
     item: QAItem,
 ) -> dict[str, Any]:
     from m3agent.bench.agent_adapter import chat_spec
-    from m3agent.control.agent import AgentConfig, ask
+    from m3agent.control import AgentConfig, ask
 
     record: dict[str, Any] = {
         "question_id": _qid(sample, index),

@@ -12,14 +12,14 @@ as in the published protocol.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.bench.environment import environment
-from m3agent.bench.m3_data import M3Question, load_m3bench, resolve_split
+from m3agent.bench.m3_data import Answerer, M3Question, load_m3bench, resolve_split
 from m3agent.bench.m3_report import summarise_m3, write_m3_report
 from m3agent.bench.progress import progress
 from m3agent.bench.results_io import JsonlLog
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from m3agent.control.steps import Answer
     from m3agent.llm import ChatModel
     from m3agent.settings import Settings
-    from m3agent.store.protocol import MemoryStore
-
-Answerer = Callable[["MemoryStore", M3Question], "Answer"]
-"""Answers one question on an open store (already holding the question's video)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,16 @@ names so per-type results line up with the published table (§9).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import BenchmarkError
+
+if TYPE_CHECKING:
+    from m3agent.control.steps import Answer
+    from m3agent.store.protocol import MemoryStore
 
 TYPE_CODES = {
     "Multi-Evidence Reasoning": "ME",
@@ -45,6 +50,10 @@ class M3Question:
     types: tuple[str, ...]
     before_clip: int | None = None
     timestamp: str | None = None
+
+
+Answerer = Callable[["MemoryStore", M3Question], "Answer"]
+"""Answers one question on an open store (already holding the question's video)."""
 
 
 def normalise_type(label: str) -> str:

@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from m3agent.cli.common import build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
+from m3agent.domain import CONTROL_MODE_SETTINGS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -23,29 +24,23 @@ if TYPE_CHECKING:
 @click.option("--before-clip", type=int, default=None, help="answer as of this clip (inclusive): nothing later is seen")
 @click.option("--llm", default=None,
               help="control LLM: openai://host:port/v1?model=NAME, llamacpp:smollm2, none (select by reranking)")
-@click.option("--mode", type=click.Choice(["auto", "agent", "baseline", "select"]), default=None,
+@click.option("--mode", type=click.Choice(CONTROL_MODE_SETTINGS), default=None,
               help="agent: multi-round; baseline: one retrieval + answer; select: the model picks a retrieved "
                    "memory; auto (default): select for llamacpp:/none, agent for endpoints")
-@click.option("--rounds", type=int, default=None, help="most search rounds (default 5)")
+@click.option("--rounds", type=int, default=None, help="most search rounds (default: control.rounds)")
 @click.option("--baseline", is_flag=True, help="shortcut for --mode baseline")
 @json_option
 @click.pass_context
 def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | None, before_clip: int | None,
         llm: str | None, mode: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
     """Answer QUESTION from the memory (see --mode); print the steps, or the Answer as JSON."""
-    from m3agent.control import AgentConfig, answer_question
-    from m3agent.control.modes import NO_LLM, uses_llm
-    from m3agent.embed import embedder_for_store
-    from m3agent.llm import chat_model_from_settings
+    from m3agent.control import answer_steps
     from m3agent.store import open_store
 
     settings = build_settings(ctx, memory=memory, llm=llm)
-    config = AgentConfig.from_settings(settings.control, settings.llm or NO_LLM, mode="baseline" if baseline else mode)
-    chat = chat_model_from_settings(settings) if uses_llm(settings.llm) else None
     with open_store(settings.memory, readonly=True, create=False) as store:
-        embedder = embedder_for_store(store.embedding_model(), settings.embedder)
-        steps = answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip,
-                                rounds=rounds, config=config)
+        steps = answer_steps(question, store, settings, video_id=video_id, before_clip=before_clip,
+                             mode="baseline" if baseline else mode, rounds=rounds)
         answer = _consume(steps, show=not as_json)
     if as_json:
         print_json(answer)

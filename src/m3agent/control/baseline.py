@@ -11,15 +11,17 @@ from typing import TYPE_CHECKING
 
 from m3agent.control.prompts import load_prompt_set
 from m3agent.control.render import render_result
+from m3agent.control.replies import AnswerReply
 from m3agent.control.steps import Action, Observation, Step, Thought
+from m3agent.errors import MalformedReplyError
 
 if TYPE_CHECKING:
-    from m3agent.control.agent import _Run
+    from m3agent.control.runtime import RunContext
 
 BASELINE_TOOL = "search_clip"
 
 
-def baseline_steps(run: _Run) -> Iterator[Step]:
+def baseline_steps(run: RunContext) -> Iterator[Step]:
     """Action + Observation of the retrieval, then Thought + Answer from one model call."""
     prompts = load_prompt_set("control_answer")
     yield Action(1, BASELINE_TOOL, run.question)
@@ -34,13 +36,13 @@ def baseline_steps(run: _Run) -> Iterator[Step]:
         {"role": "user", "content": prompts.render("user", knowledge=knowledge)},
     ]
     reply = run.call(messages, prompts.schema)
-    if reply.parsed is None:
-        error = reply.error or "no reply"
-        yield Observation(1, error, error=error)
-        yield run.finish("", 1, "baseline", reply.text, f"no usable answer: {error}")
+    try:
+        parsed = AnswerReply.read(reply)
+    except MalformedReplyError as exc:
+        yield Observation(1, exc.message, error=exc.message)
+        yield run.finish("", 1, reply.text, f"no usable answer: {exc.message}")
         return
-    thought, content = str(reply.parsed["thought"]).strip(), str(reply.parsed["content"]).strip()
-    run.thoughts.append(thought)
-    if thought:
-        yield Thought(1, thought)
-    yield run.finish(content, 1, "baseline")
+    run.thoughts.append(parsed.thought)
+    if parsed.thought:
+        yield Thought(1, parsed.thought)
+    yield run.finish(parsed.content, 1)

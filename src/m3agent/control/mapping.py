@@ -9,14 +9,29 @@ answer is a short derived *fact* plus the memories that support it.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from m3agent.control.query import Intent, ParsedQuery, name_of_targets
 from m3agent.control.ranking import hybrid_rank
-from m3agent.domain import Memory
+from m3agent.domain import Memory, SearchFilter
 
 if TYPE_CHECKING:
-    from m3agent.control.search import MemorySearcher
+    from m3agent.control.characters import CharacterIndex
+    from m3agent.embed import Embedder
+    from m3agent.store.protocol import MemoryStore
+
+
+class MemorySearcher(Protocol):
+    """What mapping needs of :class:`m3agent.control.search.MemorySearcher` (which calls it; no cycle)."""
+
+    store: MemoryStore
+    embedder: Embedder
+    index: CharacterIndex
+    pool: int
+
+    def base_filter(self) -> SearchFilter: ...
+
+    def visible(self, memory: Memory) -> bool: ...
 
 _NAME_PROBE = "name is called named introduces himself herself as"
 Mapped = tuple[list[str], list[Memory]]

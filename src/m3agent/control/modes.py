@@ -11,13 +11,17 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Final
 
+from m3agent.domain import CONTROL_MODE_SETTINGS, CONTROL_MODES, ControlMode
 from m3agent.errors import ConfigError
 
-Mode = Literal["agent", "baseline", "select"]
-MODES: tuple[Mode, ...] = get_args(Mode)
-AUTO = "auto"
+Mode = ControlMode
+"""The mode type, owned by :mod:`m3agent.domain` (settings, CLI and Answer share it)."""
+MODES = CONTROL_MODES
+MODE_CHOICES = CONTROL_MODE_SETTINGS
+"""What settings and ``--mode`` accept: ``auto`` and every mode."""
+AUTO: Final = "auto"
 NO_LLM = "none"
 """The LLM spec meaning "no model": ``--llm none`` answers in select mode by reranking alone."""
 
@@ -48,4 +52,4 @@ def resolve_mode(requested: str | None, llm_spec: str | None = None) -> Mode:
     for mode in MODES:
         if requested == mode:
             return mode
-    raise ConfigError(f"unknown control mode {requested!r}", hint=f"use one of: {AUTO}, {', '.join(MODES)}")
+    raise ConfigError(f"unknown control mode {requested!r}", hint=f"use one of: {', '.join(MODE_CHOICES)}")

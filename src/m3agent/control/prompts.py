@@ -1,7 +1,9 @@
 """Control prompts as data: ``prompts/control_*.txt`` (named sections) + ``.json`` reply schemas.
 
 A template file is split into sections by lines ``[name]``; fields are
-``$name`` (``string.Template``), so JSON examples need no escaping.
+``$name`` (``string.Template``), so JSON examples need no escaping; a field
+left unfilled is an error, never a literal ``$name`` in the prompt. Typed
+replies: :mod:`m3agent.control.replies`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from m3agent.errors import ModelError
+from m3agent.errors import ModelError, PromptError
 
 _SECTION_RE = re.compile(r"^\[([a-z_]+)\]\s*$", re.MULTILINE)
 
@@ -28,11 +30,29 @@ class PromptSet:
     schema: dict[str, Any]
 
     def render(self, section: str, **fields: object) -> str:
-        """Section ``section`` with ``$fields`` filled (unknown ``$names`` are left as written)."""
+        """Section ``section`` with its ``$fields`` filled.
+
+        Every field the section names must be given and nothing else: a template
+        and its caller that disagree raise :class:`PromptError` instead of sending
+        the model a literal ``$field``.
+        """
+        template = string.Template(self._text(section))
+        needed = set(template.get_identifiers())
+        missing, unused = sorted(needed - fields.keys()), sorted(fields.keys() - needed)
+        if missing or unused or not template.is_valid():
+            raise PromptError(f"prompt {self.name!r} [{section}]: {_mismatch(missing, unused)}")
+        return template.substitute({k: str(v) for k, v in fields.items()}).strip()
+
+    def _text(self, section: str) -> str:
         if section not in self.sections:
-            raise ModelError(f"prompt {self.name!r} has no [{section}] section", hint="reinstall m3agent")
-        values = {k: str(v) for k, v in fields.items()}
-        return string.Template(self.sections[section]).safe_substitute(values).strip()
+            raise PromptError(f"prompt {self.name!r} has no [{section}] section")
+        return self.sections[section]
+
+
+def _mismatch(missing: list[str], unused: list[str]) -> str:
+    parts = [f"missing field(s) {', '.join(missing)}"] if missing else []
+    parts += [f"field(s) the section does not use: {', '.join(unused)}"] if unused else []
+    return "; ".join(parts) or "a '$' that starts no field (write '$$' for a dollar sign)"
 
 
 @functools.cache

@@ -32,18 +32,18 @@ from typing import TYPE_CHECKING, Any
 from m3agent.control.prompts import load_prompt_set
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import render_result
+from m3agent.control.replies import NO_CHOICE, SelectReply
 from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
-from m3agent.errors import M3AgentError
+from m3agent.errors import M3AgentError, MalformedReplyError
 
 if TYPE_CHECKING:
-    from m3agent.control.agent import _Run
+    from m3agent.control.runtime import RunContext
 
 SELECT_PROMPT = "control_select"
 SELECT_TOOL = "search_memory"
 RERANK = "rerank"
 """The chooser's name when no model chose (the Answer's ``model``)."""
-NONE = "none"
 MAX_CANDIDATE_CHARS = 400
 SELECT_MAX_TOKENS = 96
 _SAYING = frozenset({"say", "said", "tell", "told", "share"})
@@ -64,10 +64,10 @@ class Choice:
     note: str = ""
 
 
-def select_steps(run: _Run) -> Iterator[Step]:
+def select_steps(run: RunContext) -> Iterator[Step]:
     """Action + Observation of the retrieval, Thought naming the choice, then the Answer."""
     yield Action(1, SELECT_TOOL, run.question)
-    result = run.search(SELECT_TOOL, run.question, k=max(run.config.memory_k, 2 * run.config.select_k))
+    result = run.search(SELECT_TOOL, run.question, k=max(run.config.search_k, 2 * run.config.select_k))
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
@@ -81,7 +81,7 @@ def select_steps(run: _Run) -> Iterator[Step]:
     yield _finish(run, choice, choice.span or (choice.candidate.text if choice.candidate else ""))
 
 
-def _choose(run: _Run, candidates: list[Candidate]) -> Choice:
+def _choose(run: RunContext, candidates: list[Candidate]) -> Choice:
     """The model's pick, or the reranker's first candidate when there is no usable model reply."""
     if run.chat is None:
         return Choice(candidates[0], 1, RERANK)
@@ -96,22 +96,22 @@ def _choose(run: _Run, candidates: list[Candidate]) -> Choice:
         reply = run.call(messages, schema, max_tokens=SELECT_MAX_TOKENS)
     except _BACKEND_ERRORS as exc:
         return Choice(candidates[0], 1, RERANK, note=f"the model call failed ({exc}); the reranker chose")
-    if reply.parsed is None:
-        note = f"the model's reply was unusable ({reply.error}); the reranker chose"
+    try:
+        parsed = SelectReply.read(reply)
+    except MalformedReplyError as exc:
+        note = f"the model's reply was unusable ({exc.message}); the reranker chose"
         return Choice(candidates[0], 1, RERANK, raw=reply.text, note=note)
-    picked = str(reply.parsed["choice"])
-    if picked == NONE:
+    if parsed.number is None:
         return Choice(None, 0, run.chat.name, raw=reply.text)
-    candidate = candidates[int(picked) - 1]
-    span = str(reply.parsed.get("answer", ""))
-    grounded = grounded_span(span, candidate.text, run.question) if run.config.select_span else None
-    return Choice(candidate, int(picked), run.chat.name, grounded, reply.text)
+    candidate = candidates[parsed.number - 1]
+    grounded = grounded_span(parsed.answer, candidate.text, run.question) if run.config.select_span else None
+    return Choice(candidate, parsed.number, run.chat.name, grounded, reply.text)
 
 
 def select_schema(template: dict[str, Any], count: int) -> dict[str, Any]:
     """The reply schema for ``count`` candidates: ``choice`` in ``"1".."count"`` or ``"none"``."""
     schema = copy.deepcopy(template)
-    schema["properties"]["choice"]["enum"] = [str(i) for i in range(1, count + 1)] + [NONE]
+    schema["properties"]["choice"]["enum"] = [str(i) for i in range(1, count + 1)] + [NO_CHOICE]
     return schema
 
 
@@ -139,14 +139,14 @@ def _explain(choice: Choice, count: int) -> str:
     return f"Candidate {choice.number} of {count}, {choice.candidate.label}, answers (chosen by {by}){quoted}."
 
 
-def _finish(run: _Run, choice: Choice | None, content: str, failure: str | None = None) -> Answer:
+def _finish(run: RunContext, choice: Choice | None, content: str, failure: str | None = None) -> Answer:
     if choice is not None and choice.candidate is None:
         failure = f"{choice.chooser} judged that none of the retrieved memories answers the question"
     candidate = choice.candidate if choice else None
     cited = {candidate.memory_id} if candidate and candidate.memory_id is not None else set()
     raw = choice.raw if choice and choice.raw else content
     rewrite = candidate is None or candidate.hit is not None  # a derived fact keeps its tags
-    answer = run.finish(content, 1, "select", raw, failure, cited=cited, rewrite=rewrite)
+    answer = run.finish(content, 1, raw, failure, cited=cited, rewrite=rewrite)
     return replace(answer, max_rounds=1, model=choice.chooser if choice else answer.model)
 
 

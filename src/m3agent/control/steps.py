@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from m3agent.control.results import ClipRef, SearchResult
+from m3agent.domain import ControlMode
 from m3agent.llm import Usage
 
 
@@ -94,7 +95,7 @@ class Answer:
     answered: bool
     rounds: int
     max_rounds: int
-    mode: str
+    mode: ControlMode
     searches: tuple[SearchResult, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     clips: tuple[ClipRef, ...] = ()
