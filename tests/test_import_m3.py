@@ -17,7 +17,7 @@ import pytest
 
 from m3_graph_builder import SAMPLE_TEXTS, build_sample_graph, pickle_reference_graph, reference_module
 from m3agent import tags
-from m3agent.domain import EntityKind
+from m3agent.domain import EntityKind, LinkSource
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.errors import BenchmarkError, UnsafePickleError
 from m3agent.importers.m3graph import _evenly, import_m3_graph, reference_node_of
@@ -242,8 +242,9 @@ def test_import_keeps_equivalences_and_characters(tmp_path: Path, store: MemoryS
     path, original = _write_sample(tmp_path)
     report = import_m3_graph(path, store, embedder=HashingEmbedder(256))
     ours = report.entity_ids
-    pairs = {frozenset((e.a, e.b)) for e in store.equivalences()}
-    assert pairs == {frozenset((ours[0], ours[3])), frozenset((ours[1], ours[4]))}
+    links = store.links()
+    assert {(e.face_id, e.voice_id) for e in links} == {(ours[0], ours[3]), (ours[1], ours[4])}
+    assert {e.source for e in links} == {LinkSource.IMPORT}
     equivalence_memories = [m for m in store.memories("living_room_01") if m.text.startswith("Equivalence:")]
     assert len(equivalence_memories) == 2  # kept as memories too, like the reference
     groups = {frozenset(c.entity_ids) for c in store.characters(video_id="living_room_01")}

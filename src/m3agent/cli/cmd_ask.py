@@ -37,12 +37,12 @@ def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | N
     from m3agent.control.modes import NO_LLM, uses_llm
     from m3agent.embed import embedder_for_store
     from m3agent.llm import chat_model_from_settings
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory, llm=llm)
     config = AgentConfig.from_settings(settings.control, settings.llm or NO_LLM, mode="baseline" if baseline else mode)
     chat = chat_model_from_settings(settings) if uses_llm(settings.llm) else None
-    with open_store(settings.memory, readonly=True, create=False) as store:
+    with open_memory(settings, readonly=True, create=False) as store:
         embedder = embedder_for_store(store.embedding_model(), settings.embedder)
         steps = answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip,
                                 rounds=rounds, config=config)
