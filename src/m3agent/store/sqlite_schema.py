@@ -45,10 +45,14 @@ def migrations() -> tuple[Migration, ...]:
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
-    versions = [m.version for m in found]
-    if not versions or versions[0] != 1 or len(set(versions)) != len(versions):
-        raise RuntimeError(f"sqlite migrations must start at 0001 and use each number once, found {versions}")
+    check_numbering([m.version for m in found])
     return tuple(found)
+
+
+def check_numbering(versions: list[int]) -> None:
+    """Migration numbers start at 1 and are unique; gaps are allowed (parallel branches reserve numbers)."""
+    if not versions or min(versions) != 1 or len(set(versions)) != len(versions):
+        raise RuntimeError(f"sqlite migrations must start at 0001 and use each number once, found {sorted(versions)}")
 
 
 def latest_version() -> int:
