@@ -102,9 +102,12 @@ def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = Tru
 
     ``link_confidence`` is ``settings.perception.link_accept_confidence`` (its default when ``None``).
     """
+    accept = default_link_confidence() if link_confidence is None else link_confidence
+    if not 0.0 < accept <= 1.0:
+        raise ConfigError(f"link_confidence must be in (0, 1], got {accept}",
+                          hint="set perception.link_accept_confidence between 0 and 1")
     path = sqlite_path(spec)
     conn, readonly = connect(path, readonly=readonly, create=create)
-    accept = default_link_confidence() if link_confidence is None else link_confidence
     return SQLiteStore(conn, path, readonly=readonly, link_confidence=accept)
 
 
@@ -126,8 +129,6 @@ class SQLiteStore:
 
     def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False,
                  link_confidence: float) -> None:
-        if not 0.0 < link_confidence <= 1.0:
-            raise ConfigError(f"link_confidence must be in (0, 1], got {link_confidence}")
         self.path = path.resolve()
         self.url = f"sqlite:///{self.path}"
         self.readonly = readonly

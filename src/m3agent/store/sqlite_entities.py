@@ -164,7 +164,7 @@ def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
 
 def _memories_naming(db: sqlite3.Connection, entity_id: int) -> list[tuple[int, str, set[int]]]:
     """(id, text, other entities named) of every memory linked to ``entity_id`` or tagging it."""
-    tokens = " OR ".join(f'"{kind}_{entity_id}"' for kind in ("face", "voice"))
+    tokens = " OR ".join(f'"{kind}_{entity_id}"' for kind in ("face", "voice"))  # the tags' keyword tokens
     rows = db.execute(
         "SELECT id, text FROM memories WHERE id IN (SELECT memory_id FROM edges WHERE entity_id = ?)"
         " OR id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)",
@@ -214,7 +214,6 @@ def delete_memory(db: sqlite3.Connection, memory_id: int) -> None:
     quoted = [(segment_id,) for segment_id, said in segments if said.strip() and said.strip() in text]
     db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
     db.executemany("UPDATE voices SET text = '', words = '[]' WHERE id = ?", quoted)
-
 
 
 def orphan_entities_of_video(db: sqlite3.Connection, video_id: str) -> list[int]:
