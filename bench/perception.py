@@ -38,19 +38,19 @@ def identity_talking_heads(settings: Any, workdir: Path) -> dict[str, Any]:
     """Ingest the four HDTF clips into one memory: 4 faces, 4 voices, 4 correct face<->voice links?"""
     from m3agent.domain import EntityKind
     from m3agent.pipeline import ingest_source
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     run = settings.model_copy(update={"memory": str(workdir / "heads.db")})
     for name in HEADS:
         ingest_source(run, str(MEDIA / "video" / "hdtf_talking_heads" / f"{name}.mp4"), show_progress=False)
-    with open_store(run.memory, readonly=True, create=False) as store:
+    with open_memory(run, readonly=True, create=False) as store:
         faces = store.entities(EntityKind.FACE)
         voices = store.entities(EntityKind.VOICE)
-        links = store.equivalences(min_confidence=0.5)
+        links = store.links(min_confidence=store.link_confidence)
         face_video = {e.id: e.video_id for e in faces}
         voice_video = {e.id: e.video_id for e in voices}
-        correct = sum(1 for e in links
-                      if face_video.get(e.a) is not None and face_video.get(e.a) == voice_video.get(e.b))
+        correct = sum(1 for link in links if face_video.get(link.face_id) is not None
+                      and face_video.get(link.face_id) == voice_video.get(link.voice_id))
     ok = len(faces) == len(voices) == len(links) == correct == len(HEADS)
     return {"identity_talking_heads": ok, "face_entities": len(faces), "voice_entities": len(voices),
             "links": len(links), "correct_links": correct}

@@ -27,7 +27,7 @@ from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, a
 from m3agent.control.modes import default_mode, resolve_mode, uses_llm
 from m3agent.control.rerank import stem
 from m3agent.control.select import grounded_span
-from m3agent.domain import Clip, EntityKind, Equivalence, Memory, MemoryKind, Video
+from m3agent.domain import Clip, EntityKind, FaceVoiceLink, LinkSource, Memory, MemoryKind, Video
 from m3agent.errors import ConfigError
 from m3agent.llm import create_chat_model
 from m3agent.llm.scripted import ScriptedChat
@@ -108,7 +108,7 @@ def build_meeting(path: Path, embedder_spec: str = "hash") -> Meeting:
                 for i in range(3):
                     faces.append(writer.add_entity(EntityKind.FACE, [_unit(i, 128)]).id)
                     voices.append(writer.add_entity(EntityKind.VOICE, [_unit(50 + i, 192)]).id)
-                    writer.set_equivalence(Equivalence(faces[i], voices[i], 1.0, "test"))
+                    writer.set_link(FaceVoiceLink(faces[i], voices[i], 1.0, LinkSource.MANUAL))
             for key, kind, text, person in plan:
                 meeting.memory_ids[key] = writer.add_memory(_memory(embedder, clip, kind, text, person, faces, voices))
     character_of = {e: c.id for c in store.characters() for e in c.entity_ids}

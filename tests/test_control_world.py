@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from m3agent.domain import Clip, EntityKind, Equivalence, Memory, MemoryKind, Video
+from m3agent.domain import Clip, EntityKind, FaceVoiceLink, LinkSource, Memory, MemoryKind, Video
 
 CLIP_S = 30.0
 N_CLIPS = 12
@@ -61,7 +61,7 @@ def build_world(path: Path) -> World:
         for i in range(12):
             world.faces.append(writer.add_entity(EntityKind.FACE, _vectors(2, 128, i)).id)
         world.voice = writer.add_entity(EntityKind.VOICE, _vectors(2, 192, 99)).id
-        writer.set_equivalence(Equivalence(world.faces[2], world.voice, 1.0, "test"))
+        writer.set_link(FaceVoiceLink(world.faces[2], world.voice, 1.0, LinkSource.MANUAL))
     for character in store.characters():
         for entity in character.entity_ids:
             world.character_of[entity] = character.id

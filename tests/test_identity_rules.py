@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from m3agent.domain import BBox, Equivalence, FaceObservation, VoiceSegment
+from m3agent.domain import BBox, FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
 from m3agent.identity.linking import AVEvidence, LinkRule, collect_evidence, decide_links, revisions
 
@@ -66,7 +66,7 @@ def test_lone_face_while_a_voice_speaks_is_linked() -> None:
     faces = [face(1, t / 2) for t in range(20)] + [face(2, 10 + t / 2) for t in range(20)]
     voices = [voice(7, 0, 9.5), voice(8, 10, 19.5)]
     links = decide_links(collect_evidence(faces, voices, fps=2), LinkRule())
-    assert sorted((e.a, e.b) for e in links) == [(1, 7), (2, 8)]
+    assert sorted((e.face_id, e.voice_id) for e in links) == [(1, 7), (2, 8)]
     assert all(e.confidence > 0.9 and e.source == "av" for e in links)
 
 
@@ -82,13 +82,24 @@ def test_voice_heard_off_screen_is_not_linked() -> None:
 
 
 def test_dropped_av_link_is_revoked_and_others_are_kept() -> None:
-    current = [Equivalence(1, 7, 0.9, "av"), Equivalence(3, 9, 1.0, "manual")]
-    updates = revisions(current, [])
-    assert updates == [Equivalence(1, 7, 0.0, "av")]
-    assert revisions(current, [Equivalence(1, 7, 0.91, "av")]) == []
+    current = [FaceVoiceLink(1, 7, 0.9, LinkSource.AV), FaceVoiceLink(3, 9, 1.0, LinkSource.MANUAL)]
+    evidence = AVEvidence({(1, 7): 2.0}, {7: 10.0})
+    [revoked] = revisions(current, [], evidence)
+    assert (revoked.face_id, revoked.voice_id, revoked.confidence, revoked.source) == (1, 7, 0.0, LinkSource.AV)
+    assert revoked.evidence.startswith("revoked: face on screen 2.0 s of the voice's 10.0 s")
+    assert revisions(current, [FaceVoiceLink(1, 7, 0.91, LinkSource.AV)], evidence) == []
 
 
 def test_mutual_best_is_required() -> None:
     evidence = AVEvidence({(1, 7): 5.0, (1, 8): 9.0}, {7: 6.0, 8: 10.0})
     links = decide_links(evidence, LinkRule())
-    assert [(e.a, e.b) for e in links] == [(1, 8)]
+    assert [(e.face_id, e.voice_id) for e in links] == [(1, 8)]
+
+
+def test_links_are_matched_by_role_when_the_voice_id_is_smaller() -> None:
+    """A voice created before its face has the smaller id; the pair is still the same link."""
+    evidence = AVEvidence({(5, 2): 9.0}, {2: 10.0})
+    [link] = decide_links(evidence, LinkRule())
+    assert (link.face_id, link.voice_id) == (5, 2)
+    assert link.evidence == "face on screen 9.0 s of the voice's 10.0 s of speech"
+    assert revisions([link], [link], evidence) == []

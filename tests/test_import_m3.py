@@ -17,7 +17,7 @@ import pytest
 
 from m3_graph_builder import SAMPLE_TEXTS, build_sample_graph, pickle_reference_graph, reference_module
 from m3agent import tags
-from m3agent.domain import EntityKind
+from m3agent.domain import EntityKind, LinkSource
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.errors import BenchmarkError, UnsafePickleError
 from m3agent.importers.m3graph import _evenly, import_m3_graph, reference_node_of
@@ -242,8 +242,9 @@ def test_import_keeps_equivalences_and_characters(tmp_path: Path, store: MemoryS
     path, original = _write_sample(tmp_path)
     report = import_m3_graph(path, store, embedder=HashingEmbedder(256))
     ours = report.entity_ids
-    pairs = {frozenset((e.a, e.b)) for e in store.equivalences()}
-    assert pairs == {frozenset((ours[0], ours[3])), frozenset((ours[1], ours[4]))}
+    links = store.links()
+    assert {(e.face_id, e.voice_id) for e in links} == {(ours[0], ours[3]), (ours[1], ours[4])}
+    assert {e.source for e in links} == {LinkSource.IMPORT}
     equivalence_memories = [m for m in store.memories("living_room_01") if m.text.startswith("Equivalence:")]
     assert len(equivalence_memories) == 2  # kept as memories too, like the reference
     groups = {frozenset(c.entity_ids) for c in store.characters(video_id="living_room_01")}
@@ -278,3 +279,26 @@ def test_unknown_tags_cannot_alias_our_entities(tmp_path: Path, store: MemorySto
     odd = next(m for m in store.memories("odd") if "argue" in m.text)
     assert odd.text == "unknown face 99 and unknown voice 0 argue."
     assert tags.find_tags(odd.text) == []
+
+
+def test_imported_equivalences_become_links_by_role(tmp_path: Path, store: MemoryStore) -> None:
+    """A voice named first still links as the voice; a sentence naming two faces is a recorded skip."""
+    with reference_module() as module:
+        graph = module.VideoGraph()
+        build_sample_graph(graph)
+        rng = np.random.default_rng(3)
+        extra = {}
+        for name, sentence in (("voice_first", "Equivalence: <voice_4>, <face_2>"),
+                               ("two_faces", "Equivalence: <face_1>, <face_2>")):
+            extra[name] = graph.add_text_node(sentence, list(rng.standard_normal(8)), 2, "semantic")
+            for entity in tags.entity_ids(sentence):
+                graph.add_edge(entity, extra[name], 1.0)
+        path = tmp_path / "living_room_01.pkl"
+        path.write_bytes(pickle.dumps(graph, protocol=4))
+    report = import_m3_graph(path, store, embedder=HashingEmbedder(256))
+    ours = report.entity_ids
+    by_pair = {(e.face_id, e.voice_id): e for e in store.links()}
+    assert set(by_pair) == {(ours[0], ours[3]), (ours[1], ours[4]), (ours[2], ours[4])}
+    added = by_pair[(ours[2], ours[4])]
+    assert (added.source, added.evidence) == (LinkSource.IMPORT, f"m3-bench-graph node {extra['voice_first']}")
+    assert report.skipped == [f"node {extra['two_faces']}: equivalence naming no face and voice to link"]

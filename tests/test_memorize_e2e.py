@@ -62,7 +62,7 @@ def test_mllm_writer_over_a_real_openai_compatible_server(server_url: str, tmp_p
             assert not any(t.kind == "character" for t in tags.find_tags(memory.text))
             assert (memory.video_id, memory.clip_index) == ("v1", 1) and memory.provenance.startswith("mllm-writer/1")
             assert clip.start_s <= memory.start_s <= memory.end_s <= clip.end_s
-        assert all(e.source == "llm" and {e.a, e.b} <= allowed for e in out.equivalences)
+        assert all(e.source == "llm" and {e.face_id, e.voice_id} <= allowed for e in out.equivalences)
         stored = store.memories("v1", clip_index=1)
         assert len(stored) == stats.inserted and stats.inserted + stats.reinforced + stats.repeated == len(out.memories)
 

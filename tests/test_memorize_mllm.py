@@ -97,7 +97,7 @@ def test_request_carries_frames_labelled_faces_and_transcripts(server: FakeServe
     assert out.attempts == 1 and out.usage.calls == 1
     assert [m.text for m in out.memories if m.kind == MemoryKind.SEMANTIC] == VALID["semantic"]
     [link] = out.equivalences
-    assert (link.a, link.b, link.source) == (FACE, VOICE, "llm")
+    assert (link.face_id, link.voice_id, link.source) == (FACE, VOICE, "llm")
 
 
 def _decoded(url: str) -> Any:
@@ -147,7 +147,8 @@ def test_statements_with_foreign_tags_are_dropped_and_tags_repaired(server: Fake
     out = writer_for(server).write(the_clip())
     assert [m.text for m in out.memories] == [f"<face_{FACE}> hugs <face_{FACE}>.", "The shop sells bread."]
     assert out.memories[0].entity_ids == (FACE,) and out.memories[1].entity_ids == ()
-    assert [(e.a, e.b) for e in out.equivalences] == [(FACE, OTHER_VOICE), (FACE, VOICE)]  # swapped fields fixed
+    pairs = [(e.face_id, e.voice_id) for e in out.equivalences]
+    assert pairs == [(FACE, OTHER_VOICE), (FACE, VOICE)]  # swapped fields fixed
     reasons = "\n".join(out.dropped)
     assert "<face_99>, which is not in this clip" in reasons and "<character_1>" in reasons
     assert "repeated" in reasons and "does not pair" in reasons and len(out.dropped) == 5
@@ -235,7 +236,7 @@ def test_reference_key_names_are_mapped_not_retried(server: FakeServer) -> None:
     assert [(m.kind, m.text) for m in out.memories] == [
         (MemoryKind.EPISODIC, f"<face_{FACE}> walks into the bakery."),
         (MemoryKind.SEMANTIC, f"<voice_{VOICE}> owns the bakery.")]
-    assert [(e.a, e.b) for e in out.equivalences] == [(FACE, VOICE)]
+    assert [(e.face_id, e.voice_id) for e in out.equivalences] == [(FACE, VOICE)]
 
 
 def test_an_endpoint_without_vision_gets_the_transcripts(server: FakeServer) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from m3agent.domain import EntityKind, Equivalence, MemoryKind
+from m3agent.domain import EntityKind, FaceVoiceLink, LinkSource, MemoryKind
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.errors import ConfigError
 from m3agent.memorize.facts import Relation, canonical, relation, slot_of
@@ -87,7 +87,7 @@ def test_negated_fact_contradicts(store: SQLiteStore, people: tuple[int, int, in
 def test_facts_are_compared_person_by_person_across_face_and_voice(store: SQLiteStore,
                                                                   people: tuple[int, int, int]) -> None:
     face, voice, _ = people
-    link = Equivalence(face, voice, confidence=0.9, source="av")
+    link = FaceVoiceLink(face, voice, confidence=0.9, source=LinkSource.AV)
     write(store, clip_of(1), [f"<face_{face}>'s name is Ann."], faces=[face], voices=[voice], av=[link])
     stats = write(store, clip_of(2), [f"<voice_{voice}>'s name is Ann.", f"<voice_{voice}>'s job is nurse."],
                   faces=[face], voices=[voice])

@@ -18,9 +18,9 @@ from m3agent.domain import (
     BBox,
     Clip,
     EntityKind,
-    Equivalence,
     FaceObservation,
     FaceTrack,
+    FaceVoiceLink,
     Memory,
     MemoryKind,
     Video,
@@ -95,12 +95,12 @@ def memory(clip: Clip, text: str, kind: MemoryKind = MemoryKind.SEMANTIC) -> Mem
 
 def write(store: SQLiteStore, clip: Clip, texts: Sequence[str], *, faces: Sequence[int] = (),
           voices: Sequence[int] = (), kind: MemoryKind = MemoryKind.SEMANTIC,
-          equivalences: Sequence[Equivalence] = (), av: Sequence[Equivalence] = (),
+          equivalences: Sequence[FaceVoiceLink] = (), av: Sequence[FaceVoiceLink] = (),
           embedder: Any = None, rules: WriteRules | None = None) -> WriteStats:
     """Commit ``clip`` with the given memories passed through the write rules (``av`` links written first)."""
     with store.clip(clip) as writer:
         for link in av:
-            writer.set_equivalence(link)
+            writer.set_link(link)
         inp = clip_input(store, clip, faces=faces, voices=voices)
         output = WriterOutput(memories=tuple(memory(clip, t, kind) for t in texts), equivalences=tuple(equivalences))
         return apply_write_rules(store, writer, inp, output, embedder or minilm(), rules)

@@ -15,8 +15,9 @@ from m3agent.domain import (
     BBox,
     ClipStatus,
     EntityKind,
-    Equivalence,
     FaceObservation,
+    FaceVoiceLink,
+    LinkSource,
     MemoryKind,
     Video,
     VoiceSegment,
@@ -41,7 +42,7 @@ def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
         seg = VoiceSegment(0, 1.0, 2.5, "hi there", 0, vectors[1], (Word("hi", 1.0, 1.2),), voice.id, "en")
         w.add_voice(seg, b"RIFFwav")
         mid = w.add_memory(memory(clip, f"{face.tag} greets {voice.tag}", vectors[3], entity_ids=(face.id, voice.id)))
-        w.set_equivalence(Equivalence(face.id, voice.id, 0.8, "cooccurrence"))
+        w.set_link(FaceVoiceLink(face.id, voice.id, 0.8, LinkSource.AV, "on screen"))
         w.record_timing("perception", 2.5)
     assert store.clips("v1") == [(clip, ClipStatus.DONE, "")]
     got = store.get_memory(mid)
@@ -53,7 +54,7 @@ def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
     assert len(store.entity_bank(voice.id)) == 2
     assert store.get_entity(face.id).n_observations == 1
     assert store.clip_timings("v1") == {0: {"perception": 2.5}}
-    assert store.equivalences() == [Equivalence(face.id, voice.id, 0.8, "cooccurrence")]
+    assert store.links() == [FaceVoiceLink(face.id, voice.id, 0.8, LinkSource.AV, "on screen")]
 
 
 def test_an_exception_rolls_the_whole_clip_back(tmp_path: Path) -> None:
@@ -97,7 +98,7 @@ def test_writer_checks_rows_belong_to_its_clip_and_closes(tmp_path: Path) -> Non
         w.add_memory(memory(clip, "names a ghost", unit_vectors(1)[0], entity_ids=(777,)))
     with pytest.raises(IntegrityError), store.clip(clip) as w:
         e = w.add_entity(EntityKind.FACE, [])
-        w.set_equivalence(Equivalence(e.id, e.id))
+        w.set_link(FaceVoiceLink(e.id, e.id))
     with store.clip(clip) as w:
         w.add_memory(memory(clip, "fine", unit_vectors(1)[0], kind=MemoryKind.SEMANTIC))
     with pytest.raises(StoreError):

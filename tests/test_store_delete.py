@@ -1,7 +1,13 @@
-"""Deleting a video, an entity or a memory removes every derived row and the bytes from the file."""
+"""Deleting a video, an entity or a memory removes every derived row and the bytes from the file.
+
+Derived text included: memories about a deleted entity alone go, its tag in the
+others becomes "someone"; a deleted speech memory takes its transcript out of the
+voice rows it quotes.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -13,13 +19,14 @@ from m3agent.domain import (
     Clip,
     ClipMedia,
     EntityKind,
-    Equivalence,
     FaceObservation,
+    FaceVoiceLink,
     SearchFilter,
     Video,
     VoiceSegment,
+    Word,
 )
-from m3agent.errors import NotFoundError
+from m3agent.errors import NotFoundError, StoreError
 from m3agent.media.snippets import voice_snippets
 from m3agent.store.sqlite import SQLiteStore
 from store_helpers import clip_of, file_bytes, memory, new_store, unit_vectors
@@ -27,6 +34,7 @@ from store_helpers import clip_of, file_bytes, memory, new_store, unit_vectors
 MEMORY_MARK = b"zqxmemorymarkzqx"
 CROP_MARK = b"ZQXCROPMARKZQX"
 SPEECH_MARK = b"zqxspeechmarkzqx"
+PRESENCE_MARK = b"zqxpresencemarkzqx"
 
 
 def real_snippet() -> bytes:
@@ -67,12 +75,23 @@ def build(tmp_path: Path) -> tuple[SQLiteStore, dict[str, int]]:
         w.add_face(FaceObservation(0, 1.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=crop, entity_id=face.id))
         w.add_face(FaceObservation(0, 2.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=b"other", entity_id=shared.id))
         speech = f"I said {SPEECH_MARK.decode()}"
-        w.add_voice(VoiceSegment(0, 1.0, 2.0, speech, entity_id=voice.id), SNIPPET)
+        words = (Word("I", 1.0, 1.2), Word("said", 1.2, 1.5), Word(SPEECH_MARK.decode(), 1.5, 2.0))
+        w.add_voice(VoiceSegment(0, 1.0, 2.0, speech, words=words, entity_id=voice.id), SNIPPET)
+        w.add_voice(VoiceSegment(0, 5.0, 6.0, "another line", entity_id=voice.id))
         text = f"{face.tag} whispers {MEMORY_MARK.decode()} to {voice.tag}"
         ids["marked"] = w.add_memory(memory(clip, text, vectors[3], entity_ids=(face.id, voice.id, shared.id)))
+        # What the perception writer derives from the rows: presence of the face, the voice's line.
+        presence = f"{face.tag} is on screen from 0:01 to 0:02 {PRESENCE_MARK.decode()}"
+        ids["presence"] = w.add_memory(memory(clip, presence, vectors[14], entity_ids=(face.id,)))
+        said = memory(clip, f'At 0:01 {voice.tag} says: "{speech}"', vectors[15], entity_ids=(voice.id,))
+        ids["speech"] = w.add_memory(dataclasses.replace(said, start_s=1.0, end_s=2.0))
+        ids["link_line"] = w.add_memory(memory(clip, f"Equivalence: {face.tag}, {voice.tag}", vectors[16],
+                                               entity_ids=(face.id, voice.id)))
+        ids["pair"] = w.add_memory(memory(clip, f"{face.tag} and {shared.tag} appear on screen together",
+                                          vectors[17], entity_ids=(face.id, shared.id)))
         for i in range(10):
             w.add_memory(memory(clip, f"doomed filler {i}", vectors[4 + i]))
-        w.set_equivalence(Equivalence(face.id, voice.id, 0.9))
+        w.set_link(FaceVoiceLink(face.id, voice.id, 0.9))
     clip = clip_of("kept", 0)
     with store.clip(clip) as w:
         w.add_face(FaceObservation(0, 1.0, BBox(0, 0, 9, 9), 0.9, crop_jpeg=b"kept", entity_id=shared.id))
@@ -102,7 +121,7 @@ def test_delete_video_removes_rows_blobs_index_entries_and_bytes(tmp_path: Path)
         "faces": 1,
         "voices": 0,
         "blobs": 1,
-        "equivalences": 0,
+        "links": 0,
         "entities": 1,
         "edges": 1,
         "characters": 1,
@@ -134,7 +153,8 @@ def test_delete_memory_removes_edges_keywords_vectors_and_bytes(tmp_path: Path) 
     store.delete_memory(ids["marked"])
 
     assert store.counts()["edges"] == edges_before - 3
-    assert store.memories_of_entities([ids["face"]]) == []
+    assert ids["marked"] not in {m.id for m in store.memories_of_entities([ids["face"]])}
+    assert [v.text for v in store.voices("doomed")] == [f"I said {SPEECH_MARK.decode()}", "another line"]
     assert store.keyword_search(MEMORY_MARK.decode(), 5) == []
     assert ids["marked"] not in {s.memory.id for s in store.vector_search(marked.embedding, 50)}
     assert store.counts()["memory_tombstones"] == 1
@@ -154,7 +174,7 @@ def test_delete_entity_removes_its_media_edges_and_evidence(tmp_path: Path) -> N
     assert store.entity_snippets(ids["voice"]) == []
     with pytest.raises(NotFoundError):
         store.get_entity(ids["face"])
-    assert store.equivalences() == []
+    assert store.links() == []
     assert store.entity_crops(ids["face"]) == []
     assert [f.entity_id for f in store.faces("doomed")] == [ids["shared"]]
     assert store.voices("doomed") == []
@@ -164,3 +184,68 @@ def test_delete_entity_removes_its_media_edges_and_evidence(tmp_path: Path) -> N
     data = vacuum_and_read(store)
     assert CROP_MARK not in data and WAV_MARK not in data and SPEECH_MARK not in data
     assert MEMORY_MARK in data
+
+
+def test_delete_entity_removes_the_text_about_it(tmp_path: Path) -> None:
+    """Memories about the entity alone (and link lines naming it) go; elsewhere its tag becomes "someone"."""
+    store, ids = build(tmp_path)
+    face, shared = f"<face_{ids['face']}>", f"<face_{ids['shared']}>"
+    presence = store.get_memory(ids["presence"])
+    assert store.keyword_search(face, 10)  # the tag is a keyword before
+
+    store.delete_entity(ids["face"])
+
+    for gone in ("presence", "link_line"):
+        with pytest.raises(NotFoundError):
+            store.get_memory(ids[gone])
+    assert store.get_memory(ids["speech"]).entity_ids == (ids["voice"],)  # about the voice: stays
+    assert store.get_memory(ids["pair"]).text == f"Someone and {shared} appear on screen together"
+    assert store.get_memory(ids["marked"]).text == f"Someone whispers {MEMORY_MARK.decode()} to <voice_{ids['voice']}>"
+    assert all(face not in m.text for m in store.memories())
+    assert store.keyword_search(face, 10) == []
+    assert ids["presence"] not in {s.memory.id for s in store.vector_search(presence.embedding, 50)}
+    assert store.check() == []
+
+    store.delete_entity(ids["voice"])
+
+    with pytest.raises(NotFoundError):
+        store.get_memory(ids["speech"])
+    assert store.get_memory(ids["marked"]).text == f"Someone whispers {MEMORY_MARK.decode()} to someone"
+    data = vacuum_and_read(store)
+    for tag in (face, f"<voice_{ids['voice']}>"):
+        assert tag.strip("<>").encode() not in data, tag
+    assert PRESENCE_MARK not in data and MEMORY_MARK in data
+
+
+def test_delete_speech_memory_removes_its_transcript_from_the_voice_rows(tmp_path: Path) -> None:
+    store, ids = build(tmp_path)
+    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert file_bytes(store.path).count(SPEECH_MARK) >= 3  # voice text, voice words, memory text
+
+    store.delete_memory(ids["speech"])
+
+    quoted, other = store.voices("doomed")
+    assert (quoted.text, quoted.words, quoted.start_s, quoted.entity_id) == ("", (), 1.0, ids["voice"])
+    assert other.text == "another line"  # a line the memory does not quote stays
+    assert store.voice_audio(quoted.id) is not None  # the audio stays as identity evidence
+    assert store.keyword_search(SPEECH_MARK.decode(), 5) == []
+    assert SPEECH_MARK not in vacuum_and_read(store)
+
+
+def test_failed_delete_changes_nothing(tmp_path: Path) -> None:
+    """Deleting is one transaction: an error part way leaves rows and text as they were."""
+    store, ids = build(tmp_path)
+    before = [m.text for m in store.memories()], [v.text for v in store.voices("doomed")]
+    store._db.execute(
+        "CREATE TRIGGER refuse BEFORE DELETE ON entities BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
+    with pytest.raises(StoreError):
+        store.delete_entity(ids["face"])
+    assert ([m.text for m in store.memories()], [v.text for v in store.voices("doomed")]) == before
+    store._db.execute("DROP TRIGGER refuse")
+    store._db.execute(
+        "CREATE TRIGGER refuse BEFORE UPDATE OF text ON voices BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
+    with pytest.raises(StoreError):
+        store.delete_memory(ids["speech"])
+    assert store.get_memory(ids["speech"]).id == ids["speech"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m3agent.domain import BBox, Character, EntityKind, Equivalence, FaceObservation, Video, VoiceSegment
+from m3agent.domain import BBox, Character, EntityKind, FaceObservation, FaceVoiceLink, Video, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError
 from m3agent.store.characters import UnionFind, accepted_pairs, group_characters
 from m3agent.store.sqlite import SQLiteStore
@@ -70,7 +70,7 @@ def test_merge_moves_observations_bank_edges_and_evidence(tmp_path: Path) -> Non
         both = w.add_memory(
             memory(clip_of("v1", 1), f"{keep.tag} {absorb.tag}", vectors[4], entity_ids=(keep.id, absorb.id))
         )
-        w.set_equivalence(Equivalence(voice.id, absorb.id, 0.9))
+        w.set_link(FaceVoiceLink(absorb.id, voice.id, 0.9))
     with pytest.raises(IntegrityError):
         store.merge_entities(keep.id, voice.id)  # kinds differ
     with pytest.raises(IntegrityError):
@@ -81,7 +81,7 @@ def test_merge_moves_observations_bank_edges_and_evidence(tmp_path: Path) -> Non
     assert [len(v) for v in store.entity_bank(keep.id)] == [16, 16, 16]
     assert np.allclose(store.entity_bank(keep.id)[2], vectors[2])
     assert store.entity_crops(keep.id, limit=1) == [b"absorb"]
-    assert store.equivalences() == [Equivalence(keep.id, voice.id, 0.9, "llm")]
+    assert store.links() == [FaceVoiceLink(keep.id, voice.id, 0.9)]
     assert store.get_memory(both).text == f"{keep.tag} {keep.tag}"
     edge = store._db.execute("SELECT weight FROM edges WHERE memory_id = ?", (both,)).fetchall()
     assert edge == [(2.0,)]
@@ -130,9 +130,10 @@ def test_union_find_and_latest_evidence() -> None:
     uf.union(1, 2)
     uf.union(3, 2)
     assert uf.groups() == [[1, 2, 3], [4]]
-    evidence = [(1, 2, 0.9), (3, 4, 0.4), (2, 1, 0.0), (5, 6, 0.5)]
-    assert accepted_pairs(evidence) == [(5, 6)]
-    chars = group_characters([1, 2, 5, 6], evidence, {1: 10, 2: 7, 5: 3, 6: 4}, {6: "Eve"})
+    evidence = [(1, 2, 0.9), (3, 4, 0.4), (1, 2, 0.0), (5, 6, 0.5)]
+    assert accepted_pairs(evidence, 0.5) == [(5, 6)]
+    assert accepted_pairs(evidence, 0.4) == [(3, 4), (5, 6)]
+    chars = group_characters([1, 2, 5, 6], evidence, {1: 10, 2: 7, 5: 3, 6: 4}, {6: "Eve"}, 0.5)
     assert chars == [Character(3, (5, 6), "Eve"), Character(7, (2,)), Character(10, (1,))]
 
 
@@ -146,8 +147,8 @@ def test_character_ids_are_stable_as_clips_arrive(tmp_path: Path) -> None:
     def clip(index: int, new: list[EntityKind], evidence: list[tuple[int, int, float]]) -> list[int]:
         with store.clip(clip_of("v1", index)) as w:
             made = [w.add_entity(kind, [vec]).id for kind in new]
-            for a, b, conf in evidence:
-                w.set_equivalence(Equivalence(a, b, conf))
+            for face, voice, conf in evidence:
+                w.set_link(FaceVoiceLink(face, voice, conf))
         history[index] = store.characters()
         return made
 
@@ -157,10 +158,10 @@ def test_character_ids_are_stable_as_clips_arrive(tmp_path: Path) -> None:
     assert (f1, v2, f3, v4) == (1, 2, 3, 4)
     id_34 = history[1][-1].id
     assert history[1][-1].entity_ids == (f3, v4)
-    clip(2, [], [(v2, f3, 0.8)])  # joins {f3, v4} with {v2}: the smaller id survives
+    clip(2, [], [(f3, v2, 0.8)])  # joins {f3, v4} with {v2}: the smaller id survives
     groups = {c.entity_ids: c.id for c in history[2]}
     assert groups == {(f1,): history[0][0].id, (v2, f3, v4): min(history[0][1].id, id_34)}
-    clip(3, [], [(v2, f3, 0.0)])  # revoked: back to the ids of clip 1
+    clip(3, [], [(f3, v2, 0.0)])  # revoked: back to the ids of clip 1
     assert history[3] == history[1]
     clip(4, [], [(f1, v4, 0.4)])  # too weak to accept
     assert history[4] == history[1]

@@ -35,8 +35,8 @@ ADJACENCY_INDEXES = {
     "faces_by_entity",
     "voices_by_clip",
     "voices_by_entity",
-    "equivalences_by_a",
-    "equivalences_by_b",
+    "links_by_pair",
+    "links_by_voice",
 }
 
 
@@ -46,7 +46,7 @@ def raw(path: Path) -> sqlite3.Connection:
 
 def test_migrations_build_the_schema_from_an_empty_file(tmp_path: Path) -> None:
     store = new_store(tmp_path)
-    assert store.schema_version() == latest_version() == len(migrations())
+    assert store.schema_version() == latest_version() == migrations()[-1].version
     store.close()
     db = raw(tmp_path / "memory.db")
     applied = db.execute("SELECT version, name FROM schema_migrations ORDER BY version").fetchall()
@@ -77,6 +77,8 @@ def test_adjacency_queries_use_indexes(tmp_path: Path) -> None:
         "SELECT id FROM memories WHERE video_id = 'v' AND clip_index <= 3",
         "SELECT id FROM faces WHERE entity_id = 1",
         "SELECT id FROM voices WHERE video_id = 'v' AND clip_index = 2",
+        "SELECT seq FROM links WHERE face_id = 1 AND voice_id = 2",
+        "SELECT seq FROM links WHERE voice_id = 2",
     ]
     for query in queries:
         plan = " ".join(str(r[-1]) for r in db.execute(f"EXPLAIN QUERY PLAN {query}"))

@@ -167,14 +167,31 @@ class Character:
         return f"<character_{self.id}>"
 
 
-@dataclass(frozen=True, slots=True)
-class Equivalence:
-    """Evidence that two entities are the same person (face-voice usually)."""
+class LinkSource(enum.StrEnum):
+    """Where a face-voice link comes from."""
 
-    a: int
-    b: int
+    AV = "av"  # who is on screen while the voice speaks (identity/linking.py)
+    LLM = "llm"  # stated by a memorization model, checked against the clip (memorize/links.py)
+    IMPORT = "import"  # read from an imported memory graph (importers/)
+    MANUAL = "manual"  # set by a person or a test
+
+
+@dataclass(frozen=True, slots=True)
+class FaceVoiceLink:
+    """Evidence that face entity ``face_id`` and voice entity ``voice_id`` are one person.
+
+    The roles are fixed by the fields, never by which id is smaller. The store
+    keeps every link written as a log; the latest of a pair wins, confidence 0
+    revokes, and a link counts for characters when its confidence reaches the
+    ``perception.link_accept_confidence`` setting. ``evidence`` says in words
+    what the link rests on (seconds on screen, the model's statement, a graph node).
+    """
+
+    face_id: int
+    voice_id: int
     confidence: float = 1.0
-    source: str = "llm"
+    source: LinkSource = LinkSource.LLM
+    evidence: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

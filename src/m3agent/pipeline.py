@@ -66,13 +66,13 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
     from m3agent.memorize.embedding import ensure_embedding_model
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     info = probe(source)
     vid = video_id or default_video_id(source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
-    with open_store(settings.memory) as store:
+    with open_memory(settings) as store:
         ensure_embedding_model(store, embedder)
         store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}

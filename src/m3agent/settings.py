@@ -51,6 +51,15 @@ class PerceptionSettings(BaseModel):
         description="seconds of speech kept as a WAV snippet per voice entity and clip (for listening to who a "
         "<voice_N> is); 0 keeps none",
     )
+    # One bar for every reader of face-voice links: characters (store) and the identity vetoes
+    # (resolver) used to disagree (0.5 vs 0.8), so a link could make a face and a voice one person
+    # yet not keep another voice off that person. 0.5 is the audio-visual rule's own floor (the face
+    # holds at least half of the voice's speech time) and admits model-stated links (0.6 by default).
+    link_accept_confidence: float = Field(
+        0.5, gt=0, le=1,
+        description="a face-voice link counts (characters, identity vetoes) from this confidence on; "
+        "a lower one is kept as evidence only",
+    )
     threads: int = Field(
         1, ge=1,
         description="CPU threads per perception stage; faces and voices already run side by side, and two "

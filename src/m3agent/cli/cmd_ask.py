@@ -35,10 +35,10 @@ def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | N
         llm: str | None, mode: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
     """Answer QUESTION from the memory (see --mode); print the steps, or the Answer as JSON."""
     from m3agent.control import answer_steps
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory, llm=llm)
-    with open_store(settings.memory, readonly=True, create=False) as store:
+    with open_memory(settings, readonly=True, create=False) as store:
         steps = answer_steps(question, store, settings, video_id=video_id, before_clip=before_clip,
                              mode="baseline" if baseline else mode, rounds=rounds)
         answer = _consume(steps, show=not as_json)

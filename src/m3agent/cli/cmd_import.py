@@ -22,10 +22,10 @@ def import_m3(ctx: click.Context, graph: Path, memory: str | None, video_id: str
     """Import GRAPH.pkl (a reference VideoGraph) safely: only the graph's own classes are unpickled."""
     from m3agent.embed import embedder_for_store
     from m3agent.importers import import_m3_graph
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory)
-    with open_store(settings.memory) as store:
+    with open_memory(settings) as store:
         embedder = embedder_for_store(store.embedding_model(), settings.embedder)
         report = import_m3_graph(graph, store, video_id, embedder=embedder, replace_existing=replace)
     if as_json:

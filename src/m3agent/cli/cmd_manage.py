@@ -17,12 +17,12 @@ from m3agent.cli.output import console, print_json
 @click.pass_context
 def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: bool, as_json: bool) -> None:
     """Delete a video, an entity or a memory and everything derived from it (crops, snippets, links)."""
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory)
     if not yes and not as_json:
         click.confirm(f"delete {kind} {ident} and everything derived from it?", abort=True)
-    with open_store(settings.memory, create=False) as store:
+    with open_memory(settings, create=False) as store:
         if kind == "video":
             store.delete_video(ident)
         elif kind == "entity":
@@ -40,10 +40,10 @@ def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: b
 @click.pass_context
 def rename(ctx: click.Context, entity_id: int, name: str, memory: str | None, as_json: bool) -> None:
     """Give an entity (face or voice) a name."""
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory)
-    with open_store(settings.memory, create=False) as store:
+    with open_memory(settings, create=False) as store:
         store.rename_entity(entity_id, name)
     _done(as_json, {"renamed": entity_id, "name": name})
 
@@ -56,10 +56,10 @@ def rename(ctx: click.Context, entity_id: int, name: str, memory: str | None, as
 @click.pass_context
 def merge(ctx: click.Context, keep: int, absorb: int, memory: str | None, as_json: bool) -> None:
     """Merge entity ABSORB into entity KEEP (same person recognised twice)."""
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory)
-    with open_store(settings.memory, create=False) as store:
+    with open_memory(settings, create=False) as store:
         store.merge_entities(keep, absorb)
     _done(as_json, {"merged": absorb, "into": keep})
 
@@ -75,11 +75,11 @@ def reembed(ctx: click.Context, memory: str | None, embedder: str | None, as_jso
 
     from m3agent.embed import create_embedder
     from m3agent.memorize.embedding import reembed as reembed_store
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory, embedder=embedder)
     model = create_embedder(settings.embedder)
-    with open_store(settings.memory, create=False) as store, Progress(disable=as_json) as progress:
+    with open_memory(settings, create=False) as store, Progress(disable=as_json) as progress:
         task = progress.add_task("re-embedding", total=None)
         count = reembed_store(store, model, progress=lambda done, total: progress.update(task, completed=done,
                                                                                          total=total))

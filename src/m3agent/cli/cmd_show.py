@@ -25,12 +25,12 @@ def show(ctx: click.Context, what: str, memory: str | None, video_id: str | None
          clip_index: int | None, limit: int, as_json: bool) -> None:
     """Print what a memory holds. `show --clip N` prints one clip's memories, faces and voices."""
     from m3agent.inspect import clip_report, list_characters, list_entities, list_memories, list_videos
-    from m3agent.store import open_store
+    from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory)
     if clip_index is not None:
         what = "clip"
-    with open_store(settings.memory, readonly=True, create=False) as store:
+    with open_memory(settings, readonly=True, create=False) as store:
         if what == "clip":
             if clip_index is None:
                 raise ConfigError("`show clip` needs --clip N")

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from m3agent.domain import Equivalence, FaceObservation, VoiceSegment
+from m3agent.domain import FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ def _times_within(times: Sequence[float], start: float, end: float) -> list[floa
     return list(times[lo:hi])
 
 
-def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[Equivalence]:
+def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[FaceVoiceLink]:
     """Mutual-best face<->voice pairs that meet the share, time and dominance rules."""
     by_voice: dict[int, list[tuple[float, int]]] = defaultdict(list)
     by_face: dict[int, list[tuple[float, int]]] = defaultdict(list)
@@ -86,22 +86,36 @@ def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[Equivalence]:
         mutual = max(by_face[face_id])[1] == voice_id
         if (share >= rule.min_share and best_s >= rule.min_seconds and mutual
                 and best_s >= rule.dominance * runner_up):
-            links.append(Equivalence(face_id, voice_id, confidence=round(min(share, 1.0), 3), source="av"))
+            links.append(FaceVoiceLink(face_id, voice_id, confidence=round(min(share, 1.0), 3),
+                                       source=LinkSource.AV, evidence=describe(evidence, face_id, voice_id)))
     return links
 
 
-def revisions(current: Sequence[Equivalence], decided: Sequence[Equivalence]) -> list[Equivalence]:
-    """Equivalence updates to write: new or changed links, and revocations of dropped AV links."""
-    decided_pairs = {(e.a, e.b): e for e in decided}
-    updates = [e for e in decided if _changed(current, e)]
+def describe(evidence: AVEvidence, face_id: int, voice_id: int) -> str:
+    """What an AV link of ``face_id`` and ``voice_id`` rests on, in words."""
+    together = evidence.co_seconds.get((face_id, voice_id), 0.0)
+    speech = evidence.speech_seconds.get(voice_id, 0.0)
+    return f"face on screen {together:.1f} s of the voice's {speech:.1f} s of speech"
+
+
+def revisions(current: Sequence[FaceVoiceLink], decided: Sequence[FaceVoiceLink],
+              evidence: AVEvidence) -> list[FaceVoiceLink]:
+    """Link updates to write: new or changed links, and revocations of dropped AV links.
+
+    Pairs are matched by role (face, voice), never by position or id order.
+    """
+    decided_pairs = {(link.face_id, link.voice_id) for link in decided}
+    updates = [link for link in decided if _changed(current, link)]
     for old in current:
-        if old.source == "av" and old.confidence > 0 and (old.a, old.b) not in decided_pairs:
-            updates.append(Equivalence(old.a, old.b, confidence=0.0, source="av"))
+        pair = (old.face_id, old.voice_id)
+        if old.source == LinkSource.AV and old.confidence > 0 and pair not in decided_pairs:
+            reason = f"revoked: {describe(evidence, *pair)}, no longer the mutual best above the link rule"
+            updates.append(FaceVoiceLink(*pair, confidence=0.0, source=LinkSource.AV, evidence=reason))
     return updates
 
 
-def _changed(current: Sequence[Equivalence], new: Equivalence) -> bool:
+def _changed(current: Sequence[FaceVoiceLink], new: FaceVoiceLink) -> bool:
     for old in current:
-        if (old.a, old.b) == (new.a, new.b) and old.source == new.source:
+        if (old.face_id, old.voice_id) == (new.face_id, new.voice_id) and old.source == new.source:
             return abs(old.confidence - new.confidence) > 0.02
     return True

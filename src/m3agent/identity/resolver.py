@@ -25,6 +25,7 @@ class IdentityRules:
     voice: MatchRule
     link: LinkRule
     fps: float
+    link_accept: float  # settings.perception.link_accept_confidence: links that count, as for characters
     min_face_observations: int = 3
     snippet_seconds: float = 3.0
 
@@ -40,6 +41,7 @@ class IdentityRules:
             fps=settings.media.frame_fps,
             min_face_observations=settings.perception.min_face_observations,
             snippet_seconds=settings.perception.voice_snippet_seconds,
+            link_accept=settings.perception.link_accept_confidence,
         )
 
 
@@ -59,7 +61,7 @@ def resolve_clip(store: MemoryStore, writer: ClipWriter, perception: ClipPercept
     new: list[int] = []
     matched: list[int] = []
     tracks = _resolve_faces(store, writer, perception.tracks, rules, new, matched)
-    voices = _resolve_voices(store, writer, perception.voices, rules.voice, new, matched, _face_times(tracks))
+    voices = _resolve_voices(store, writer, perception.voices, rules, new, matched, _face_times(tracks))
     for track in tracks:
         for obs in track.observations:
             writer.add_face(obs)
@@ -84,7 +86,7 @@ def _resolve_faces(store: MemoryStore, writer: ClipWriter, tracks: Sequence[Face
     return tuple(_with_entity(t, track_entity.get(id(t))) for t in tracks)
 
 
-def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[VoiceSegment], rule: MatchRule,
+def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[VoiceSegment], rules: IdentityRules,
                     new: list[int], matched: list[int],
                     face_times: dict[int, set[float]]) -> tuple[VoiceSegment, ...]:
     by_speaker: dict[int, list[VoiceSegment]] = defaultdict(list)
@@ -95,8 +97,8 @@ def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[Voi
     candidates = [unit_rows([s.embedding for s in by_speaker[spk] if s.embedding is not None]) for spk in speakers]
     # Different speakers of one clip are different people by the diarizer's account.
     conflicts = {(i, j) for i in range(len(speakers)) for j in range(i + 1, len(speakers))}
-    vetoes = _av_vetoes(store, [by_speaker[spk] for spk in speakers], face_times)
-    entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rule, new, matched,
+    vetoes = _av_vetoes(store, [by_speaker[spk] for spk in speakers], face_times, rules.link_accept)
+    entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rules.voice, new, matched,
                        [True] * len(candidates), vetoes)
     speaker_entity = dict(zip(speakers, entity_of, strict=True))
     return tuple(dataclasses.replace(s, entity_id=speaker_entity.get(s.speaker)) for s in voices)
@@ -143,19 +145,20 @@ def _face_times(tracks: Sequence[FaceTrack]) -> dict[int, set[float]]:
     return times
 
 
-def _av_vetoes(store: MemoryStore, speakers: Sequence[Sequence[VoiceSegment]],
-               face_times: dict[int, set[float]], seen: float = 0.7, absent: float = 0.1) -> set[tuple[int, int]]:
+def _av_vetoes(store: MemoryStore, speakers: Sequence[Sequence[VoiceSegment]], face_times: dict[int, set[float]],
+               link_accept: float, seen: float = 0.7, absent: float = 0.1) -> set[tuple[int, int]]:
     """(speaker index, voice entity) pairs that the screen contradicts.
 
-    A voice entity already linked to a face cannot be this clip's speaker when,
+    A voice entity already linked to a face (a link of at least ``link_accept``,
+    the bar characters use) cannot be this clip's speaker when,
     while the speaker talks, some face is on screen most of the time (``seen``)
     and none of the entity's linked faces is (below ``absent``). This keeps two
     similar voices apart when their faces tell them apart (resemblyzer alone puts
     some different men above 0.85 cosine).
     """
     faces_of_voice: dict[int, set[int]] = defaultdict(set)
-    for eq in store.equivalences(min_confidence=0.8):
-        faces_of_voice[eq.b].add(eq.a)
+    for link in store.links(min_confidence=link_accept):
+        faces_of_voice[link.voice_id].add(link.face_id)
     frame_times = sorted(set().union(*face_times.values())) if face_times else []
     vetoes = set()
     for index, segments in enumerate(speakers):
@@ -198,8 +201,9 @@ def refresh_links(store: MemoryStore, writer: ClipWriter, video_id: str, rules: 
     from this video says nothing about a pair that never met in it.
     """
     sightings, spans = store.face_sightings(video_id), store.voice_spans(video_id)
-    decided = decide_links(evidence_from(sightings, spans, rules.fps), rules.link)
-    in_video = {face for _, face in sightings} | {voice for _, _, voice in spans}
-    current = [e for e in store.equivalences() if e.a in in_video and e.b in in_video]
-    for update in revisions(current, decided):
-        writer.set_equivalence(update)
+    evidence = evidence_from(sightings, spans, rules.fps)
+    decided = decide_links(evidence, rules.link)
+    faces, voices = {face for _, face in sightings}, {voice for _, _, voice in spans}
+    current = [link for link in store.links() if link.face_id in faces and link.voice_id in voices]
+    for update in revisions(current, decided, evidence):
+        writer.set_link(update)

@@ -2,7 +2,7 @@
 
 ``import_m3_graph(pkl_path, store, video_id)`` reads a released ``VideoGraph``
 pickle with an allow-list unpickler (nothing in the file is executed) and
-writes its entities, memories, edges and equivalences through the store API.
+writes its entities, memories, edges and face-voice links through the store API.
 """
 
 from __future__ import annotations

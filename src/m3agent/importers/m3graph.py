@@ -12,8 +12,9 @@ Mapping (reference doc §4):
   spanning ``clip*30 .. (clip+1)*30`` s, linked to their entities; the
   weight of the reference edges (all edges of a node share it; reinforcing
   adds 1 to each) becomes the memory weight.
-- ``Equivalence:`` sentences -> equivalences between the first entity and
-  each other one, and they stay memories too, as in the reference.
+- ``Equivalence:`` sentences -> face-voice links (source ``import``) between
+  every face and every voice they name, and they stay memories too, as in
+  the reference; a sentence naming no face-voice pair is a recorded skip.
 - Tags are renumbered into this store's entity ids with
   :func:`m3agent.tags.renumber`; a tag naming no entity of the graph is
   written as plain words so it cannot alias one of ours.
@@ -36,8 +37,9 @@ from m3agent.domain import (
     BBox,
     Clip,
     EntityKind,
-    Equivalence,
     FaceObservation,
+    FaceVoiceLink,
+    LinkSource,
     Memory,
     MemoryKind,
     Video,
@@ -53,7 +55,6 @@ CLIP_SECONDS = 30.0
 BANK_CAPS = {"face": 10, "voice": 20}
 MAX_CROPS = 10
 PROVENANCE_PREFIX = "m3-bench-graph node "
-EQUIVALENCE_SOURCE = "m3-bench-graph"
 
 
 @dataclass
@@ -287,13 +288,18 @@ class _GraphImport:
 
     def _equivalences(self, writer: ClipWriter, node: ReferenceNode) -> None:
         named = list(dict.fromkeys(self._named(node.text)))
-        if len(named) < 2:
-            self.report.skipped.append(f"node {node.id}: equivalence naming fewer than two entities")
+        kind_of = {n.id: n.tag_kind for n in self.graph.entities()}
+        faces = [e for e in named if kind_of[e] == "face"]
+        voices = [e for e in named if kind_of[e] == "voice"]
+        if not faces or not voices:
+            self.report.skipped.append(f"node {node.id}: equivalence naming no face and voice to link")
             return
-        first = self.report.entity_ids[named[0]]
-        for other in named[1:]:
-            writer.set_equivalence(Equivalence(first, self.report.entity_ids[other], 1.0, EQUIVALENCE_SOURCE))
-            self.report.equivalences += 1
+        ours = self.report.entity_ids
+        for face in faces:
+            for voice in voices:
+                writer.set_link(FaceVoiceLink(ours[face], ours[voice], 1.0, LinkSource.IMPORT,
+                                              f"{PROVENANCE_PREFIX}{node.id}"))
+                self.report.equivalences += 1
 
 
 def reference_node_of(memory: Memory) -> int | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import Character, Clip, Equivalence, FaceObservation, FaceTrack, Frame, Memory, VoiceSegment
+from m3agent.domain import Character, Clip, FaceObservation, FaceTrack, FaceVoiceLink, Frame, Memory, VoiceSegment
 from m3agent.llm import Usage
 
 if TYPE_CHECKING:
@@ -79,10 +79,10 @@ class ClipInput:
 @dataclass(frozen=True, slots=True)
 class WriterOutput:
     """Memories (text naming people only by tags of this clip's entities, no embeddings yet),
-    face-voice equivalences a model stated, and the statements validation dropped (with why)."""
+    face-voice links a model stated, and the statements validation dropped (with why)."""
 
     memories: tuple[Memory, ...] = ()
-    equivalences: tuple[Equivalence, ...] = ()
+    equivalences: tuple[FaceVoiceLink, ...] = ()
     dropped: tuple[str, ...] = ()
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0

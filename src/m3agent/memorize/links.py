@@ -1,6 +1,6 @@
-"""Face-voice equivalences a model stated, checked against what the clip shows before they are recorded.
+"""Face-voice links a model stated, checked against what the clip shows before they are recorded.
 
-The store keeps every equivalence as evidence (source ``av`` from audio-visual
+The store keeps every link as evidence (source ``av`` from audio-visual
 co-occurrence, ``llm`` from a writer); the latest record of a pair wins and
 characters are the union-find groups of accepted pairs, each named by its
 smallest base id, so ids stay stable as clips arrive (store/characters.py).
@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from m3agent.domain import Equivalence
+from m3agent import tags
+from m3agent.domain import FaceVoiceLink, LinkSource
 
 if TYPE_CHECKING:
     from m3agent.memorize.inputs import ClipInput
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def record_equivalences(store: MemoryStore, writer: ClipWriter, inp: ClipInput,
-                        claims: Sequence[Equivalence]) -> tuple[int, list[str]]:
+                        claims: Sequence[FaceVoiceLink]) -> tuple[int, list[str]]:
     """Write the acceptable ``claims`` (source ``llm``); returns how many, and why the others were not."""
     if not claims:
         return 0, []
@@ -41,12 +42,13 @@ def record_equivalences(store: MemoryStore, writer: ClipWriter, inp: ClipInput,
     context = _Context(kinds, group, _faces_seen_together(inp), set(inp.voice_ids()), store)
     written, notes = 0, []
     for claim in claims:
-        face, voice = (claim.a, claim.b) if kinds.get(claim.a) == "face" else (claim.b, claim.a)
+        face, voice = claim.face_id, claim.voice_id
         reason = context.refusal(face, voice)
         if reason:
-            notes.append(f"<face_{face}>~<voice_{voice}>: {reason}")
+            notes.append(f"{tags.Tag('face', face)}~{tags.Tag('voice', voice)}: {reason}")
             continue
-        writer.set_equivalence(Equivalence(face, voice, confidence=claim.confidence, source="llm"))
+        evidence = claim.evidence or f"stated by the memorization model for clip {clip.index}"
+        writer.set_link(FaceVoiceLink(face, voice, claim.confidence, LinkSource.LLM, evidence))
         merged = group.get(face, {face}) | group.get(voice, {voice})
         for member in merged:
             group[member] = merged

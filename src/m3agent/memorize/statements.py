@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from m3agent import tags
-from m3agent.domain import Clip, Equivalence, Memory, MemoryKind
+from m3agent.domain import Clip, FaceVoiceLink, LinkSource, Memory, MemoryKind
 
 MAX_CHARS = 600
 _SPELLING = re.compile(  # bracketed loose forms, or a bare word like face_3 / Face3
@@ -40,7 +40,7 @@ class Interpreted:
     """Statements of one reply after validation."""
 
     memories: tuple[Memory, ...]
-    equivalences: tuple[Equivalence, ...]
+    equivalences: tuple[FaceVoiceLink, ...]
     dropped: tuple[str, ...]
     offered: int  # statements and equivalences the reply contained
 
@@ -141,7 +141,7 @@ def interpret(parsed: Mapping[str, object], clip: Clip, kinds: Mapping[int, str]
         offered += 1
         pair = checked_equivalence(item.get("face"), item.get("voice"), kinds)
         pairs.append(pair) if isinstance(pair, tuple) else dropped.append(pair)
-    equivalences = tuple(Equivalence(f, v, confidence=link_confidence, source="llm") for f, v in dict.fromkeys(pairs))
+    equivalences = tuple(FaceVoiceLink(f, v, link_confidence, LinkSource.LLM) for f, v in dict.fromkeys(pairs))
     return Interpreted(tuple(memories), equivalences, tuple(dropped), offered)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from m3agent.registry import Registry
 
 if TYPE_CHECKING:
+    from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
 STORES: Registry[MemoryStore] = Registry("memory store")
@@ -15,8 +16,19 @@ STORES.register("postgresql", "m3agent.store.postgres:open_postgres", "PostgreSQ
 STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql (not available yet)")
 
 
-def open_store(spec: str, *, readonly: bool = False, create: bool = True) -> MemoryStore:
-    """Open a store from a plain file path, ``sqlite:///relative.db``, ``sqlite:////abs.db`` or ``postgresql://...``."""
+def open_store(spec: str, *, readonly: bool = False, create: bool = True,
+               link_confidence: float | None = None) -> MemoryStore:
+    """Open a store from a plain file path, ``sqlite:///relative.db``, ``sqlite:////abs.db`` or ``postgresql://...``.
+
+    ``link_confidence`` is ``settings.perception.link_accept_confidence``: from it on, face-voice links
+    form characters (``None``: the setting's default).
+    """
     if "://" not in spec and not spec.lower().startswith("sqlite:"):
         spec = f"sqlite:{spec}"  # a plain path, relative or absolute, taken as written
-    return STORES.create(spec, readonly=readonly, create=create)
+    return STORES.create(spec, readonly=readonly, create=create, link_confidence=link_confidence)
+
+
+def open_memory(settings: Settings, *, readonly: bool = False, create: bool = True) -> MemoryStore:
+    """:func:`open_store` of ``settings.memory`` with the settings the store applies (link acceptance)."""
+    return open_store(settings.memory, readonly=readonly, create=create,
+                      link_confidence=settings.perception.link_accept_confidence)

@@ -1,8 +1,9 @@
-"""Group entities into characters by accepted equivalence evidence, with stable ids.
+"""Group entities into characters by accepted face-voice links, with stable ids.
 
-Evidence is a log of (a, b, confidence) in recording order; the latest record
-of a pair wins, and a pair is accepted when that record's confidence is at
-least :data:`ACCEPT_CONFIDENCE` (0 revokes). Groups are the connected
+Evidence is a log of (face, voice, confidence) in recording order; the latest
+record of a pair wins, and a pair is accepted when that record's confidence
+is at least the store's ``link_confidence`` (the setting
+``perception.link_accept_confidence``; 0 revokes). Groups are the connected
 components (union-find). Each entity owns a base character id that is never
 reused; a group is named by the smallest base id of its members, so an
 entity keeps its character id until its group merges with one holding a
@@ -17,7 +18,12 @@ from collections.abc import Iterable, Mapping
 
 from m3agent.domain import Character
 
-ACCEPT_CONFIDENCE = 0.5
+
+def default_link_confidence() -> float:
+    """The default of ``perception.link_accept_confidence``, for a store opened without settings."""
+    from m3agent.settings import PerceptionSettings
+
+    return float(PerceptionSettings.model_fields["link_accept_confidence"].default)
 
 
 class UnionFind:
@@ -59,27 +65,29 @@ class UnionFind:
         return sorted((sorted(g) for g in by_root.values()), key=lambda g: g[0])
 
 
-def accepted_pairs(evidence: Iterable[tuple[int, int, float]]) -> list[tuple[int, int]]:
-    """Pairs whose latest evidence (last in iteration order) has confidence >= 0.5."""
+def accepted_pairs(evidence: Iterable[tuple[int, int, float]], accept: float) -> list[tuple[int, int]]:
+    """(face, voice) pairs whose latest evidence (last in iteration order) has confidence >= ``accept``."""
     latest: dict[tuple[int, int], float] = {}
-    for a, b, confidence in evidence:
-        latest[(min(a, b), max(a, b))] = confidence
-    return sorted(pair for pair, conf in latest.items() if conf >= ACCEPT_CONFIDENCE)
+    for face, voice, confidence in evidence:
+        latest[(face, voice)] = confidence
+    return sorted(pair for pair, conf in latest.items() if conf >= accept)
 
 
 def group_characters(
     entity_ids: Iterable[int],
     evidence: Iterable[tuple[int, int, float]],
     base_ids: Mapping[int, int],
-    names: Mapping[int, str] | None = None,
+    names: Mapping[int, str] | None,
+    accept: float,
 ) -> list[Character]:
     """Characters over ``entity_ids`` (plus evidence endpoints that have a base id).
 
-    ``base_ids`` maps each entity to its own base character id; ``names`` gives
-    entity names, the first non-empty in entity-id order names the character.
+    ``evidence`` is (face, voice, confidence) in recording order; ``base_ids`` maps each
+    entity to its own base character id; ``names`` gives entity names, the first non-empty
+    in entity-id order names the character; links from ``accept`` on join entities.
     """
     uf = UnionFind(e for e in entity_ids if e in base_ids)
-    for a, b in accepted_pairs(evidence):
+    for a, b in accepted_pairs(evidence, accept):
         if a in base_ids and b in base_ids:
             uf.union(a, b)
     names = names or {}

@@ -23,8 +23,8 @@ from m3agent.domain import (
     ClipStatus,
     Entity,
     EntityKind,
-    Equivalence,
     FaceObservation,
+    FaceVoiceLink,
     Memory,
     ScoredMemory,
     SearchFilter,
@@ -70,8 +70,12 @@ class ClipWriter(Protocol):
         """Store a voice segment with its transcript and optional WAV snippet (see media.snippets)."""
         ...
 
-    def set_equivalence(self, eq: Equivalence) -> None:
-        """Record (or update) face-voice evidence; confidence 0 revokes it."""
+    def set_link(self, link: FaceVoiceLink) -> None:
+        """Record face-voice evidence (the latest of a pair wins; confidence 0 revokes it).
+
+        Raises :class:`~m3agent.errors.IntegrityError` unless ``face_id`` is a face entity and
+        ``voice_id`` a voice entity.
+        """
         ...
 
     def record_timing(self, stage: str, seconds: float) -> None:
@@ -84,6 +88,7 @@ class MemoryStore(Protocol):
     """Graph + vectors + media of one memory file or database."""
 
     url: str
+    link_confidence: float  # links from this confidence on form characters (settings.perception)
 
     # lifecycle -----------------------------------------------------------
     def close(self) -> None: ...
@@ -155,13 +160,17 @@ class MemoryStore(Protocol):
         ...
 
     def delete_entity(self, entity_id: int) -> None:
-        """Remove the entity, its embeddings, crops, snippets, edges and equivalences."""
+        """Remove the entity, its embeddings, crops, snippets, edges and links, and what memory text
+        says about it: memories about it alone (and link bookkeeping lines naming it) are deleted, its
+        tag in other memories becomes "someone"."""
         ...
 
-    def equivalences(self, min_confidence: float = 0.0) -> list[Equivalence]: ...
+    def links(self, min_confidence: float = 0.0) -> list[FaceVoiceLink]:
+        """The latest link of every face-voice pair with at least ``min_confidence``, by (face, voice)."""
+        ...
 
     def characters(self, before_clip: int | None = None, video_id: str | None = None) -> list[Character]:
-        """Entities grouped by accepted equivalences; ids stay stable as evidence grows."""
+        """Entities grouped by links of at least ``link_confidence``; ids stay stable as evidence grows."""
         ...
 
     # memories ------------------------------------------------------------
@@ -177,7 +186,11 @@ class MemoryStore(Protocol):
         """Memories linked to any of ``entity_ids`` (through the indexed adjacency)."""
         ...
 
-    def delete_memory(self, memory_id: int) -> None: ...
+    def delete_memory(self, memory_id: int) -> None:
+        """Remove the memory, its edges and index entries, and the transcript (text and words) of the
+        voice segments it quotes: segments of its clip spoken by a voice it names, inside its span,
+        whose text it contains."""
+        ...
 
     def adjust_weight(self, memory_id: int, delta: float) -> None: ...
 

@@ -9,6 +9,14 @@ as written. See :mod:`m3agent.store.protocol` for the contract and
 Every public method holds the store's lock (one connection, shared by
 threads) and turns SQLite failures into :class:`m3agent.errors.StoreError`
 subclasses. Writes are transactions; a clip's writes are one transaction.
+
+Deleting leaves nothing derived behind, in one transaction each: a video takes
+its clips, rows, blobs and the entities seen only there; an entity takes its
+observations and media, links, the memories about it alone (and link lines
+naming it), and its tag in other memories becomes "someone"; a memory takes
+its edges, index entries and the transcript of the voice segments it quotes
+(details in :mod:`m3agent.store.sqlite_entities`). Keyword-index segments are
+merged afterwards so deleted text leaves the file.
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from m3agent.domain import (
     ClipStatus,
     Entity,
     EntityKind,
-    Equivalence,
     FaceObservation,
+    FaceVoiceLink,
+    LinkSource,
     Memory,
     ScoredMemory,
     SearchFilter,
@@ -40,7 +49,7 @@ from m3agent.domain import (
 from m3agent.errors import ConfigError, IntegrityError, NotFoundError, StoreError, StoreReadOnlyError
 from m3agent.store import sqlite_entities as ops
 from m3agent.store import sqlite_search
-from m3agent.store.characters import group_characters
+from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.memory_vectors import MemoryVectors
 from m3agent.store.sqlite_errors import translated
 from m3agent.store.sqlite_rows import (
@@ -87,11 +96,19 @@ def sqlite_path(spec: BackendSpec) -> Path:
     return Path(target).expanduser()
 
 
-def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = True) -> SQLiteStore:
-    """Open the SQLite memory at ``spec.target`` (created and migrated unless told otherwise)."""
+def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
+                link_confidence: float | None = None) -> SQLiteStore:
+    """Open the SQLite memory at ``spec.target`` (created and migrated unless told otherwise).
+
+    ``link_confidence`` is ``settings.perception.link_accept_confidence`` (its default when ``None``).
+    """
+    accept = default_link_confidence() if link_confidence is None else link_confidence
+    if not 0.0 < accept <= 1.0:
+        raise ConfigError(f"link_confidence must be in (0, 1], got {accept}",
+                          hint="set perception.link_accept_confidence between 0 and 1")
     path = sqlite_path(spec)
     conn, readonly = connect(path, readonly=readonly, create=create)
-    return SQLiteStore(conn, path, readonly=readonly)
+    return SQLiteStore(conn, path, readonly=readonly, link_confidence=accept)
 
 
 def _guarded(method: Callable[Concatenate[SQLiteStore, P], R]) -> Callable[Concatenate[SQLiteStore, P], R]:
@@ -110,10 +127,12 @@ def _guarded(method: Callable[Concatenate[SQLiteStore, P], R]) -> Callable[Conca
 class SQLiteStore:
     """A :class:`~m3agent.store.protocol.MemoryStore` in one SQLite file."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False,
+                 link_confidence: float) -> None:
         self.path = path.resolve()
         self.url = f"sqlite:///{self.path}"
         self.readonly = readonly
+        self.link_confidence = link_confidence
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.RLock()
         self._savepoints = itertools.count()
@@ -375,26 +394,27 @@ class SQLiteStore:
     def delete_entity(self, entity_id: int) -> None:
         with self._tx() as db:
             ops.delete_entity(db, entity_id)
+        self._purge_keywords()
 
     @_guarded
-    def equivalences(self, min_confidence: float = 0.0) -> list[Equivalence]:
+    def links(self, min_confidence: float = 0.0) -> list[FaceVoiceLink]:
         rows = self._db.execute(
-            "SELECT a, b, confidence, source FROM equivalences q"
-            " WHERE seq = (SELECT max(seq) FROM equivalences WHERE a = q.a AND b = q.b) AND confidence >= ?"
-            " ORDER BY a, b",
+            "SELECT face_id, voice_id, confidence, source, evidence FROM links q WHERE seq ="
+            " (SELECT max(seq) FROM links WHERE face_id = q.face_id AND voice_id = q.voice_id)"
+            " AND confidence >= ? ORDER BY face_id, voice_id",
             (min_confidence,),
         )
-        return [Equivalence(a, b, confidence, source) for a, b, confidence, source in rows]
+        return [FaceVoiceLink(f, v, c, LinkSource(s), e) for f, v, c, s, e in rows]
 
     @_guarded
     def characters(self, before_clip: int | None = None, video_id: str | None = None) -> list[Character]:
         db = self._db
         visible = self._visible_entities(before_clip, video_id)
         where, params = _clip_scope(before_clip, video_id)
-        evidence = db.execute(f"SELECT a, b, confidence FROM equivalences WHERE {where} ORDER BY seq", params)
+        evidence = db.execute(f"SELECT face_id, voice_id, confidence FROM links WHERE {where} ORDER BY seq", params)
         base_ids = dict(db.execute("SELECT entity_id, id FROM characters").fetchall())
         names = dict(db.execute("SELECT id, name FROM entities WHERE name <> ''").fetchall())
-        return group_characters(visible, evidence, base_ids, names)
+        return group_characters(visible, evidence, base_ids, names, self.link_confidence)
 
     def _visible_entities(self, before_clip: int | None, video_id: str | None) -> list[int]:
         """Entities seen (first seen, observed or linked) within the scope."""
@@ -452,8 +472,7 @@ class SQLiteStore:
     @_guarded
     def delete_memory(self, memory_id: int) -> None:
         with self._tx() as db:
-            if db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
-                raise NotFoundError(f"no memory {memory_id}")
+            ops.delete_memory(db, memory_id)
         self._purge_keywords()
 
     @_guarded
@@ -640,7 +659,7 @@ class SQLiteStore:
             "voices",
             "memories",
             "edges",
-            "equivalences",
+            "links",
             "blobs",
             "characters",
             "clip_timings",

@@ -1,8 +1,19 @@
-"""Identity corrections on the SQLite store: merge, split and delete entities.
+"""Identity corrections on the SQLite store: merge, split and delete entities, delete memories.
 
 Each function runs inside a transaction opened by the caller. Tags in memory
 text are rewritten with :mod:`m3agent.tags` (token-exact), so merging entity
 3 never touches ``<face_30>``.
+
+What a deletion removes (derived text included, so nothing points at what is gone):
+
+- an entity: its observations with their crops and snippets, its bank, edges,
+  links and base character id; every memory that names (by edge or tag) no
+  other entity, and every link bookkeeping line (``Equivalence: ...``) that
+  names it; in the other memories its tag becomes "someone" (their text
+  embedding is kept: a vector, no text).
+- a memory: its edges and index entries, and the transcript (``voices.text``
+  and ``voices.words``) of the voice segments it quotes; the segments keep
+  their timing, speaker embedding and audio as identity evidence.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ from collections.abc import Sequence
 
 from m3agent import tags
 from m3agent.domain import EntityKind
-from m3agent.errors import IntegrityError
+from m3agent.errors import IntegrityError, NotFoundError
 from m3agent.store.sqlite_rows import placeholders
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.sqlite_writer import require_entity, write_bank
@@ -35,7 +46,7 @@ def merge_entities(db: sqlite3.Connection, keep: int, absorb: int) -> None:
         for r in db.execute("SELECT vector FROM entity_embeddings WHERE entity_id = ? ORDER BY ord", (absorb,))
     ]
     write_bank(db, keep, bank)
-    _move_equivalences(db, keep, absorb)
+    _move_links(db, keep, absorb)
     _merge_details(db, keep, absorb)
     _keep_smaller_character(db, keep, absorb)
     db.execute("DELETE FROM entities WHERE id = ?", (absorb,))
@@ -66,14 +77,10 @@ def _move_edges(db: sqlite3.Connection, keep: int, absorb: int) -> None:
     db.execute("DELETE FROM edges WHERE entity_id = ?", (absorb,))
 
 
-def _move_equivalences(db: sqlite3.Connection, keep: int, absorb: int) -> None:
-    """Re-point evidence about ``absorb`` to ``keep``; evidence between the two disappears."""
-    db.execute("DELETE FROM equivalences WHERE (a = ? AND b = ?) OR (a = ? AND b = ?)", (keep, absorb, absorb, keep))
-    db.execute(
-        "UPDATE equivalences SET a = min(?, CASE WHEN a = ? THEN b ELSE a END),"
-        " b = max(?, CASE WHEN a = ? THEN b ELSE a END) WHERE a = ? OR b = ?",
-        (keep, absorb, keep, absorb, absorb, absorb),
-    )
+def _move_links(db: sqlite3.Connection, keep: int, absorb: int) -> None:
+    """Re-point links of ``absorb`` (same kind as ``keep``, so the same role) to ``keep``."""
+    for role in ("face_id", "voice_id"):
+        db.execute(f"UPDATE links SET {role} = ? WHERE {role} = ?", (keep, absorb))
 
 
 def _merge_details(db: sqlite3.Connection, keep: int, absorb: int) -> None:
@@ -139,10 +146,74 @@ def _split_bank(db: sqlite3.Connection, old: int, new: int, moved: list[bytes]) 
     write_bank(db, new, [from_blob(v) for v in moved])
 
 
+NEUTRAL = "someone"  # what a deleted entity's tag becomes in memories that stay
+_SLACK_S = 0.01  # spans are stored as floats; a speech memory spans exactly its segment
+
+
 def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
-    """Remove the entity; observations (with their media), bank, edges and evidence cascade."""
+    """Remove the entity and what memory text says about it (see the module docstring);
+    observations (with their media), bank, edges and links cascade."""
     require_entity(db, entity_id)
+    for memory_id, text, others in _memories_naming(db, entity_id):
+        if not others or _is_link_line(text):
+            db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        else:
+            db.execute("UPDATE memories SET text = ? WHERE id = ?", (_unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+
+
+def _memories_naming(db: sqlite3.Connection, entity_id: int) -> list[tuple[int, str, set[int]]]:
+    """(id, text, other entities named) of every memory linked to ``entity_id`` or tagging it."""
+    tokens = " OR ".join(f'"{kind}_{entity_id}"' for kind in ("face", "voice"))  # the tags' keyword tokens
+    rows = db.execute(
+        "SELECT id, text FROM memories WHERE id IN (SELECT memory_id FROM edges WHERE entity_id = ?)"
+        " OR id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)",
+        (entity_id, tokens),
+    ).fetchall()
+    found = []
+    for memory_id, text in rows:
+        linked = {r[0] for r in db.execute("SELECT entity_id FROM edges WHERE memory_id = ?", (memory_id,))}
+        named = linked | set(tags.entity_ids(text))
+        if entity_id in named:
+            found.append((memory_id, text, named - {entity_id}))
+    return found
+
+
+def _is_link_line(text: str) -> bool:
+    """A bookkeeping line recording a face-voice link (``Equivalence: <face_1>, <voice_2>``)."""
+    return text.lstrip().lower().startswith("equivalence")
+
+
+def _unnamed(text: str, entity_id: int) -> str:
+    """``text`` with every face/voice tag of ``entity_id`` replaced by :data:`NEUTRAL`
+    (capitalised where it starts a sentence)."""
+    out: list[tags.Token] = []
+    for token in tags.tokenize(text):
+        if isinstance(token, tags.Tag) and token.kind in ("face", "voice") and token.id == entity_id:
+            before = tags.render(out).rstrip()
+            starts = not before or before[-1] in ".!?"
+            out.append(NEUTRAL.capitalize() if starts else NEUTRAL)
+        else:
+            out.append(token)
+    return tags.render(out)
+
+
+def delete_memory(db: sqlite3.Connection, memory_id: int) -> None:
+    """Remove the memory and the transcript of the voice segments it quotes (module docstring)."""
+    row = db.execute(
+        "SELECT text, video_id, clip_index, start_s, end_s FROM memories WHERE id = ?", (memory_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"no memory {memory_id}")
+    text, video_id, clip_index, start_s, end_s = row
+    segments = db.execute(
+        "SELECT v.id, v.text FROM voices v JOIN edges e ON e.entity_id = v.entity_id AND e.memory_id = ?"
+        " WHERE v.video_id = ? AND v.clip_index = ? AND v.start_s >= ? AND v.end_s <= ? AND v.text <> ''",
+        (memory_id, video_id, clip_index, start_s - _SLACK_S, end_s + _SLACK_S),
+    ).fetchall()
+    quoted = [(segment_id,) for segment_id, said in segments if said.strip() and said.strip() in text]
+    db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+    db.executemany("UPDATE voices SET text = '', words = '[]' WHERE id = ?", quoted)
 
 
 def orphan_entities_of_video(db: sqlite3.Connection, video_id: str) -> list[int]:

@@ -1,9 +1,12 @@
 """Open an m3agent SQLite file: checks, pragmas and numbered migrations.
 
-Migrations are the files ``sqlite_migrations/NNNN_name.sql``, applied in
-order from an empty file, each in its own transaction, and recorded in
-``schema_migrations``. A file whose recorded version is newer than the
-newest migration known here is refused (:class:`StoreVersionError`).
+Migrations are the files ``sqlite_migrations/NNNN_name.sql``, numbered in
+increasing order (gaps allowed: parallel branches reserve numbers), applied in
+order, each in its own transaction, and recorded in ``schema_migrations``.
+Opening a file applies every known migration it has not recorded, so a file
+created by an older release (or a branch that skipped a number) is upgraded.
+A file whose recorded version is newer than the newest migration known here
+is refused (:class:`StoreVersionError`).
 """
 
 from __future__ import annotations
@@ -42,9 +45,14 @@ def migrations() -> tuple[Migration, ...]:
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError("sqlite migrations must be numbered 0001, 0002, ... without gaps")
+    check_numbering([m.version for m in found])
     return tuple(found)
+
+
+def check_numbering(versions: list[int]) -> None:
+    """Migration numbers start at 1 and are unique; gaps are allowed (parallel branches reserve numbers)."""
+    if not versions or min(versions) != 1 or len(set(versions)) != len(versions):
+        raise RuntimeError(f"sqlite migrations must start at 0001 and use each number once, found {sorted(versions)}")
 
 
 def latest_version() -> int:
@@ -155,22 +163,33 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
+    """Versions recorded in ``schema_migrations`` (empty for an empty file)."""
+    if schema_version(conn) == 0:
+        return set()
+    return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+
+
 def _check_version(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> int:
     version = schema_version(conn)
     if version > latest_version():
         raise StoreVersionError(f"{path} has schema version {version}; this m3agent knows up to {latest_version()}")
-    if readonly and version < latest_version():
+    applied = applied_versions(conn)
+    missing = [m.version for m in migrations() if m.version not in applied]
+    if readonly and missing:
         raise StoreReadOnlyError(
-            f"{path} has schema version {version} and needs migrating to {latest_version()}",
+            f"{path} has schema version {version} and needs migrations {missing}",
             hint="open it once without --readonly (and with write permission) to upgrade it",
         )
     return version
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply every migration newer than the file's version, each atomically."""
+    """Apply every known migration the file has not recorded, in number order, each atomically."""
     with translated(str(path)):
-        if _check_version(conn, path, readonly=False) == latest_version():
+        _check_version(conn, path, readonly=False)
+        applied = applied_versions(conn)
+        if all(m.version in applied for m in migrations()):
             return
         for migration in migrations():
             _apply(conn, path, migration)
@@ -183,7 +202,7 @@ def _apply(conn: sqlite3.Connection, path: Path, migration: Migration) -> None:
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )
-        if _check_version(conn, path, readonly=False) < migration.version:
+        if migration.version not in applied_versions(conn):
             for statement in split_statements(migration.sql):
                 conn.execute(statement)
             conn.execute(

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from m3agent.domain import Clip, Entity, EntityKind, Equivalence, FaceObservation, Memory, VoiceSegment
+from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
@@ -209,17 +209,21 @@ class SQLiteClipWriter:
         return int(cursor.lastrowid or 0)
 
     # identity evidence and timings ------------------------------------------
-    def set_equivalence(self, eq: Equivalence) -> None:
+    def set_link(self, link: FaceVoiceLink) -> None:
         db = self._db()
-        if eq.a == eq.b:
-            raise IntegrityError(f"an entity cannot be equivalent to itself ({eq.a})")
-        if not 0.0 <= eq.confidence <= 1.0:
-            raise IntegrityError(f"equivalence confidence must be in [0, 1], got {eq.confidence}")
-        for entity_id in (eq.a, eq.b):
-            require_entity(db, entity_id)
+        if not 0.0 <= link.confidence <= 1.0:
+            raise IntegrityError(f"link confidence must be in [0, 1], got {link.confidence}")
+        for entity_id, role in ((link.face_id, EntityKind.FACE), (link.voice_id, EntityKind.VOICE)):
+            if require_entity(db, entity_id) != role.value:
+                raise IntegrityError(
+                    f"entity {entity_id} is not a {role.value}: a link joins face_id (a face) and voice_id (a voice)",
+                    hint="pass the face entity as face_id and the voice entity as voice_id",
+                )
         db.execute(
-            "INSERT INTO equivalences (a, b, confidence, source, video_id, clip_index) VALUES (?, ?, ?, ?, ?, ?)",
-            (min(eq.a, eq.b), max(eq.a, eq.b), eq.confidence, eq.source, self.clip.video_id, self.clip.index),
+            "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (link.face_id, link.voice_id, link.confidence, LinkSource(link.source).value, link.evidence,
+             self.clip.video_id, self.clip.index),
         )
 
     def record_timing(self, stage: str, seconds: float) -> None:
