@@ -43,7 +43,8 @@ def test_renumber_maps_foreign_ids() -> None:
 
 
 def test_to_names_keeps_unknown_tags() -> None:
-    assert tags.to_names("<character_2> and <character_20>", {("character", 2): "Lily"}) == "Lily and <character_20>"
+    names = {tags.Tag(tags.TagKind.CHARACTER, 2): "Lily"}
+    assert tags.to_names("<character_2> and <character_20>", names) == "Lily and <character_20>"
 
 
 @given(st.lists(st.tuples(st.sampled_from(["face", "voice", "character"]), st.integers(0, 10_000)), max_size=8),

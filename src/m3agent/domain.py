@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from m3agent import tags
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -143,7 +145,7 @@ class Entity:
 
     @property
     def tag(self) -> str:
-        return f"<{self.kind.value}_{self.id}>"
+        return tags.format_tag(self.kind, self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,7 @@ class Character:
 
     @property
     def tag(self) -> str:
-        return f"<character_{self.id}>"
+        return tags.character(self.id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,13 +27,14 @@ from m3agent.control.conversation import Conversation
 from m3agent.control.evidence import cited_clips, cited_memory_ids, rank_evidence
 from m3agent.control.modes import AUTO, Mode, resolve_mode
 from m3agent.control.prompts import PromptSet, load_prompt_set
-from m3agent.control.render import clock, render_result
+from m3agent.control.render import render_result
 from m3agent.control.results import Hit, SearchResult
 from m3agent.control.search import MemorySearcher
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import ConfigError, M3AgentError
 from m3agent.llm import ChatModel, ChatReply, Usage
 from m3agent.llm.schema import strip_thinking
+from m3agent.text import clock
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -235,8 +236,8 @@ def names_for_tags(text: str, searcher: MemorySearcher) -> str:
     """Answer text with entity/character tags replaced by known names (tags without one are kept)."""
     index = searcher.index
     text = index.rewrite(text)
-    characters = {tag.id for tag in tags.find_tags(text) if tag.kind == "character"}
-    names = {("character", cid): name for cid in characters if (name := index.name_of(cid))}
+    characters = {tag for tag in tags.find_tags(text) if tag.kind == tags.TagKind.CHARACTER}
+    names = {tag: name for tag in characters if (name := index.name_of(tag.id))}
     return tags.to_names(text, names)
 
 
