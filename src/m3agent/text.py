@@ -4,7 +4,9 @@
   :func:`clock_seconds` read them back (memories, the writer's ``[1:32]``
   markers and questions all use this one format).
 - :data:`STOPWORDS` are the function words dropped before words are compared
-  (BM25 keywords, fact propositions, topic grounding).
+  (BM25 keywords, fact propositions, topic grounding). The list is the one
+  the LoCoMo retrieval and reranker figures were measured with; a wider one
+  (with "can", "would", "all", "some", "new" ...) cost a reranker pick.
 - :func:`stem` is the crude English stem every word comparison uses.
 - :func:`self_names` ("my name is Ann") and :func:`stated_names`
   ("<face_3>'s name is Ann", "<voice_2> is called Bob") extract names.
@@ -19,9 +21,9 @@ from m3agent import tags
 CLOCK = r"(?:\d+:)?\d{1,2}:\d{2}(?:\.\d+)?"
 """Regex source of one clock time (``m:ss``, ``h:mm:ss``, optional fraction); no groups."""
 
-_STOPWORD_TEXT = """a about all am an and any are as at be been being by can could did do does for from had
-has have he her his how i in is it its my of on or our shall she should some that the their them these they
-this those to was were what when where which who whom whose why will with would you your"""
+_STOPWORD_TEXT = """a an and are as at be by did do does for from had has have he her his how i in is it
+its of on or she that the their them they this to was were what when where which who whom whose why will
+with you your"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 NAMED_AS = r"(?:named|called|addressed as|referred to as|known as)"
