@@ -122,6 +122,7 @@ def build_store(path: Path, corpus: Corpus) -> dict[str, Any]:
 
 def _write_clip(store: Any, corpus: Corpus, start: int, texts: list[str]) -> None:
     """One clip: 3 new face entities in a video's first clip, then PER_CLIP memories naming them."""
+    from m3agent import tags
     from m3agent.domain import Clip, EntityKind, Memory, MemoryKind
 
     video_id, index = f"video{corpus.video[start]:04d}", int(corpus.clip[start])
@@ -137,7 +138,7 @@ def _write_clip(store: Any, corpus: Corpus, start: int, texts: list[str]) -> Non
             writer.add_memory(
                 Memory(
                     kind,
-                    f"<face_{who}> {text}",
+                    f"{tags.face(who)} {text}",
                     video_id,
                     index,
                     clip.start_s + j,

@@ -181,7 +181,7 @@ def test_old_observations_are_trimmed_to_the_budget(world: World) -> None:
 def test_trimmed_memories_may_be_found_again(world: World) -> None:
     replies = [act("search_clip", q) for q in ("bread", "milk", "cake", "bread")] + [act("answer", "x")]
     plenty = AgentConfig.from_settings(max_tokens=300, seed_search=False)
-    tight = AgentConfig.from_settings(max_context_tokens=850, max_tokens=300, seed_search=False)
+    tight = AgentConfig.from_settings(max_context_tokens=820, max_tokens=300, seed_search=False)
     # with room, the repeated query has nothing relevant left to return
     roomy = ask(world.store, world.embedder, scripted(*replies), "What was bought?", config=plenty)
     assert roomy.searches[0].clips and roomy.searches[-1].empty

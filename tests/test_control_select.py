@@ -25,7 +25,6 @@ import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
 from m3agent.control.modes import default_mode, resolve_mode, uses_llm
-from m3agent.control.rerank import stem
 from m3agent.control.select import grounded_span
 from m3agent.domain import Clip, EntityKind, FaceVoiceLink, LinkSource, Memory, MemoryKind, Video
 from m3agent.errors import ConfigError
@@ -295,11 +294,6 @@ def test_the_reranker_favours_question_words_over_retrieval_order(world: World) 
     answer = ask(world.store, world.embedder, None, "Who buys a chocolate cake?", config=SELECT)
     assert answer.evidence[0].memory_id == world.memory_ids["cake"]
     assert "chocolate cake" in answer.text and answer.text.startswith("<character_1>")
-
-
-def test_stems_match_word_forms() -> None:
-    assert {stem(w) for w in ("drinks", "drinking", "drink")} == {"drink"}
-    assert stem("cities") == "city" and stem("glass") == "glass" and stem("bus") == "bus"
 
 
 def test_nothing_found_is_unanswered(meeting: Meeting) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from m3agent import tags
 from m3agent.domain import BBox, Clip, FaceObservation, FaceTrack, MemoryKind, VoiceSegment
-from m3agent.memorize.perception_writer import clock, self_names, write_clip
+from m3agent.memorize.perception_writer import write_clip
 
 CLIP = Clip("vid", 2, 60.0, 90.0)
 
@@ -39,12 +39,3 @@ def test_self_introductions_become_semantic_names() -> None:
     voices = [VoiceSegment(clip_index=2, start_s=70, end_s=72, text="Hi, my name is Ann Lee and I'm glad", entity_id=9)]
     semantic = [m for m in write_clip(CLIP, [], voices, fps=2.0) if m.kind == MemoryKind.SEMANTIC]
     assert [m.text for m in semantic] == ["<voice_9>'s name is Ann Lee."]
-
-
-def test_self_names_rejects_common_words() -> None:
-    assert self_names("I'm Sure it works. I am Going home. This is Bob.") == ["Bob"]
-    assert self_names("My name is Alice") == ["Alice"]
-
-
-def test_clock() -> None:
-    assert clock(0) == "0:00" and clock(75.9) == "1:15" and clock(3725) == "1:02:05"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from m3agent import tags
+from m3agent.domain import Character, Entity, EntityKind
 
 
 def test_face_3_is_not_found_inside_face_30() -> None:
@@ -43,7 +47,8 @@ def test_renumber_maps_foreign_ids() -> None:
 
 
 def test_to_names_keeps_unknown_tags() -> None:
-    assert tags.to_names("<character_2> and <character_20>", {("character", 2): "Lily"}) == "Lily and <character_20>"
+    names = {tags.Tag(tags.TagKind.CHARACTER, 2): "Lily"}
+    assert tags.to_names("<character_2> and <character_20>", names) == "Lily and <character_20>"
 
 
 @given(st.lists(st.tuples(st.sampled_from(["face", "voice", "character"]), st.integers(0, 10_000)), max_size=8),
@@ -52,3 +57,50 @@ def test_tokenize_render_round_trip(tag_list: list[tuple[str, int]], fillers: li
     text = fillers[0] + "".join(f"<{k}_{i}>{fillers[n + 1]}" for n, (k, i) in enumerate(tag_list))
     assert tags.render(tags.tokenize(text)) == text
     assert [(t.kind, t.id) for t in tags.find_tags(text)] == tag_list
+
+
+def test_tag_kinds_are_the_entity_kinds_and_character() -> None:
+    assert [k.value for k in tags.ENTITY_KINDS] == [k.value for k in EntityKind]
+    assert {k.value for k in tags.TagKind} == {k.value for k in EntityKind} | {"character"}
+
+
+def test_one_formatter_for_every_kind() -> None:
+    assert tags.face(3) == "<face_3>" and tags.voice(7) == "<voice_7>" and tags.character(2) == "<character_2>"
+    assert tags.format_tag(EntityKind.VOICE, 7) == "<voice_7>" == Entity(7, EntityKind.VOICE).tag
+    assert Character(2, (3, 7)).tag == "<character_2>" == str(tags.Tag(tags.TagKind.CHARACTER, 2))
+    assert tags.Tag(tags.TagKind.CHARACTER, 2).bare == "character_2"
+
+
+def test_format_tag_refuses_an_unknown_kind() -> None:
+    with pytest.raises(ValueError, match="person"):
+        tags.format_tag("person", 1)
+
+
+def test_parse_reads_one_whole_tag() -> None:
+    assert tags.parse("<voice_7>") == tags.Tag(tags.TagKind.VOICE, 7)
+    assert tags.parse(" face_3 ") == tags.Tag(tags.TagKind.FACE, 3)
+    for not_one in ("", "voice 7", "<voice_7> and", "<face_3><face_4>", "<person_1>"):
+        assert tags.parse(not_one) is None
+
+
+@given(st.sampled_from(list(tags.TagKind)), st.integers(0, 10_000))
+def test_parse_reads_what_the_formatter_writes(kind: tags.TagKind, number: int) -> None:
+    assert tags.parse(tags.format_tag(kind, number)) == tags.Tag(kind, number)
+
+
+def test_pattern_matches_canonical_tags_only() -> None:
+    character = re.compile(tags.pattern(tags.TagKind.CHARACTER, group="id"))
+    assert [m.group("id") for m in character.finditer("<character_2>, <face_3>, character_4")] == ["2"]
+    assert re.findall(tags.pattern(), "<face_3> and <voice_12> met <character_1>") == [
+        "<face_3>", "<voice_12>", "<character_1>"]
+
+
+def test_canonical_spelling_repairs_loose_model_spellings() -> None:
+    text = "<Face 3> talks to [voice_7], < voice_8 > and face9; surface_3 stays"
+    assert tags.canonical_spelling(text) == "<face_3> talks to <voice_7>, <voice_8> and <face_9>; surface_3 stays"
+
+
+def test_replace_first_replaces_one_occurrence_token_exactly() -> None:
+    target = tags.Tag(tags.TagKind.CHARACTER, 1)
+    text = "<character_10> met <character_1>, then <character_1> left"
+    assert tags.replace_first(text, target, "<face_4>") == "<character_10> met <face_4>, then <character_1> left"

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from m3agent import tags
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -151,7 +153,7 @@ class Entity:
 
     @property
     def tag(self) -> str:
-        return f"<{self.kind.value}_{self.id}>"
+        return tags.format_tag(self.kind, self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +166,7 @@ class Character:
 
     @property
     def tag(self) -> str:
-        return f"<character_{self.id}>"
+        return tags.character(self.id)
 
 
 class LinkSource(enum.StrEnum):

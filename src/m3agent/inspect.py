@@ -70,7 +70,7 @@ def readable(text: str, character_of: dict[int, int], names: dict[int, str]) -> 
     as_characters = tags.to_characters(text, character_of)
 
     def name_of(tag: tags.Tag) -> str | None:
-        if tag.kind == "character" and names.get(tag.id):
+        if tag.kind == tags.TagKind.CHARACTER and names.get(tag.id):
             return f"{names[tag.id]} ({tag})"
         return None
 
@@ -136,10 +136,10 @@ def render_table(what: str, data: Any) -> Table:
         for m in data["memories"]:
             table.add_row(m["kind"], f"{m['start_s']:.1f}-{m['end_s']:.1f}s", m["text"])
         for v in data["voices"]:
-            who = f"<voice_{v['entity']}>" if v["entity"] is not None else "unidentified voice"
+            who = tags.voice(v["entity"]) if v["entity"] is not None else "unidentified voice"
             table.add_row("voice", f"{v['start_s']:.1f}-{v['end_s']:.1f}s", f"{who}: {v['text']}")
         for f in data["faces"]:
-            who = f"<face_{f['entity']}>" if f["entity"] is not None else "a face seen too briefly to identify"
+            who = tags.face(f["entity"]) if f["entity"] is not None else "a face seen too briefly to identify"
             table.add_row("face", f"{f['first_s']:.1f}-{f['last_s']:.1f}s", f"{who}: {f['observations']} sightings")
         return table
     rows = list(data)

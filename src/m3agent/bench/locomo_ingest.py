@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from m3agent import tags
 from m3agent.bench.locomo_data import LocomoSample, Session
 from m3agent.domain import Clip, EntityKind, Memory, MemoryKind, Video
 
@@ -98,10 +99,10 @@ def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]
     for i, turn in enumerate(session.turns):
         voice = voices[turn.speaker]
         start = clip.start_s + i * step
-        said = f"<voice_{voice}> said: {turn.text}"
+        said = f"{tags.voice(voice)} said: {turn.text}"
         yield _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
         if turn.image_caption:
-            shown = f"<voice_{voice}> shared an image: {turn.image_caption}"
+            shown = f"{tags.voice(voice)} shared an image: {turn.image_caption}"
             source = provenance(sample_id, turn.dia_id, image=True)
             yield _memory(sample_id, clip, shown, voice, start, start + step, source)
 

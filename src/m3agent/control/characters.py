@@ -10,7 +10,6 @@ and to answer name<->character questions).
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,24 +17,10 @@ from typing import TYPE_CHECKING
 
 from m3agent import tags
 from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
+from m3agent.text import stated_names
 
 if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
-
-_NAME = r"[\"'“‘]?(?P<name>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?)"
-_TAG = r"<character_(?P<id>\d+)>"
-NAME_PATTERNS = tuple(
-    re.compile(p)
-    for p in (
-        _TAG + r"(?:'s|’s) (?:first |full |real )?name is " + _NAME,
-        r"[Tt]he name of " + _TAG + r" is " + _NAME,
-        _TAG + r",? (?:is|was|gets|got) (?:named|called|addressed as|referred to as|known as) " + _NAME,
-        _TAG + r" (?:goes by|answers to) (?:the name )?" + _NAME,
-        _TAG + r" introduces (?:himself|herself|themselves|themself) as " + _NAME,
-        _TAG + r",? (?:named|called) " + _NAME,
-    )
-)
-_NOT_NAMES = frozenset({"The", "A", "An", "He", "She", "They", "It", "This", "That", "His", "Her", "Their"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +48,7 @@ class CharacterIndex:
 
     def with_names(self, text: str) -> str:
         """``rewrite`` and then given names in place of their character tags."""
-        named = {("character", cid): name for cid, name in self.given_names.items()}
+        named = {tags.Tag(tags.TagKind.CHARACTER, cid): name for cid, name in self.given_names.items()}
         return tags.to_names(self.rewrite(text), named)
 
     def stated_names(self, character: int) -> list[str]:
@@ -94,7 +79,7 @@ class CharacterIndex:
         return sorted(names, key=lambda n: (-len(n), n))
 
     def character_of_tag(self, tag: tags.Tag) -> int | None:
-        if tag.kind == "character":
+        if tag.kind == tags.TagKind.CHARACTER:
             return tag.id if tag.id in self.entities_of else None
         return self.character_of.get(tag.id)
 
@@ -121,12 +106,9 @@ def find_name_statements(memories: Iterable[Memory], index: CharacterIndex) -> l
     """Name statements in ``memories`` (text read after rewriting tags to characters)."""
     found = []
     for memory in memories:
-        text = index.rewrite(memory.text)
-        for pattern in NAME_PATTERNS:
-            for match in pattern.finditer(text):
-                name = match.group("name").strip("'’")
-                if name.split()[0] not in _NOT_NAMES:
-                    found.append(NameStatement(int(match.group("id")), name, memory))
+        for tag, name in stated_names(index.rewrite(memory.text)):
+            if tag.kind == tags.TagKind.CHARACTER:
+                found.append(NameStatement(tag.id, name, memory))
     return found
 
 

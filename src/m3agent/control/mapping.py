@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from m3agent import tags
 from m3agent.control.query import Intent, ParsedQuery, name_of_targets
 from m3agent.control.ranking import hybrid_rank
 from m3agent.domain import Memory, SearchFilter
@@ -50,7 +51,7 @@ def _names_of(searcher: MemorySearcher, characters: tuple[int, ...], k: int) -> 
     facts: list[str] = []
     support: list[Memory] = []
     for cid in characters:
-        tag = f"<character_{cid}>"
+        tag = tags.character(cid)
         if cid in index.given_names:
             facts.append(f"{tag}'s name is {index.given_names[cid]} (given name).")
         statements = [s for s in index.statements if s.character == cid]
@@ -84,7 +85,7 @@ def _characters_of(searcher: MemorySearcher, parsed: ParsedQuery) -> Mapped:
         found = index.characters_named(name)
         for cid in found:
             source = "given name" if cid in index.given_names else "stated in memories"
-            facts.append(f"{name} is <character_{cid}> ({source}).")
+            facts.append(f"{name} is {tags.character(cid)} ({source}).")
             support += [s.memory for s in index.statements if s.character == cid]
         if not found:
             facts.append(f"No character is known by the name {name}.")
@@ -97,7 +98,7 @@ def _known(searcher: MemorySearcher) -> str:
     index = searcher.index
     pairs = []
     for name in sorted(index.known_names()):
-        ids = ", ".join(f"<character_{c}>" for c in index.characters_named(name))
+        ids = ", ".join(tags.character(c) for c in index.characters_named(name))
         pairs.append(f"{name} = {ids}")
     return "; ".join(pairs) or "none"
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from m3agent import tags
 from m3agent.control.characters import CharacterIndex
+from m3agent.text import CLOCK, clock_seconds
 
 _WORD_NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -24,7 +25,7 @@ _WORD_NUMBERS = {
 _NUM = r"(\d+(?:\.\d+)?|" + "|".join(sorted(_WORD_NUMBERS, key=len, reverse=True)) + r")"
 _UNIT = r"(s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)"
 _QTY = _NUM + r"(?:\s+an?)?\s*" + _UNIT + r"\b"
-_CLOCK = r"(\d{1,2}):(\d{2})(?::(\d{2}))?"
+_CLOCK = f"({CLOCK})"
 
 _TIME_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p, re.IGNORECASE), kind)
@@ -42,9 +43,9 @@ _TIME_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 _CLIP_RE = re.compile(r"\bclip[_ #]?(\d+)\b", re.IGNORECASE)
 _AT_WINDOW_S = 30.0
 
-_NAME_OF_RE = re.compile(
-    r"\bname (?:of|for) <?character_(\d+)>?|<?character_(\d+)>?(?:'s|’s) name\b|\bwho is <?character_(\d+)>?",
-    re.IGNORECASE,
+_CHARACTER = f"({tags.pattern(tags.TagKind.CHARACTER)})"
+_NAME_OF_RE = re.compile(  # read on tags.canonical_spelling(query): bare and loose tags count
+    rf"\bname (?:of|for) {_CHARACTER}|{_CHARACTER}(?:'s|’s) name\b|\bwho is {_CHARACTER}", re.IGNORECASE
 )
 _CHARACTER_OF_RE = re.compile(
     r"\b(?:which|what) character\b|\bcharacter (?:id|tag|number)\b|\bwhich (?:face|voice|person) is\b",
@@ -127,19 +128,10 @@ def _range(kind: str, groups: tuple[str | None, ...], duration_s: float | None) 
 
 
 def _clock_range(kind: str, groups: tuple[str | None, ...]) -> Span:
-    first = _clock(groups[0:3])
+    first = clock_seconds(groups[0] or "")
     if kind == "clock_at":
         return (max(0.0, first - _AT_WINDOW_S), first + _AT_WINDOW_S)
-    return (first, _clock(groups[3:6]))
-
-
-def _clock(parts: tuple[str | None, ...]) -> float:
-    """``mm:ss`` or ``hh:mm:ss`` in seconds."""
-    numbers = [int(p) for p in parts if p is not None]
-    seconds = 0
-    for value in numbers:
-        seconds = seconds * 60 + value
-    return float(seconds)
+    return (first, clock_seconds(groups[1] or ""))
 
 
 def _seconds(number: str | None, unit: str | None) -> float:
@@ -173,7 +165,7 @@ def _tagged(text: str, index: CharacterIndex) -> tuple[tuple[int, ...], tuple[in
         if cid is not None:
             characters.setdefault(cid, None)
             entity_ids.update(dict.fromkeys(index.entities_of.get(cid, ())))
-        elif tag.kind != "character":
+        elif tag.kind != tags.TagKind.CHARACTER:
             entity_ids.setdefault(tag.id, None)
     return tuple(characters), tuple(entity_ids)
 
@@ -193,7 +185,7 @@ def _names_in(text: str, index: CharacterIndex) -> tuple[str, ...]:
 
 
 def _intent(query: str, names: tuple[str, ...]) -> Intent:
-    if _NAME_OF_RE.search(query):
+    if _NAME_OF_RE.search(tags.canonical_spelling(query)):
         return Intent.NAME_OF
     if _CHARACTER_OF_RE.search(query) or (names and re.search(r"\bwho is\b", query, re.IGNORECASE)):
         return Intent.CHARACTER_OF
@@ -203,6 +195,8 @@ def _intent(query: str, names: tuple[str, ...]) -> Intent:
 def name_of_targets(query: str) -> tuple[int, ...]:
     """Character ids a NAME_OF query asks about."""
     ids = []
-    for match in _NAME_OF_RE.finditer(query):
-        ids.append(int(next(g for g in match.groups() if g is not None)))
+    for match in _NAME_OF_RE.finditer(tags.canonical_spelling(query)):
+        tag = tags.parse(next(g for g in match.groups() if g is not None))
+        if tag is not None:
+            ids.append(tag.id)
     return tuple(dict.fromkeys(ids))

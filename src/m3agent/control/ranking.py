@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from m3agent import tags
 from m3agent.control.characters import CharacterIndex
 from m3agent.domain import Memory, SearchFilter
+from m3agent.text import STOPWORDS
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
     from m3agent.store.protocol import MemoryStore
 
 MAX_VARIANTS = 8
-_STOPWORD_TEXT = """a an and are as at be by did do does for from had has have he her his how i in is it
-its of on or she that the their them they this to was were what when where which who whom whose why will
-with you your"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
@@ -50,26 +47,36 @@ def alias_variants(text: str, index: CharacterIndex, names: Sequence[str] = ()) 
     variants = []
     for combo in itertools.islice(itertools.product(*(alts for _, alts in slots)), MAX_VARIANTS):
         variant = text
-        for (pattern, _), alias in zip(slots, combo, strict=True):
-            variant = pattern.sub(alias, variant, count=1)
+        for (replace_first, _), alias in zip(slots, combo, strict=True):
+            variant = replace_first(variant, alias)
         variants.append(variant)
     return variants
 
 
-def _alias_slots(
-    text: str, index: CharacterIndex, names: Sequence[str]
-) -> list[tuple[re.Pattern[str], tuple[str, ...]]]:
-    slots = []
+_Slot = tuple[Callable[[str, str], str], tuple[str, ...]]  # (replace the first occurrence by, aliases)
+
+
+def _alias_slots(text: str, index: CharacterIndex, names: Sequence[str]) -> list[_Slot]:
+    slots: list[_Slot] = []
     for tag in dict.fromkeys(tags.find_tags(text)):
         cid = index.character_of_tag(tag)
-        aliases = _entity_tags(index, cid) if tag.kind == "character" and cid is not None else ()
+        aliases = _entity_tags(index, cid) if tag.kind == tags.TagKind.CHARACTER and cid is not None else ()
         if aliases:
-            slots.append((re.compile(r"<?" + re.escape(f"{tag.kind}_{tag.id}") + r"(?!\d)>?"), aliases))
+            slots.append((_tag_replacer(tag), aliases))
     for name in names:
         aliases = tuple(a for cid in index.characters_named(name) for a in _entity_tags(index, cid))
         if aliases:
-            slots.append((re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE), aliases))
+            slots.append((_name_replacer(name), aliases))
     return slots
+
+
+def _tag_replacer(tag: tags.Tag) -> Callable[[str, str], str]:
+    return lambda text, alias: tags.replace_first(text, tag, alias)
+
+
+def _name_replacer(name: str) -> Callable[[str, str], str]:
+    pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
+    return lambda text, alias: pattern.sub(alias, text, count=1)
 
 
 def _entity_tags(index: CharacterIndex, character: int | None) -> tuple[str, ...]:
@@ -82,7 +89,7 @@ def _entity_tags(index: CharacterIndex, character: int | None) -> tuple[str, ...
 def keyword_text(text: str, drop: Sequence[str] = ()) -> str:
     """Plain content words of ``text`` for BM25: tags, punctuation, stopwords and ``drop`` words removed."""
     plain = tags.rewrite(text, lambda _tag: " ")
-    dropped = _STOPWORDS | {w.lower() for phrase in drop for w in phrase.split()}
+    dropped = STOPWORDS | {w.lower() for phrase in drop for w in phrase.split()}
     words = [w for w in _WORD_RE.findall(plain) if w.lower() not in dropped]
     return " ".join(words)
 

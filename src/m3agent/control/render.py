@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from m3agent.control.results import ClipRef, Hit, SearchResult
+from m3agent.text import clock
 
 FULL, COMPACT, STUB = 0, 1, 2
 
@@ -49,14 +50,6 @@ def clip_label(clip: ClipRef, with_video: bool = False) -> str:
     if clip.start_s < 0:
         return f"{clip.label}{video}:"
     return f"{clip.label}{video} [{clock(clip.start_s)}-{clock(clip.end_s)}]:"
-
-
-def clock(seconds: float) -> str:
-    """``mm:ss`` (``h:mm:ss`` past an hour)."""
-    whole = max(0, int(seconds))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
 def dropped_at(result: SearchResult, level: int, cited: Collection[int]) -> list[Hit]:

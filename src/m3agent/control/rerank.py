@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from m3agent import tags
 from m3agent.control.ranking import keyword_text
 from m3agent.control.results import Hit, SearchResult
+from m3agent.text import stem
 
 RETRIEVAL_WEIGHT = 0.5
 _WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
@@ -66,17 +67,6 @@ def stems(text: str) -> set[str]:
     """Lower-cased, lightly stemmed words of ``text`` (tags dropped)."""
     plain = tags.rewrite(text, lambda _tag: " ")
     return {stem(word) for word in _WORD_RE.findall(plain)}
-
-
-def stem(word: str) -> str:
-    """A crude English stem, enough to match "drinks"/"drinking"/"drinked" with "drink"."""
-    word = word.lower().removesuffix("'s").removesuffix("’s")
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    for suffix, keep in (("ing", 3), ("ed", 3), ("s", 3)):
-        if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
-            return word[: -len(suffix)]
-    return word
 
 
 def _candidate(hit: Hit, wanted: set[str], idf: dict[str, float], top: float) -> Candidate:

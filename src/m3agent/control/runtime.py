@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
 from m3agent.control.evidence import cited_clips, cited_memory_ids, rank_evidence
-from m3agent.control.render import clock
 from m3agent.control.search import MemorySearcher
 from m3agent.control.steps import Answer
 from m3agent.errors import ConfigError
 from m3agent.llm import ChatModel, ChatReply, Usage
+from m3agent.text import clock
 
 if TYPE_CHECKING:
     from m3agent.control.config import AgentConfig
@@ -134,6 +134,6 @@ def names_for_tags(text: str, searcher: MemorySearcher) -> str:
     """Answer text with entity/character tags replaced by known names (tags without one are kept)."""
     index = searcher.index
     text = index.rewrite(text)
-    characters = {tag.id for tag in tags.find_tags(text) if tag.kind == "character"}
-    names = {("character", cid): name for cid in characters if (name := index.name_of(cid))}
+    characters = {tag for tag in tags.find_tags(text) if tag.kind == tags.TagKind.CHARACTER}
+    names = {tag: name for tag in characters if (name := index.name_of(tag.id))}
     return tags.to_names(text, names)

@@ -21,14 +21,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from m3agent import tags
 from m3agent.control import mapping
 from m3agent.control.characters import CharacterIndex, build_index
 from m3agent.control.query import Intent, ParsedQuery, parse_query
 from m3agent.control.ranking import Ranked, alias_variants, hybrid_rank, keyword_text
-from m3agent.control.render import clock
 from m3agent.control.results import ClipHits, ClipRef, Hit, SearchResult
 from m3agent.domain import Memory, SearchFilter
 from m3agent.errors import ConfigError
+from m3agent.text import clock
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -212,7 +213,7 @@ class MemorySearcher:
         return self.index.with_names(memory.text)
 
     def _who(self, parsed: ParsedQuery) -> str:
-        return ", ".join(f"<character_{c}>" for c in parsed.characters) or "the named entities"
+        return ", ".join(tags.character(c) for c in parsed.characters) or "the named entities"
 
     # clip metadata ----------------------------------------------------------
     def clip_ref(self, video_id: str, index: int, memories: Sequence[Memory] = ()) -> ClipRef:

@@ -244,14 +244,14 @@ class _GraphImport:
         def swap(tag: tags.Tag) -> tags.Token | None:
             key = self._member(tag) if tag.kind == "character" else (tag.kind, tag.id)
             if key in self.valid_tags:
-                return tags.Tag(key[0], self.report.entity_ids[key[1]])
+                return tags.Tag(tags.TagKind(key[0]), self.report.entity_ids[key[1]])
             self.report.unresolved_tags += 1
             return f"unknown {tag.kind} {tag.id}"
 
         return tags.rewrite(text, swap)
 
     def _member(self, tag: tags.Tag) -> tuple[str, int] | None:
-        members = self.graph.character_mappings.get(f"character_{tag.id}", ())
+        members = self.graph.character_mappings.get(tag.bare, ())
         found = [t for m in members for t in tags.find_tags(m)]
         return (found[0].kind, found[0].id) if found else None
 

@@ -11,9 +11,9 @@ equal), words are lower-cased. Two detectors then look for contradictions:
    words contain the other's) are the same fact. Only single-valued attributes
    count (name, job, age, role, nationality, hometown, spouse, boss, favourite X
    ...): "X's friend is Bob" and "X's friend is Tom" can both be true.
-2. **Negation pairs.** Each fact becomes a bag of content words (negators,
-   auxiliaries and articles removed, crude plural/3rd-person stemming) and a
-   polarity (odd number of negators: negative). Opposite polarity over the same
+2. **Negation pairs.** Each fact becomes a bag of content words (negators and
+   ``text.STOPWORDS`` removed, stemmed by ``text.stem``) and a polarity (odd
+   number of negators: negative). Opposite polarity over the same
    subject tags and nearly the same words (Jaccard >= 0.8) is a contradiction:
    "<face_3> likes coffee" vs "<face_3> does not like coffee".
 
@@ -30,15 +30,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from m3agent import tags
+from m3agent.text import NAMED_AS, STOPWORDS, stem
 
-_TAG = r"<(?:face|voice|character)_\d+>"
+_TAG = tags.pattern()
 _SUBJECT = rf"(?P<subject>{_TAG}(?:\s*(?:,|and)\s*{_TAG})*)"
 _VALUE = r"(?P<value>[^.;!?]+?)"
 _END = r"\s*[.!]?\s*$"
 _PATTERNS = (
     (re.compile(rf"^{_SUBJECT}(?:'s|’s|') (?P<attr>[a-z][a-z -]{{0,30}}?) (?:is|was|are|were) "
                 rf"(?P<neg>not |no longer )?{_VALUE}{_END}"), None),
-    (re.compile(rf"^{_SUBJECT} (?:is|was) (?P<neg>not )?(?:named|called|known as) {_VALUE}{_END}"), "name"),
+    (re.compile(rf"^{_SUBJECT} (?:is|was) (?P<neg>not )?{NAMED_AS} {_VALUE}{_END}"), "name"),
     (re.compile(rf"^{_SUBJECT} (?:works|worked) as (?:an? |the )?{_VALUE}{_END}"), "job"),
     (re.compile(rf"^{_SUBJECT} (?:is|was) (?P<value>\d{{1,3}}) years? old{_END}"), "age"),
 )
@@ -54,9 +55,8 @@ _ATTRIBUTES = {
 }
 _FAVOURITE = re.compile(r"^favou?rite (.+)$")
 _NEGATORS = {"not", "never", "no", "nobody", "nothing", "neither", "nor", "n't", "cannot"}
-_FILLER = {"do", "does", "did", "is", "are", "was", "were", "am", "be", "been", "being", "will", "would",
-           "can", "could", "shall", "should", "has", "have", "had", "a", "an", "the", "longer", "any", "at", "all"}
-_CONTRACTIONS = (("can't", "can not"), ("won't", "will not"), ("n't", " not"), ("cannot", "can not"))
+_CONTRACTIONS = (("can't", "can not"), ("won't", "will not"), ("n't", " not"), ("cannot", "can not"),
+                 ("no longer", "not"))
 _WORD = re.compile(rf"{_TAG}|[a-z0-9]+")
 SAME_WORDS = 0.8
 
@@ -124,21 +124,8 @@ def proposition(text: str) -> tuple[frozenset[str], bool]:
         text = text.replace(short, long)
     words = _WORD.findall(text)
     negative = sum(w in _NEGATORS for w in words) % 2 == 1
-    content = frozenset(stem(w) for w in words if w not in _NEGATORS and w not in _FILLER)
+    content = frozenset(stem(w) for w in words if w not in _NEGATORS and w not in STOPWORDS)
     return content, not negative
-
-
-def stem(word: str) -> str:
-    """Crude English singular / 3rd-person stem ("taxes" -> "tax", "likes" -> "like"); tags unchanged."""
-    if word.startswith("<") or len(word) <= 3:
-        return word
-    if word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith("es") and word[:-2].endswith(("sh", "ch", "x", "ss", "o")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
 
 
 def relation(new: str, old: str) -> Relation:

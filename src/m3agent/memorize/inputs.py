@@ -100,10 +100,11 @@ def clip_input(store: MemoryStore, media: ClipMedia, resolved: ResolvedClip, fps
 
 
 def known_names(store: MemoryStore, clip: Clip, present: set[int], characters: tuple[Character, ...]) -> dict[int, str]:
-    """Names of the ``present`` entities: their character's name (set by a user), else the value of the
-    heaviest "X's name is V" fact about the character in this video up to this clip."""
+    """Names of the ``present`` entities: their character's name (set by a user), else the name the
+    heaviest one-person fact about the character in this video up to this clip states for them
+    ("X's name is V", "X is called V": :func:`m3agent.text.stated_names`)."""
     from m3agent.domain import MemoryKind, SearchFilter
-    from m3agent.memorize.facts import canonical, slot_of
+    from m3agent.text import stated_names
 
     names: dict[int, str] = {}
     flt = SearchFilter(video_ids=(clip.video_id,), before_clip=clip.index, kinds=(MemoryKind.SEMANTIC,))
@@ -113,15 +114,8 @@ def known_names(store: MemoryStore, clip: Clip, present: set[int], characters: t
             continue
         name, best = character.name, -1.0
         for fact in ([] if name else store.memories_of_entities(character.entity_ids, flt)):
-            slot = slot_of(canonical(fact.text, {}))
-            if slot and slot.attribute == "name" and not slot.negated and len(fact.entity_ids) == 1 \
-                    and fact.weight > best:
-                name, best = _as_written(fact.text, slot.value), fact.weight
+            stated = [n for tag, n in stated_names(fact.text) if tag.id in fact.entity_ids]
+            if stated and len(fact.entity_ids) == 1 and fact.weight > best:
+                name, best = stated[0], fact.weight
         names.update({e: name for e in members if name})
     return names
-
-
-def _as_written(text: str, value: str) -> str:
-    """``value`` (lower-cased) in the capitalisation ``text`` uses."""
-    at = text.lower().rfind(value)
-    return text[at:at + len(value)] if at >= 0 else value

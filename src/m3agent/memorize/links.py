@@ -45,7 +45,7 @@ def record_equivalences(store: MemoryStore, writer: ClipWriter, inp: ClipInput,
         face, voice = claim.face_id, claim.voice_id
         reason = context.refusal(face, voice)
         if reason:
-            notes.append(f"{tags.Tag('face', face)}~{tags.Tag('voice', voice)}: {reason}")
+            notes.append(f"{tags.face(face)}~{tags.voice(voice)}: {reason}")
             continue
         evidence = claim.evidence or f"stated by the memorization model for clip {clip.index}"
         writer.set_link(FaceVoiceLink(face, voice, claim.confidence, LinkSource.LLM, evidence))
@@ -79,10 +79,10 @@ class _Context:
         merged = faces_side | voices_side
         heard = sorted(merged & self.speaking)
         if len(heard) > 1:
-            return "would merge " + " and ".join(f"<voice_{v}>" for v in heard) + ", who both speak in this clip"
+            return "would merge " + " and ".join(tags.voice(v) for v in heard) + ", who both speak in this clip"
         clash = sorted(sorted(pair) for pair in self.together if pair <= merged)
         if clash:
-            return f"would merge <face_{clash[0][0]}> and <face_{clash[0][1]}>, who are seen together"
+            return f"would merge {tags.face(clash[0][0])} and {tags.face(clash[0][1])}, who are seen together"
         face_has_voice = any(self.kind(e) == "voice" for e in faces_side - {face})
         voice_has_face = any(self.kind(e) == "face" for e in voices_side - {voice})
         if face_has_voice and voice_has_face:

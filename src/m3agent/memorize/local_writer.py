@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from m3agent import tags
 from m3agent.domain import Memory, MemoryKind, VoiceSegment
 from m3agent.llm import Usage
-from m3agent.memorize.facts import stem
 from m3agent.memorize.inputs import ClipInput, WriterOutput
 from m3agent.memorize.perception_writer import PerceptionWriter
+from m3agent.text import STOPWORDS, stem
 
 if TYPE_CHECKING:
     from m3agent.llm import ChatModel
@@ -32,8 +33,6 @@ MIN_WORDS = 8
 MAX_TRANSCRIPT_CHARS = 1500
 CONFIDENCE = 0.5
 _WORD = re.compile(r"[a-z0-9']+")
-_STOP = {"the", "a", "an", "of", "and", "or", "to", "in", "on", "for", "with", "about", "his", "her", "their",
-         "my", "your", "our", "its", "this", "that", "these", "those", "some", "new", "old"}
 
 
 class LocalWriter:
@@ -59,7 +58,8 @@ class LocalWriter:
             usage = usage + reply.usage
             topics = grounded_topics(reply.parsed.get("topics", []) if reply.parsed else [], transcript)
             if not topics:
-                dropped.append(f"<voice_{entity}>: no topic found in the transcript ({reply.error or reply.text!r})")
+                why = reply.error or repr(reply.text)
+                dropped.append(f"{tags.voice(entity)}: no topic found in the transcript ({why})")
                 continue
             summaries.append(self._summary(clip_input, entity, segments, topics))
         return WriterOutput(memories=(*base.memories, *summaries), dropped=tuple(dropped), usage=usage,
@@ -67,7 +67,7 @@ class LocalWriter:
 
     def _summary(self, inp: ClipInput, entity: int, segments: list[VoiceSegment], topics: list[str]) -> Memory:
         clip = inp.clip
-        text = f"<voice_{entity}> talks about {_join(topics)}."
+        text = f"{tags.voice(entity)} talks about {_join(topics)}."
         return Memory(kind=MemoryKind.SEMANTIC, text=text, video_id=clip.video_id, clip_index=clip.index,
                       start_s=segments[0].start_s, end_s=segments[-1].end_s, entity_ids=(entity,),
                       confidence=CONFIDENCE, provenance=self.provenance)
@@ -88,7 +88,7 @@ def grounded_topics(topics: list[Any], transcript: str) -> list[str]:
     kept: dict[str, str] = {}  # stemmed content words -> phrase as written
     for topic in topics:
         words = _WORD.findall(str(topic).lower())
-        content = [stem(w) for w in words if w not in _STOP]
+        content = [stem(w) for w in words if w not in STOPWORDS]
         key = " ".join(content)
         if content and len(words) <= 5 and all(w in said for w in content) and key not in kept:
             kept[key] = " ".join(words)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from m3agent import tags
 from m3agent.memorize.media_parts import (
     Part,
     audio_part,
@@ -25,7 +26,7 @@ from m3agent.memorize.media_parts import (
     voice_audio,
     wav_bytes,
 )
-from m3agent.memorize.perception_writer import clock
+from m3agent.text import clock
 
 if TYPE_CHECKING:
     from m3agent.control.prompts import PromptSet
@@ -94,18 +95,18 @@ def known_facts(inp: ClipInput) -> list[str]:
         members = [e for e in character.entity_ids if e in present]
         if not members:
             continue
-        tags = " and ".join(f"<{present[e]}_{e}>" for e in members)
+        who = " and ".join(tags.format_tag(present[e], e) for e in members)
         name = inp.names.get(members[0], "") or character.name
         if len(members) > 1:
-            lines.append(f"- {tags} are the same person" + (f", called {name}." if name else "."))
+            lines.append(f"- {who} are the same person" + (f", called {name}." if name else "."))
         elif name:
-            lines.append(f"- {tags} is called {name}.")
+            lines.append(f"- {who} is called {name}.")
     return lines
 
 
 def allowed_tags(inp: ClipInput) -> str:
     kinds = inp.tag_kinds()
-    return ", ".join(f"<{kind}_{e}>" for e, kind in kinds.items()) or "none (describe people by short phrases)"
+    return ", ".join(tags.format_tag(kind, e) for e, kind in kinds.items()) or "none (describe people by short phrases)"
 
 
 def _header(inp: ClipInput, prompts: PromptSet) -> str:
@@ -134,17 +135,17 @@ def _face_parts(inp: ClipInput, prompts: PromptSet, faces: list[int], count: int
         best = inp.best_face(entity)
         seconds = f"on screen about {max(1, round(inp.screen_seconds(entity)))} s"
         if best is not None and best.crop_jpeg and shown < count:
-            parts += [text_part(f"<face_{entity}> ({seconds}):"), image_part(best.crop_jpeg)]
+            parts += [text_part(f"{tags.face(entity)} ({seconds}):"), image_part(best.crop_jpeg)]
             shown += 1
         else:
-            parts.append(text_part(f"<face_{entity}> ({seconds}; no picture)"))
+            parts.append(text_part(f"{tags.face(entity)} ({seconds}; no picture)"))
     return parts
 
 
 def _voice_text(inp: ClipInput, prompts: PromptSet) -> str:
     lines = []
     for seg in sorted(inp.voices, key=lambda s: s.start_s):
-        who = f"<voice_{seg.entity_id}>" if seg.entity_id is not None else "(unidentified speaker, no tag)"
+        who = tags.voice(seg.entity_id) if seg.entity_id is not None else "(unidentified speaker, no tag)"
         words = " ".join(seg.text.split()) or "(no words recognised)"
         lines.append(f"{who} [{clock(seg.start_s)}-{clock(seg.end_s)}]: {words}")
     return prompts.render("voices", lines="\n".join(lines)) if lines else prompts.render("no_voices")
@@ -155,5 +156,5 @@ def _audio_parts(inp: ClipInput, prompts: PromptSet) -> list[Part]:
     for entity in inp.voice_ids():
         samples = voice_audio(inp, entity, AUDIO_SECONDS)
         if samples is not None and len(samples):
-            parts += [text_part(f"<voice_{entity}>:"), audio_part(wav_bytes(samples, inp.audio_rate))]
+            parts += [text_part(f"{tags.voice(entity)}:"), audio_part(wav_bytes(samples, inp.audio_rate))]
     return [text_part(prompts.render("audio")), *parts] if parts else []

@@ -9,32 +9,19 @@ characters and names at read time.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from m3agent import tags
 from m3agent.domain import Clip, FaceTrack, Memory, MemoryKind, VoiceSegment
 from m3agent.memorize.inputs import ClipInput, WriterOutput
+from m3agent.text import clock, self_names
 
 if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
 
 PROVENANCE = "perception-writer/1"
-
-_SELF_NAME = re.compile(
-    r"\b(?i:my name is|my name's|i am|i'm|this is|call me)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)",
-)
-_NOT_NAMES = {"I", "The", "A", "An", "Not", "So", "Very", "Just", "Here", "Going", "Sure", "Sorry", "Glad",
-              "Happy", "Good", "Fine", "Okay", "Ok", "Really", "Also", "Still", "Actually", "Back", "Done"}
-
-
-def clock(seconds: float) -> str:
-    """``h:mm:ss`` for long videos, ``m:ss`` otherwise."""
-    total = max(0, int(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 class PerceptionWriter:
@@ -93,7 +80,7 @@ def _presence_memories(clip: Clip, visible: dict[int, list[tuple[float, float]]]
     for entity, spans in sorted(visible.items()):
         when = ", ".join(f"{clock(a)} to {clock(b)}" for a, b in spans)
         seen = sum(b - a for a, b in spans)
-        text = f"<face_{entity}> is on screen from {when} (about {max(seen, 1):.0f} s)."
+        text = f"{tags.face(entity)} is on screen from {when} (about {max(seen, 1):.0f} s)."
         out.append(_memory(clip, MemoryKind.EPISODIC, text, spans[0][0], spans[-1][1], [entity]))
     return out
 
@@ -112,7 +99,8 @@ def _together_memories(clip: Clip, tracks: Sequence[FaceTrack]) -> list[Memory]:
                 pairs[(a, b)].append(t)
     out = []
     for (a, b), ts in sorted(pairs.items()):
-        text = f"<face_{a}> and <face_{b}> appear on screen together around {clock(min(ts))} to {clock(max(ts))}."
+        when = f"{clock(min(ts))} to {clock(max(ts))}"
+        text = f"{tags.face(a)} and {tags.face(b)} appear on screen together around {when}."
         out.append(_memory(clip, MemoryKind.EPISODIC, text, min(ts), max(ts), [a, b]))
     return out
 
@@ -123,7 +111,7 @@ def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]
         text = seg.text.strip()
         if not text or seg.entity_id is None:
             continue
-        line = f'At {clock(seg.start_s)} <voice_{seg.entity_id}> says: "{text}"'
+        line = f'At {clock(seg.start_s)} {tags.voice(seg.entity_id)} says: "{text}"'
         out.append(_memory(clip, MemoryKind.EPISODIC, line, seg.start_s, seg.end_s, [seg.entity_id]))
     return out
 
@@ -134,16 +122,6 @@ def _name_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
         if seg.entity_id is None:
             continue
         for name in self_names(seg.text):
-            text = f"<voice_{seg.entity_id}>'s name is {name}."
+            text = f"{tags.voice(seg.entity_id)}'s name is {name}."
             out.append(_memory(clip, MemoryKind.SEMANTIC, text, seg.start_s, seg.end_s, [seg.entity_id], 0.7))
     return out
-
-
-def self_names(text: str) -> list[str]:
-    """Names a speaker gives for themselves ("my name is Ann Lee", "I'm Bob")."""
-    names = []
-    for match in _SELF_NAME.finditer(text):
-        name = match.group(1)
-        if name.split()[0] not in _NOT_NAMES:
-            names.append(name)
-    return names

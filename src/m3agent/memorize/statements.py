@@ -24,14 +24,11 @@ from dataclasses import dataclass
 
 from m3agent import tags
 from m3agent.domain import Clip, FaceVoiceLink, LinkSource, Memory, MemoryKind
+from m3agent.text import CLOCK, clock_seconds
 
 MAX_CHARS = 600
-_SPELLING = re.compile(  # bracketed loose forms, or a bare word like face_3 / Face3
-    r"[<\[]\s*(face|voice|character)\s*[_ -]?\s*(\d+)\s*[>\]]|\b(face|voice|character)_?(\d+)\b", re.IGNORECASE
-)
 _EQUIVALENCE = re.compile(r"^\s*equivalen(?:ce|t)s?\s*:\s*(.*)$", re.IGNORECASE)
-_CLOCK = r"(?:(\d+):)?(\d{1,2}):(\d{2}(?:\.\d+)?)"
-_LEADING_TIME = re.compile(rf"^\s*\[\s*{_CLOCK}\s*(?:[-–]\s*{_CLOCK}\s*)?\]\s*")
+_LEADING_TIME = re.compile(rf"^\s*\[\s*({CLOCK})\s*(?:[-–]\s*({CLOCK})\s*)?\]\s*")
 _SPAN_SLACK_S = 1.0
 
 
@@ -45,16 +42,6 @@ class Interpreted:
     offered: int  # statements and equivalences the reply contained
 
 
-def canonical_spelling(text: str) -> str:
-    """Rewrite loose tag spellings (``<Face 3>``, ``[voice_7]``, ``face3``) as ``<face_3>``."""
-
-    def fix(match: re.Match[str]) -> str:
-        kind, number = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
-        return f"<{kind.lower()}_{number}>"
-
-    return _SPELLING.sub(fix, text)
-
-
 def clean_statement(text: str, kinds: Mapping[int, str]) -> tuple[str | None, str]:
     """``(clean text, "")`` or ``(None, reason)``; ``kinds`` maps the clip's entity ids to face/voice."""
     flat = " ".join(str(text).split())
@@ -62,15 +49,15 @@ def clean_statement(text: str, kinds: Mapping[int, str]) -> tuple[str | None, st
         return None, "empty statement"
     if len(flat) > MAX_CHARS:
         return None, f"longer than {MAX_CHARS} characters"
-    spelled = canonical_spelling(flat)
+    spelled = tags.canonical_spelling(flat)
     for tag in tags.find_tags(spelled):
-        if tag.kind == "character":
+        if tag.kind == tags.TagKind.CHARACTER:
             return None, f"uses {tag}; only the face/voice tags of this clip are allowed"
         if tag.id not in kinds:
             return None, f"names {tag}, which is not in this clip"
 
     def right_kind(tag: tags.Tag) -> tags.Tag:
-        return tags.Tag(kinds[tag.id], tag.id)
+        return tags.Tag(tags.TagKind(kinds[tag.id]), tag.id)
 
     return tags.rewrite(spelled, right_kind), ""
 
@@ -80,7 +67,7 @@ def equivalence_line(text: str, kinds: Mapping[int, str]) -> tuple[int, int] | s
     match = _EQUIVALENCE.match(str(text))
     if match is None:
         return None
-    found = tags.find_tags(canonical_spelling(match.group(1)))
+    found = tags.find_tags(tags.canonical_spelling(match.group(1)))
     faces = [t.id for t in found if kinds.get(t.id) == "face"]
     voices = [t.id for t in found if kinds.get(t.id) == "voice"]
     if len(faces) == 1 and len(voices) == 1 and len(found) == 2:
@@ -95,7 +82,7 @@ def checked_equivalence(face: object, voice: object, kinds: Mapping[int, str]) -
     if kinds.get(face) == "voice" and kinds.get(voice) == "face":
         face, voice = voice, face  # the two numbers in the wrong fields
     if kinds.get(face) != "face" or kinds.get(voice) != "voice":
-        return f"equivalence <face_{face}>~<voice_{voice}> does not pair a face and a voice of this clip"
+        return f"equivalence {tags.face(face)}~{tags.voice(voice)} does not pair a face and a voice of this clip"
     return face, voice
 
 
@@ -105,18 +92,14 @@ def statement_span(text: str, clip: Clip) -> tuple[str, float, float]:
     match = _LEADING_TIME.match(text)
     if match is None:
         return text, clip.start_s, clip.end_s
-    start = _seconds(match.group(1), match.group(2), match.group(3))
-    end = _seconds(match.group(4), match.group(5), match.group(6)) if match.group(5) else start
+    start = clock_seconds(match.group(1))
+    end = clock_seconds(match.group(2)) if match.group(2) else start
     lo, hi = clip.start_s - _SPAN_SLACK_S, clip.end_s + _SPAN_SLACK_S
     if not (lo <= start <= hi and lo <= end <= hi and start <= end):
         return text, clip.start_s, clip.end_s
     start, end = max(start, clip.start_s), min(max(end, start), clip.end_s)
     rest = text[match.end():]
     return f"At {match.group(0).strip()[1:-1].strip()}, {rest}", start, max(start, end)
-
-
-def _seconds(hours: str | None, minutes: str, seconds: str) -> float:
-    return int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
 
 
 def interpret(parsed: Mapping[str, object], clip: Clip, kinds: Mapping[int, str], *, provenance: str,

@@ -54,8 +54,8 @@ def merge_entities(db: sqlite3.Connection, keep: int, absorb: int) -> None:
 
 def _rewrite_tags(db: sqlite3.Connection, keep: int, kind: str, absorb: int) -> None:
     def swap(tag: tags.Tag) -> tags.Token | None:
-        if tag.kind in ("face", "voice") and tag.id == absorb:
-            return tags.Tag(kind, keep)
+        if tag.kind in tags.ENTITY_KINDS and tag.id == absorb:
+            return tags.Tag(tags.TagKind(kind), keep)
         return None
 
     rows = db.execute(
