@@ -333,7 +333,8 @@ def test_before_clip_hides_later_memories_from_candidates_and_evidence(world: Wo
 
 def test_the_default_mode_follows_the_llm() -> None:
     assert default_mode("llamacpp:smollm2") == "select"
-    assert default_mode("llamacpp:/models/qwen.gguf") == "select"
+    assert default_mode("llamacpp:/models/qwen.gguf") == "grounded"  # intended (issue 9): local models write
+    assert default_mode("llamacpp:qwen-0.5b") == "grounded"
     assert default_mode("none") == "select" and default_mode("") == "select"
     assert default_mode("openai://localhost:8000/v1?model=qwen") == "agent"
     assert default_mode(None) == "agent"  # the model is unknown: as before select existed

@@ -22,7 +22,7 @@ else:
     Vector = Any
 
 
-ControlMode = Literal["agent", "baseline", "select"]
+ControlMode = Literal["agent", "baseline", "grounded", "select"]
 """How a question is answered (:mod:`m3agent.control.modes`); the one list of modes."""
 ControlModeSetting = Literal["auto", ControlMode]
 """A configured mode: a :data:`ControlMode`, or ``auto`` (chosen from the LLM at run time)."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.control.agent import agent_steps
 from m3agent.control.baseline import baseline_steps
 from m3agent.control.config import AgentConfig
+from m3agent.control.grounded import grounded_steps
 from m3agent.control.modes import NO_LLM, Mode, uses_llm
 from m3agent.control.runtime import RunContext
 from m3agent.control.select import select_steps
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 MODE_STEPS: Mapping[Mode, Callable[[RunContext], Iterator[Step]]] = {
     "agent": agent_steps,
     "baseline": baseline_steps,
+    "grounded": grounded_steps,
     "select": select_steps,
 }
 """The one dispatch table: mode -> the steps of a run in that mode."""

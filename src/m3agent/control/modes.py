@@ -3,6 +3,9 @@
 - ``agent``: the model plans searches over several rounds and writes the answer.
   It needs a model that can reason (an ``openai://`` endpoint serving a real LLM).
 - ``baseline``: one retrieval with the question, one answer call.
+- ``grounded``: one retrieval; the model writes a short answer and names the
+  shown memories it used, under a grammar (:mod:`m3agent.control.grounded`).
+  Made for the packaged Qwen2.5 models.
 - ``select``: one retrieval; the model only *picks* the retrieved memory that
   answers, under a grammar that allows nothing else; without a model (or when
   it fails) a reranker picks. Made for small local models, which cannot plan
@@ -31,8 +34,13 @@ def uses_llm(llm_spec: str | None) -> bool:
     return bool(llm_spec and llm_spec.strip().lower() != NO_LLM)
 
 
+SELECT_ONLY_MODELS = ("llamacpp:smollm2",)
+"""Local models too weak to write answers (SmolLM2-135M echoes the question): they only select."""
+
+
 def default_mode(llm_spec: str | None) -> Mode:
-    """``select`` for no model or a local llama.cpp model, ``agent`` for anything else.
+    """``select`` for no model or SmolLM2, ``grounded`` for another local llama.cpp model,
+    ``agent`` for anything else (an endpoint).
 
     ``None`` means the model is not known here (a caller that did not say):
     the general ``agent`` mode, as before select existed.
@@ -40,9 +48,9 @@ def default_mode(llm_spec: str | None) -> Mode:
     if llm_spec is None:
         return "agent"
     spec = llm_spec.strip().lower()
-    if not uses_llm(spec) or spec.startswith("llamacpp:"):
+    if not uses_llm(spec) or spec in SELECT_ONLY_MODELS or spec == "llamacpp:":
         return "select"
-    return "agent"
+    return "grounded" if spec.startswith("llamacpp:") else "agent"
 
 
 def resolve_mode(requested: str | None, llm_spec: str | None = None) -> Mode:

@@ -71,6 +71,13 @@ class SelectReply(Reply):
         return None if self.choice == NO_CHOICE else int(self.choice)
 
 
+class GroundedReply(Reply):
+    """``control_grounded``: the ids of the shown memories the answer uses, then the short answer."""
+
+    used: tuple[str, ...] = Field(max_length=8)
+    answer: Content
+
+
 class VerdictReply(Reply):
     """``judge_m3`` and ``judge_locomo``: whether the candidate answer is right."""
 

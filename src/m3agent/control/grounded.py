@@ -1,0 +1,187 @@
+"""The grounded mode: one retrieval, then a small model writes a short answer and the memories it used.
+
+Made for the packaged local models (Qwen2.5 0.5B/1.5B): they cannot plan
+searches reliably, but given a few numbered memories they can write a short
+answer, count, and say who, when a grammar keeps the reply to
+``{"used": [ids], "answer": "..."}`` (``prompts/control_grounded.json``).
+The ``used`` items are an enum of exactly the ids shown, so a local model
+cannot cite anything else; a reply from an endpoint that names other ids is
+refused. ``cited`` on the Answer's evidence means *used*: only the memories
+the model listed, never everything retrieved.
+
+Retrieval is the select mode's: ``search_memory`` with the question (hybrid
+ranking, character/name mapping, time filters, ``before_clip``), reranked
+without a model (:mod:`m3agent.control.rerank`), best ``select_k`` shown.
+
+Outcomes: an empty ``used`` (or an answer saying so) is the abstention
+:data:`NOT_IN_MEMORY`. A failed call, a reply that breaks the schema, ids
+that were not shown, or an answer with no cited memory fall back to the
+reranker's first candidate, quoted, with the reason as an Observation.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from m3agent.control.prompts import load_prompt_set
+from m3agent.control.render import clip_label, render_result
+from m3agent.control.replies import GroundedReply
+from m3agent.control.rerank import Candidate, rank_candidates
+from m3agent.control.select import RERANK, SELECT_TOOL
+from m3agent.control.steps import Action, Answer, Observation, Step, Thought
+from m3agent.errors import M3AgentError, MalformedReplyError
+
+if TYPE_CHECKING:
+    from m3agent.control.runtime import RunContext
+
+GROUNDED_PROMPT = "control_grounded"
+NOT_IN_MEMORY = "The memory does not say."
+GROUNDED_MAX_TOKENS = 96
+MAX_MEMORY_CHARS = 320
+_ABSTAIN_RE = re.compile(
+    r"^\W*(not in (the )?memory|unknown|none|n/?a|no (answer|information|memory)|(it is )?not (mentioned|stated|said)"
+    r"|the memor(y|ies) (does|do) not say|i (do not|don't) know)\W*$",
+    re.IGNORECASE,
+)
+_BACKEND_ERRORS = (M3AgentError, ValueError, RuntimeError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class Grounded:
+    """What the model's reply amounts to: an answer with the candidates it used, an abstention, or a fallback."""
+
+    text: str
+    used: tuple[Candidate, ...]
+    chooser: str
+    raw: str = ""
+    note: str = ""
+    abstained: bool = False
+
+
+def grounded_steps(run: RunContext) -> Iterator[Step]:
+    """Action + Observation of the retrieval, Thought naming the memories used, then the Answer."""
+    yield Action(1, SELECT_TOOL, run.question)
+    result = run.search(SELECT_TOOL, run.question, k=max(run.config.search_k, 2 * run.config.select_k))
+    knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
+    yield Observation(1, knowledge, result)
+    candidates = rank_candidates(result, run.question, run.config.select_k)
+    if not candidates:
+        outcome = Grounded(NOT_IN_MEMORY, (), RERANK, abstained=True, note="no memory matches the question")
+    else:
+        outcome = _ground(run, candidates)
+    if outcome.note:
+        yield Observation(1, outcome.note, error=outcome.note)
+    yield Thought(1, _explain(outcome))
+    yield _finish(run, outcome)
+
+
+def labels(candidates: list[Candidate]) -> list[str]:
+    """The id each candidate is shown with: ``m<memory id>``, or ``f<n>`` for a derived fact."""
+    return [f"m{c.memory_id}" if c.memory_id is not None else f"f{i}" for i, c in enumerate(candidates, 1)]
+
+
+def grounded_schema(template: dict[str, Any], shown: list[str]) -> dict[str, Any]:
+    """The reply schema whose ``used`` items may only be the ``shown`` ids."""
+    schema = copy.deepcopy(template)
+    schema["properties"]["used"]["items"]["enum"] = list(shown)
+    return schema
+
+
+def is_abstention(text: str) -> bool:
+    """True when ``text`` says the memories do not hold the answer."""
+    return bool(_ABSTAIN_RE.match(text.strip()))
+
+
+def _ground(run: RunContext, candidates: list[Candidate]) -> Grounded:
+    if run.chat is None:
+        return _fallback(candidates, "", "no chat model; the reranker chose")
+    shown = labels(candidates)
+    prompts = load_prompt_set(GROUNDED_PROMPT)
+    messages = [
+        {"role": "system", "content": prompts.render("system")},
+        {"role": "user", "content": prompts.render(
+            "user", memories=_memory_lines(run, candidates, shown), question=run.question,
+            time_context=run.time_context(),
+        )},
+    ]  # fmt: skip
+    try:
+        reply = run.call(messages, grounded_schema(prompts.schema, shown), max_tokens=GROUNDED_MAX_TOKENS)
+    except _BACKEND_ERRORS as exc:
+        return _fallback(candidates, "", f"the model call failed ({exc}); the reranker chose")
+    try:
+        parsed = GroundedReply.read(reply)
+    except MalformedReplyError as exc:
+        return _fallback(candidates, reply.text, f"the model's reply was unusable ({exc.message}); the reranker chose")
+    return _judge(run.chat.name if run.chat else RERANK, parsed, candidates, shown, reply.text)
+
+
+def _judge(name: str, reply: GroundedReply, candidates: list[Candidate], shown: list[str], raw: str) -> Grounded:
+    """Accept the reply only when every id it names was shown and a real answer cites at least one."""
+    unknown = [i for i in reply.used if i not in shown]
+    if unknown:
+        return _fallback(candidates, raw, f"the model named memory ids that were not shown ({', '.join(unknown)}); "
+                                          "the reranker chose")  # fmt: skip
+    if is_abstention(reply.answer) or (not reply.used and is_abstention(reply.answer.split(".")[0])):
+        return Grounded(NOT_IN_MEMORY, (), name, raw, abstained=True)
+    if not reply.used:
+        return _fallback(candidates, raw, "the model answered without naming a memory; the reranker chose")
+    used = tuple(candidates[shown.index(i)] for i in dict.fromkeys(reply.used))
+    return Grounded(reply.answer, used, name, raw)
+
+
+def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
+    return Grounded(candidates[0].text, (candidates[0],), RERANK, raw, note)
+
+
+def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]) -> str:
+    """One line per candidate: ``[m12] CLIP_3 [1:30-2:00] (date): text`` (facts have no clip)."""
+    lines = []
+    dates: dict[str, dict[str, str]] = {}
+    for label, candidate in zip(shown, candidates, strict=True):
+        where = ""
+        if candidate.hit is not None:
+            memory = candidate.hit.memory
+            where = clip_label(run.searcher.clip_ref(memory.video_id, memory.clip_index), False)
+            if memory.video_id not in dates:
+                dates[memory.video_id] = _clip_dates(run, memory.video_id)
+            day = dates[memory.video_id].get(str(memory.clip_index))
+            where = f"{where[:-1]} ({day}):" if day else where
+        lines.append(f"[{label}] {where} {_short(candidate.text)}".replace("]  ", "] "))
+    return "\n".join(lines)
+
+
+def _clip_dates(run: RunContext, video_id: str) -> dict[str, str]:
+    """The calendar date of each clip when the video's metadata has them (``session_dates``: clip index ->
+    date, as conversation logs such as LoCoMo record); empty otherwise. Dates answer "when" questions."""
+    try:
+        found = run.store.get_video(video_id).metadata.get("session_dates")
+    except M3AgentError:
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_MEMORY_CHARS else flat[: MAX_MEMORY_CHARS - 1] + "…"
+
+
+def _explain(outcome: Grounded) -> str:
+    if outcome.abstained:
+        return f"{outcome.chooser}: none of the retrieved memories answers the question."
+    ids = ", ".join(c.label for c in outcome.used)
+    if outcome.chooser == RERANK:
+        return f"The reranker's first candidate {ids} is quoted."
+    return f"{outcome.chooser} answered from {ids}."
+
+
+def _finish(run: RunContext, outcome: Grounded) -> Answer:
+    cited = {c.memory_id for c in outcome.used if c.memory_id is not None}
+    rewrite = all(c.hit is not None for c in outcome.used)  # a derived fact keeps its tags
+    answer = run.finish(outcome.text, 1, outcome.raw or outcome.text, None, cited=cited, rewrite=rewrite)
+    if outcome.abstained:
+        answer = replace(answer, evidence=(), clips=())
+    return replace(answer, max_rounds=1, model=outcome.chooser if outcome.chooser == RERANK else answer.model)
