@@ -40,8 +40,15 @@ def test_debate_ingest_gives_two_people_and_their_words(media_dir: Path, tmp_pat
     with open_store(str(db), readonly=True, create=False) as store:
         assert len(store.entities(EntityKind.FACE)) == 2, "split screen: exactly two faces"
         assert store.entities(EntityKind.VOICE), "someone speaks"
-        text = " ".join(m.text.lower() for m in store.memories())
+        memories = store.memories()
+        segments = store.voices("iianet_debate_trump_clinton")
+        text = " ".join(m.text.lower() for m in memories)
     assert "senator" in text and "new york" in text
+    # speech is one memory per utterance, not per ASR fragment ("Why didn't" / "you do it?")
+    speech = [m.text.split('says: "', 1)[1].rstrip('"') for m in memories if 'says: "' in m.text]
+    assert any("senator from new york" in s.lower() and s.rstrip().endswith(".") for s in speech), speech
+    assert len(speech) < len([s for s in segments if s.text.strip()]), "fragments were joined into utterances"
+    assert sum(len(s.split()) < 3 for s in speech) <= 1, f"fragments kept as memories: {speech}"
     assert "<face_" in text and "<voice_" in text
 
 

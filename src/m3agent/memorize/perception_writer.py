@@ -1,7 +1,8 @@
 """The perception-only memory writer: deterministic memories without any LLM.
 
 Episodic memories say who is on screen when, who appears with whom, and who
-says what (one memory per speaker turn, with timestamps). Semantic memories
+says what (one memory per utterance: a speaker's contiguous, sentence-complete
+speech, :mod:`m3agent.memorize.utterances`, with timestamps). Semantic memories
 record names people give for themselves ("my name is Ann", "I'm Ann") or are
 addressed by. People are named only by entity tags; the store maps tags to
 characters and names at read time.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.domain import Clip, FaceTrack, Memory, MemoryKind, VoiceSegment
 from m3agent.memorize.inputs import ClipInput, WriterOutput
+from m3agent.memorize.utterances import utterances
 from m3agent.text import clock, self_names
 
 if TYPE_CHECKING:
@@ -107,21 +109,16 @@ def _together_memories(clip: Clip, tracks: Sequence[FaceTrack]) -> list[Memory]:
 
 def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
     out = []
-    for seg in voices:
-        text = seg.text.strip()
-        if not text or seg.entity_id is None:
-            continue
-        line = f'At {clock(seg.start_s)} {tags.voice(seg.entity_id)} says: "{text}"'
-        out.append(_memory(clip, MemoryKind.EPISODIC, line, seg.start_s, seg.end_s, [seg.entity_id]))
+    for said in utterances(voices):
+        line = f'At {clock(said.start_s)} {tags.voice(said.entity_id)} says: "{said.text}"'
+        out.append(_memory(clip, MemoryKind.EPISODIC, line, said.start_s, said.end_s, [said.entity_id]))
     return out
 
 
 def _name_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
     out = []
-    for seg in voices:
-        if seg.entity_id is None:
-            continue
-        for name in self_names(seg.text):
-            text = f"{tags.voice(seg.entity_id)}'s name is {name}."
-            out.append(_memory(clip, MemoryKind.SEMANTIC, text, seg.start_s, seg.end_s, [seg.entity_id], 0.7))
+    for said in utterances(voices):
+        for name in self_names(said.text):
+            text = f"{tags.voice(said.entity_id)}'s name is {name}."
+            out.append(_memory(clip, MemoryKind.SEMANTIC, text, said.start_s, said.end_s, [said.entity_id], 0.7))
     return out
