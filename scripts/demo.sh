@@ -35,8 +35,9 @@ ask() {
   echo "==> m3agent ask \"$1\"" >&2
   "$M" ask --memory "$DB" "$1"
 }
+# Written by the packaged Qwen2.5-0.5B (grounded mode): a short answer citing the memories it used.
 ask "Who said they were a senator from New York?"
 ask "Who is in DC for new member orientation?"
-ask "What was said about executive orders?"
+ask "What did the two debaters say about being a senator?"   # needs two memories (two speakers)
 echo "==> the same question as JSON, with evidence clips and timestamps" >&2
 "$M" ask --memory "$DB" "Who said they were a senator from New York?" --json
