@@ -60,6 +60,21 @@ class PerceptionSettings(BaseModel):
         description="a face-voice link counts (characters, identity vetoes) from this confidence on; "
         "a lower one is kept as evidence only",
     )
+    active_speaker: bool = Field(
+        True, description="measure mouth motion of every face track (active speaker detection) so a voice links "
+        "to the face whose lips move with it, also when several faces are on screen",
+    )
+    lip_sync_min: float = Field(
+        0.1, ge=-1, le=1, description="a voice links by lip sync only to a face whose mouth motion correlates with "
+        "its speech at least this much",
+    )
+    lip_sync_margin: float = Field(
+        0.25, ge=0, le=2, description="... and by this much more than the next face's (measured separation: "
+        "0.4-0.6 on the debate and interview clips, docs/benchmarks.md)",
+    )
+    lip_sync_samples: int = Field(
+        10, ge=3, description="sampled frame pairs a face needs while a voice is heard before lip sync counts",
+    )
     threads: int = Field(
         1, ge=1,
         description="CPU threads per perception stage; faces and voices already run side by side, and two "

@@ -37,7 +37,7 @@ class IdentityRules:
         return cls(
             face=MatchRule(threshold=face_similarity, margin=0.02, top=3, cap=10),
             voice=MatchRule(threshold=settings.perception.voice_match_similarity, margin=0.03, top=3, cap=20),
-            link=LinkRule(),
+            link=LinkRule.from_settings(settings.perception),
             fps=settings.media.frame_fps,
             min_face_observations=settings.perception.min_face_observations,
             snippet_seconds=settings.perception.voice_snippet_seconds,
@@ -201,7 +201,7 @@ def refresh_links(store: MemoryStore, writer: ClipWriter, video_id: str, rules: 
     from this video says nothing about a pair that never met in it.
     """
     sightings, spans = store.face_sightings(video_id), store.voice_spans(video_id)
-    evidence = evidence_from(sightings, spans, rules.fps)
+    evidence = evidence_from(sightings, spans, rules.fps, store.mouth_motions(video_id))
     decided = decide_links(evidence, rules.link)
     faces, voices = {face for _, face in sightings}, {voice for _, _, voice in spans}
     current = [link for link in store.links() if link.face_id in faces and link.voice_id in voices]
