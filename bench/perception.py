@@ -53,7 +53,8 @@ def identity_talking_heads(settings: Any, workdir: Path) -> dict[str, Any]:
         correct = sum(1 for link in links if face_video.get(link.face_id) is not None
                       and face_video.get(link.face_id) == voice_video.get(link.voice_id))
     ok = len(faces) == len(voices) == len(links) == correct == len(HEADS)
-    return {"identity_talking_heads": ok, "face_entities": len(faces), "voice_entities": len(voices),
+    return {"identity_talking_heads": ok, "heads_voice_entities_per_speaker": round(len(voices) / len(HEADS), 2),
+            "face_entities": len(faces), "voice_entities": len(voices),
             "links": len(links), "correct_links": correct}
 
 
@@ -123,6 +124,7 @@ def av_links_debate(settings: Any, workdir: Path) -> dict[str, Any]:
     all_ok = bool(rows) and all(r["correct"] for r in rows) and linked == set(DEBATE_SIDES)
     voices = {v for _, _, v in spans}
     return {"av_links_debate": all_ok, "av_links_debate_detail": rows,
+            "debate_voice_entities_per_speaker": round(len(voices) / len(DEBATE_SIDES), 2),
             "debate_entities": {"faces": len(faces), "voices": len(voices)}}
 
 
@@ -231,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         result.update(identity_talking_heads(settings, Path(tmp)))
         result.update(av_links_debate(settings, Path(tmp)))
         result.update(av_links_interview(settings, Path(tmp)))
+    result["voice_entities_per_speaker"] = round(
+        (result["heads_voice_entities_per_speaker"] * len(HEADS) + result["debate_voice_entities_per_speaker"]
+         * len(DEBATE_SIDES)) / (len(HEADS) + len(DEBATE_SIDES)), 2)
     result.update(quality(args.skip_quality))
     result["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
     result["targets_met"] = verdicts(result)
