@@ -32,6 +32,7 @@ TARGETS = {
     "face_video_precision": (">=", 0.99), "face_video_recall": (">=", 0.95),
     "rtf_perception": ("<=", 0.5), "peak_rss_gb": ("<=", 3.0),
     "av_links_debate": ("==", True), "av_links_interview": ("==", True),
+    "cross_video_trump_joined": ("==", True), "cross_video_false_merges": ("<=", 0),
 }
 
 
@@ -140,6 +141,42 @@ def av_links_interview(settings: Any, workdir: Path) -> dict[str, Any]:
             "interview_entities": {"faces": len(faces), "voices": len({v for _, _, v in spans})}}
 
 
+OVAL = MEDIA / "video" / "pbs_oval_office_trump_mirziyoyev.mp4"
+
+
+def cross_video_identity(settings: Any, workdir: Path) -> dict[str, Any]:
+    """Debate then Oval Office into one memory: is Trump one face entity, and is nobody else joined?
+
+    Trump is the debate's left face and, in the Oval Office clip, the face in the right third during
+    the first 6 s (checked by eye); any other entity seen in both videos is a false merge.
+    """
+    from m3agent.media import default_video_id
+    from m3agent.pipeline import ingest_source
+    from m3agent.store import open_memory
+
+    run = settings.model_copy(update={"memory": str(workdir / "cross.db")})
+    for video in (DEBATE, OVAL):
+        ingest_source(run, str(video), perception_only=True, show_progress=False)
+    seen: dict[int, set[str]] = {}
+    with open_memory(run, readonly=True, create=False) as store:
+        trump: dict[str, set[int]] = {}
+        for video, is_trump in ((DEBATE, lambda x, t: x < 0.5), (OVAL, lambda x, t: x > 0.66 and t < 6.0)):
+            vid = default_video_id(str(video))
+            faces = store.faces(vid)
+            width = max(f.bbox.x2 for f in faces)
+            for face in faces:
+                if face.entity_id is None:
+                    continue
+                seen.setdefault(face.entity_id, set()).add(vid)
+                if is_trump((face.bbox.x1 + face.bbox.x2) / 2 / width, face.time_s):
+                    trump.setdefault(vid, set()).add(face.entity_id)
+    shared = {e for e, videos in seen.items() if len(videos) > 1}
+    joined = bool(set.intersection(*trump.values()) & shared) if len(trump) == 2 else False
+    false_merges = len(shared - set.intersection(*trump.values())) if len(trump) == 2 else len(shared)
+    return {"cross_video_identity": f"{int(joined)}/1", "cross_video_trump_joined": joined,
+            "cross_video_false_merges": false_merges, "cross_video_face_entities": len(seen)}
+
+
 def perception_rtf(settings: Any) -> dict[str, Any]:
     """Wall seconds / media seconds of decode + faces + voices, the way ingest perceives clips."""
     from m3agent.media import iter_clips
@@ -223,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="m3agent-bench-links-") as tmp:
             result.update(av_links_debate(settings, Path(tmp)))
             result.update(av_links_interview(settings, Path(tmp)))
+            result.update(cross_video_identity(settings, Path(tmp)))
         print(json.dumps(result, indent=2))
         return 0
     result["model_load_s"] = round(warm_up(settings), 1)
@@ -233,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         result.update(identity_talking_heads(settings, Path(tmp)))
         result.update(av_links_debate(settings, Path(tmp)))
         result.update(av_links_interview(settings, Path(tmp)))
+        result.update(cross_video_identity(settings, Path(tmp)))
     result["voice_entities_per_speaker"] = round(
         (result["heads_voice_entities_per_speaker"] * len(HEADS) + result["debate_voice_entities_per_speaker"]
          * len(DEBATE_SIDES)) / (len(HEADS) + len(DEBATE_SIDES)), 2)

@@ -11,13 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from m3agent.domain import ControlModeSetting
 from m3agent.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "m3agent.toml"
+# Face distances for perception.face_embedder = "dlib" (docs/benchmarks.md, Identity calibration).
+DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, "face_photo_distance": 0.5}
 
 
 class MediaSettings(BaseModel):
@@ -33,17 +35,28 @@ class PerceptionSettings(BaseModel):
     asr_model: str = Field("base", description="'base', 'tiny.en', a CTranslate2 model folder")
     asr_beam: int = Field(1, ge=1)
     min_face_px: int = Field(40, ge=8)
+    face_embedder: Literal["dlib", "dlib+sface"] = Field(
+        "dlib+sface", description="face identity descriptor: dlib ResNet alone, or dlib and SFace side by side "
+        "(joins one person across videos where dlib alone cannot; docs/benchmarks.md, Identity across videos). "
+        "A memory keeps the descriptor it was built with",
+    )
     face_match_distance: float = Field(
-        0.4, gt=0,
-        description="dlib distance (unit vectors) for a face track to join an existing entity across clips; "
-        "0.4 = cosine 0.92, calibrated in docs/benchmarks.md (Identity calibration)",
+        0.75, gt=0,
+        description="distance (unit vectors) for a face track to join an existing entity across clips and videos; "
+        "0.75 = cosine 0.72 for dlib+sface (different people score at most 0.686, one person in two videos or "
+        "photo sets at least 0.747); 0.4 (cosine 0.92) for dlib, the default when face_embedder is dlib",
     )
     min_face_observations: int = Field(
         3, ge=1, description="a face track needs this many sightings to found a new entity (it may join one earlier)"
     )
     face_detector: str = Field("mtcnn", description="face detector: mtcnn | hog")
     face_merge_distance: float = Field(
-        0.55, gt=0, description="mean dlib distance under which face tracks of one clip merge"
+        0.75, gt=0, description="mean descriptor distance under which face tracks of one clip merge "
+        "(0.55 for dlib, the default when face_embedder is dlib)",
+    )
+    face_photo_distance: float = Field(
+        0.85, gt=0, description="average-linkage distance that groups photos into identities "
+        "(0.5 for dlib, the default when face_embedder is dlib)",
     )
     voice_match_similarity: float = Field(0.75, gt=0, lt=1)
     voice_snippet_seconds: float = Field(
@@ -80,6 +93,16 @@ class PerceptionSettings(BaseModel):
         description="CPU threads per perception stage; faces and voices already run side by side, and two "
         "threads each made voices up to 8x slower on 2 cores (docs/benchmarks.md, Perception)",
     )
+
+
+    @model_validator(mode="after")
+    def _thresholds_of_the_embedder(self) -> PerceptionSettings:
+        """Face distances not set explicitly follow the embedder (their defaults are for dlib+sface)."""
+        if self.face_embedder == "dlib":
+            for name, value in DLIB_FACE_DISTANCES.items():
+                if name not in self.model_fields_set:
+                    setattr(self, name, value)
+        return self
 
 
 class MemorizeSettings(BaseModel):
