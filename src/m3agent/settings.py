@@ -99,7 +99,10 @@ class Settings(BaseSettings):
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
     judge: str | None = Field(None, description="judge LLM endpoint for benchmarks")
     api_key: str | None = Field(None, description="API key for OpenAI-compatible endpoints")
-    request_timeout_s: float = Field(120.0, gt=0)
+    request_timeout_s: float = Field(
+        120.0, gt=0, description="most seconds one request to an LLM or embedding endpoint may take, reply included"
+    )
+    max_reply_mb: float = Field(16.0, gt=0, description="largest reply body read from an LLM or embedding endpoint")
     shared_dir: Path = Field(Path("../shared"), description="folder holding reference media and data")
     cache_dir: Path = Field(Path("~/.cache/m3agent"), description="assembled models and other caches")
     media: MediaSettings = MediaSettings()
