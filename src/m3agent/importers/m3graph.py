@@ -43,6 +43,7 @@ from m3agent.domain import (
     Video,
 )
 from m3agent.errors import BenchmarkError
+from m3agent.importers.limits import Deadline, GraphLimits, Problems
 from m3agent.importers.reference_graph import ReferenceGraph, ReferenceNode, read_reference_graph
 
 if TYPE_CHECKING:
@@ -93,23 +94,44 @@ def import_m3_graph(
     embedder: Embedder | None = None,
     replace_existing: bool = False,
     clip_seconds: float = CLIP_SECONDS,
+    limits: GraphLimits | None = None,
+    graph: ReferenceGraph | None = None,
+    deadline: Deadline | None = None,
 ) -> ImportReport:
     """Import the graph at ``pkl_path`` as video ``video_id`` (default: the file stem).
 
-    The pickle is read with the allow-list unpickler (never executed). An
-    existing video of that id is an error unless ``replace_existing``.
+    The pickle is read with the allow-list unpickler (never executed) within
+    ``limits`` (default: the settings' defaults), unless ``graph`` was read
+    already. A file over a limit is refused before the store is touched; an
+    import that fails later (e.g. past ``deadline``) removes what it wrote.
+    An existing video of that id is an error unless ``replace_existing``.
     """
     from m3agent.embed import create_embedder
 
     started = time.perf_counter()
-    graph = read_reference_graph(pkl_path)
+    bounds = limits or GraphLimits.from_settings()
+    deadline = deadline or bounds.deadline()
+    graph = graph or read_reference_graph(pkl_path, bounds, deadline)
     vid = video_id or Path(pkl_path).stem
     embedder = embedder or create_embedder("minilm")
-    report = ImportReport(vid, str(pkl_path), embedder.name, skipped=list(graph.problems))
+    report = ImportReport(vid, str(pkl_path), embedder.name, skipped=Problems(graph.problems))
     _prepare(store, embedder, vid, replace_existing)
-    _GraphImport(graph, store, embedder, report, clip_seconds).run(str(pkl_path))
+    try:
+        _GraphImport(graph, store, embedder, report, clip_seconds, deadline).run(str(pkl_path))
+    except BaseException:
+        _discard(store, vid)
+        raise
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _discard(store: MemoryStore, video_id: str) -> None:
+    """Remove what a failed import wrote (its clips commit one by one); the original error is what matters."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        if any(v.video_id == video_id for v in store.videos()):
+            store.delete_video(video_id)
 
 
 def _prepare(store: MemoryStore, embedder: Embedder, video_id: str, replace_existing: bool) -> None:
@@ -133,8 +155,10 @@ class _GraphImport:
         embedder: Embedder,
         report: ImportReport,
         clip_seconds: float,
+        deadline: Deadline,
     ) -> None:
         self.graph = graph
+        self.deadline = deadline
         self.store = store
         self.embedder = embedder
         self.report = report
@@ -160,6 +184,7 @@ class _GraphImport:
         for node in self.graph.texts():
             texts_by_clip.setdefault(node.clip or 0, []).append(node)
         for index in clips:
+            self.deadline.check(f"importing clip {index}")
             self._clip(index, texts_by_clip.get(index, []))
         self.report.clips = len(clips)
 
