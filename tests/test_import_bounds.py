@@ -210,3 +210,34 @@ def test_the_sample_graph_still_imports_under_the_bounds(tmp_path: Path) -> None
         data = pickle_reference_graph(build, protocol=protocol)
         graph = read_reference_graph(data)
         assert graph.problems == () and len(graph.entities()) == 5
+
+
+def test_huge_numbers_in_weights_and_vectors_are_skips_not_crashes() -> None:
+    def build(graph: Any) -> None:
+        build_sample_graph(graph)
+        face = graph.add_img_node([[10**400] + [0.0] * 511], [jpeg_base64(2)])
+        text = graph.add_text_node(f"<face_{face}> nods.", [0.0], 1, "episodic")
+        graph.add_edge(face, text, 10**400)
+
+    graph = read_reference_graph(pickle_reference_graph(build))
+    problems = " | ".join(graph.problems)
+    assert "embedding 0 holds values that are not finite numbers" in problems
+    assert "not an entity-text edge with a finite weight" in problems
+
+
+@pytest.mark.timeout(120)
+def test_a_character_named_many_times_is_resolved_once(tmp_path: Path) -> None:
+    def build(graph: Any) -> None:
+        face = graph.add_img_node([unit(np.random.default_rng(1), 512)], [jpeg_base64(1)])
+        for i in range(200):
+            graph.add_text_node(" ".join(["<character_0>"] * 50), [0.0], i // 20, "episodic")
+        graph.character_mappings = {"character_0": ["nobody"] * 200_000 + [f"face_{face}"]}
+
+    path = tmp_path / "g.pkl"
+    path.write_bytes(pickle_reference_graph(build))
+    started = time.monotonic()
+    with open_store(str(tmp_path / "m.db")) as store:
+        report = import_m3_graph(path, store, embedder=HashingEmbedder(64))
+        memory = store.get_memory(next(iter(report.memory_ids.values())))
+    assert time.monotonic() - started < 30
+    assert memory.text.count(f"<face_{report.entity_ids[0]}>") == 50

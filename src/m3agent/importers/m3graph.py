@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,7 @@ def import_m3_graph(
     except BaseException:
         _discard(store, vid)
         raise
+    report.skipped = list(report.skipped.final()) if isinstance(report.skipped, Problems) else report.skipped
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
@@ -167,6 +169,7 @@ class _GraphImport:
         self.links: dict[int, dict[int, float]] = {}
         for (entity, text), weight in graph.edges.items():
             self.links.setdefault(text, {})[entity] = weight
+        self.members: dict[int, tuple[str, int] | None] = {}
         self.first_clip = self._first_clips()
 
     def run(self, source: str) -> None:
@@ -275,16 +278,20 @@ class _GraphImport:
         return tags.rewrite(text, swap)
 
     def _member(self, tag: tags.Tag) -> tuple[str, int] | None:
-        members = self.graph.character_mappings.get(f"character_{tag.id}", ())
-        found = [t for m in members for t in tags.find_tags(m)]
-        return (found[0].kind, found[0].id) if found else None
+        """The first member of a character, looked up once per character (texts may name one many times)."""
+        if tag.id not in self.members:
+            members = self.graph.character_mappings.get(f"character_{tag.id}", ())
+            found = next((t for m in members for t in tags.find_tags(m)), None)
+            self.members[tag.id] = (found.kind, found.id) if found else None
+        return self.members[tag.id]
 
     def _memory(self, writer: ClipWriter, clip: Clip, node: ReferenceNode, text: str, vector: Any) -> None:
         linked = self.links.get(node.id, {})
         weights = set(linked.values())
         if len(weights) > 1:
-            self.report.skipped.append(f"node {node.id}: unequal edge weights {sorted(weights)}; kept the max")
-        ours = tuple(self.report.entity_ids[e] for e in sorted(linked, key=lambda e: self._order(node, e)))
+            shown = sorted(weights)[:6]
+            self.report.skipped.append(f"node {node.id}: unequal edge weights {shown}; kept the max")
+        ours = tuple(self.report.entity_ids[e] for e in _in_text_order(linked, self._named(node.text)))
         memory = Memory(
             kind=MemoryKind(node.type),
             text=text,
@@ -306,10 +313,6 @@ class _GraphImport:
         if node.is_equivalence:
             self._equivalences(writer, node)
 
-    def _order(self, node: ReferenceNode, entity: int) -> tuple[int, int]:
-        named = self._named(node.text)
-        return (named.index(entity) if entity in named else len(named), entity)
-
     def _equivalences(self, writer: ClipWriter, node: ReferenceNode) -> None:
         named = list(dict.fromkeys(self._named(node.text)))
         if len(named) < 2:
@@ -319,6 +322,14 @@ class _GraphImport:
         for other in named[1:]:
             writer.set_equivalence(Equivalence(first, self.report.entity_ids[other], 1.0, EQUIVALENCE_SOURCE))
             self.report.equivalences += 1
+
+
+def _in_text_order(entities: Iterable[int], named: list[int]) -> list[int]:
+    """``entities`` in the order the text names them, then the unnamed ones by id."""
+    position: dict[int, int] = {}
+    for index, entity in enumerate(named):
+        position.setdefault(entity, index)
+    return sorted(entities, key=lambda e: (position.get(e, len(named)), e))
 
 
 def reference_node_of(memory: Memory) -> int | None:

@@ -187,9 +187,19 @@ def _vector_problem(vector: Any, dim: int) -> str | None:
         return f"is a {type(vector).__name__}, not a vector"
     if len(vector) != dim:
         return f"has {len(vector)} values, expected {dim}"
-    if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) for x in vector):
+    if not all(_finite(x) for x in vector):
         return "holds values that are not finite numbers"
     return None
+
+
+def _finite(value: Any) -> bool:
+    """A real number (not a bool) that is finite as a float; huge ints are not."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _vectors(value: Any) -> tuple[Any, ...] | None:
@@ -230,8 +240,7 @@ def _read_edges(raw_edges: Any, nodes: dict[int, ReferenceNode], problems: list[
     edges: dict[tuple[int, int], float] = {}
     for key, weight in raw_edges.items():
         pair = _entity_text_pair(key, nodes)
-        if pair is None or not isinstance(weight, numbers.Real) or isinstance(weight, bool) \
-                or not math.isfinite(weight) or not 0 <= float(weight) < 1e9:
+        if pair is None or not _finite(weight) or not 0 <= float(weight) < 1e9:
             problems.append(f"edge {shown(key)}: not an entity-text edge with a finite weight, skipped")
             continue
         if pair in edges and edges[pair] != float(weight):
