@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import codecs
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
 from m3agent.errors import BenchmarkError, UnsafePickleError
+from m3agent.importers.limits import Deadline
 
 KEY_WEIGHT = 64
 """Most parts (the key and everything inside it) of one dict key or set member."""
@@ -51,7 +51,7 @@ class ScanLimits:
     max_depth: int = 64
     max_items: int = 2_000_000
     max_memory_bytes: int = 4 << 30
-    deadline: float = float("inf")  # time.monotonic() value
+    deadline: Deadline | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +128,7 @@ class _Scan:
         self.stack: list[Any] = []
         self.marks: list[int] = []
         self.memo: dict[int, Any] = {}
+        self.next_check = 0  # the opcode count at which the deadline is checked next
         self.dispatch = self._dispatch_table()
 
     # -- driver -----------------------------------------------------------------------------
@@ -147,16 +148,23 @@ class _Scan:
                 self.pos += 9 * count
                 self.ops += count
                 self._charge(32 * count)
+                if self.ops >= self.next_check:
+                    self._check_time()
                 continue
             self.pos += 1
             self.ops += 1
-            if not self.ops & 0xFFFF and time.monotonic() > self.limits.deadline:
-                raise _limit("reading the pickle took longer than the import time limit", "max_seconds")
+            if self.ops >= self.next_check:
+                self._check_time()
             handler = dispatch.get(op)
             if handler is None:
                 raise _unsupported(op)
             if handler():
                 return ScanResult(self.ops, self.memory)
+
+    def _check_time(self) -> None:
+        self.next_check = self.ops + 65536
+        if self.limits.deadline is not None:
+            self.limits.deadline.check("reading the pickle")
 
     def _dispatch_table(self) -> dict[int, Callable[[], bool | None]]:
         table: dict[bytes, Callable[[], bool | None]] = {

@@ -199,8 +199,7 @@ def loads_graph(data: bytes, limits: GraphLimits | None = None, deadline: Deadli
     """
     bounds = limits or GraphLimits.from_settings()
     deadline = deadline or bounds.deadline()
-    scanned = scan_pickle(data, ScanLimits(bounds.max_depth, bounds.max_items, bounds.max_memory_bytes,
-                                           deadline.at))
+    scanned = scan_pickle(data, ScanLimits(bounds.max_depth, bounds.max_items, bounds.max_memory_bytes, deadline))
     budget = bounds.max_memory_bytes - scanned.memory_bytes
     try:
         return GraphUnpickler(io.BytesIO(data), bounds.max_array_bytes, budget).load()
