@@ -180,7 +180,7 @@ def _vector_problem(vector: Any, dim: int) -> str | None:
     shape = getattr(vector, "shape", None)
     if shape is not None:
         kind = getattr(getattr(vector, "dtype", None), "kind", "")
-        if shape != (dim,) or kind not in "biuf" or not kind:
+        if shape != (dim,) or kind not in ("i", "u", "f"):
             return f"has shape {shown(shape, 40)} of kind {kind or '?'}, expected ({dim},) numbers"
         return None
     if not isinstance(vector, list | tuple):
