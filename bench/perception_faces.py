@@ -283,7 +283,9 @@ def _photo_notes(photos: dict[str, Any]) -> str:
     return (
         f"Photos: {photos['photos']} photos of {photos['people']} people, largest face each, "
         f"{photos['ms_per_photo']} ms/photo (detect + embed); no face found in {missed}. "
-        f"Average linkage at {photos['threshold']} (fixed default, not tuned here). Threshold sweep: {sweep}."
+        f"Average linkage at {photos['threshold']} (`face_photo_distance` for the {photos['embedder']} descriptor; "
+        "for dlib+sface it was chosen on this photo set, so this recall is not a held-out figure). "
+        f"Threshold sweep: {sweep}."
     )
 
 
@@ -323,7 +325,8 @@ def _rtf_table(rtf: dict[str, Any]) -> list[str]:
         "",
         "What limits speed: MTCNN detection costs about (frame pixels / min_face_px^2), ~50-60 ms CPU for a "
         "1280x720 frame at min_face_px 40 (P-Net pyramid plus R-Net crops); dlib's ResNet embedding costs "
-        "~150 ms CPU per face (dlib-bin has no BLAS), so only up to 3 exemplars per track are embedded "
+        "~150 ms CPU per face (dlib-bin has no BLAS) and SFace (with YuNet for its alignment) ~30 ms more, "
+        "so only up to 3 exemplars per track are embedded "
         "(36 per clip at most). The snow video is cheap because at 176x144 almost no face reaches "
         "min_face_px 40: its low rtf says little about crowded low-resolution video.",
     ]
