@@ -148,3 +148,17 @@ def test_a_lone_face_is_linked_by_co_presence_whatever_its_lips_do() -> None:
     faces = [talking(1, t / 2, -0.2 if t % 3 else 0.4) for t in range(1, 20)]
     [link] = decide_links(collect_evidence(faces, [voice(7, 0, 9.5)], fps=2), LinkRule())
     assert (link.face_id, link.voice_id) == (1, 7) and "lips" not in link.evidence
+
+
+def test_lip_sync_counts_the_part_of_each_interval_the_voice_speaks() -> None:
+    """Mouth motion equal to the voice's share of each 0.5 s interval (partial overlaps included,
+    overlapping segments counted once) correlates perfectly."""
+    from m3agent.identity.linking import lip_sync
+
+    spans = [(1.0, 2.0, 7), (1.5, 1.8, 7), (3.0, 3.5, 7), (0.0, 9.0, 8)]
+    share = {1.5: 1.0, 2.25: 0.5, 3.0: 0.0, 3.25: 0.5, 3.75: 0.5, 4.5: 0.0}
+    motions = [(t, 1, value) for t, value in share.items()]
+    sync = lip_sync(motions, spans, step=0.5)
+    assert sync[(1, 7)].r == 1.0 and sync[(1, 7)].samples == 6
+    assert sync[(1, 7)].speech_seconds == 1.25
+    assert (1, 8) not in sync, "a voice speaking in every interval says nothing about the lips"

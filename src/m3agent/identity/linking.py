@@ -33,9 +33,6 @@ from m3agent.domain import FaceObservation, FaceVoiceLink, LinkSource, VoiceSegm
 if TYPE_CHECKING:
     from m3agent.settings import PerceptionSettings
 
-TIMELINE_STEP_S = 0.02
-
-
 @dataclass(frozen=True, slots=True)
 class LinkRule:
     """Co-presence: ``min_share``, ``min_seconds``, ``dominance``; lip sync: the ``lip_*`` fields."""
@@ -123,43 +120,52 @@ def lip_sync(motions: Iterable[tuple[float, int, float]], spans: Sequence[tuple[
     by_face: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for time_s, face_id, value in motions:
         by_face[face_id].append((time_s, value))
-    if not by_face or not spans:
-        return {}
-    origin = min(min(t for t, _ in samples) for samples in by_face.values()) - step
-    active = _speech_timelines(spans, origin)
+    speech = _speech_clocks(spans)
     out: dict[tuple[int, int], LipSync] = {}
     for face_id, samples in by_face.items():
         times = np.array([t for t, _ in samples])
         motion = np.array([m for _, m in samples])
-        for voice_id, cumulative in active.items():
-            share = _interval_share(cumulative, times, origin, step)
+        for voice_id, clock in speech.items():
+            share = (clock(times) - clock(times - step)) / step
             r = _pearson(motion, share)
             if r is not None:
                 out[(face_id, voice_id)] = LipSync(round(r, 4), len(samples), round(float(share.sum()) * step, 2))
     return out
 
 
-def _speech_timelines(spans: Sequence[tuple[float, float, int]], origin: float) -> dict[int, Any]:
-    """Per voice, the cumulative count of speaking timeline bins (``TIMELINE_STEP_S`` each) from ``origin``."""
+def _speech_clocks(spans: Sequence[tuple[float, float, int]]) -> dict[int, Any]:
+    """Per voice, a function giving the seconds it has spoken up to each of an array of times."""
     import numpy as np
 
-    length = int((max(end for _, end, _ in spans) - origin) / TIMELINE_STEP_S) + 2
-    bins: dict[int, Any] = {}
+    by_voice: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for start, end, voice_id in spans:
-        row = bins.setdefault(voice_id, np.zeros(max(length, 1), dtype=np.float64))
-        lo = max(0, round((start - origin) / TIMELINE_STEP_S))
-        hi = max(lo, round((end - origin) / TIMELINE_STEP_S))
-        row[lo:hi] = 1.0
-    return {voice: np.concatenate([[0.0], np.cumsum(row)]) for voice, row in bins.items()}
+        if end > start:
+            by_voice[voice_id].append((start, end))
+    clocks = {}
+    for voice_id, pieces in by_voice.items():
+        merged = _union(sorted(pieces))
+        starts = np.array([a for a, _ in merged])
+        lengths = np.array([b - a for a, b in merged])
+        before = np.concatenate([[0.0], np.cumsum(lengths)])
+
+        def clock(times: Any, starts: Any = starts, lengths: Any = lengths, before: Any = before) -> Any:
+            index = np.searchsorted(starts, times, side="right") - 1
+            inside = np.clip(times - starts[np.maximum(index, 0)], 0.0, lengths[np.maximum(index, 0)])
+            return np.where(index >= 0, before[np.maximum(index, 0)] + inside, 0.0)
+
+        clocks[voice_id] = clock
+    return clocks
 
 
-def _interval_share(cumulative: Any, times: Any, origin: float, step: float) -> Any:
-    """Share of each ``[t - step, t]`` in which the voice speaks."""
-    import numpy as np
-
-    hi = np.clip(np.round((times - origin) / TIMELINE_STEP_S).astype(int), 0, len(cumulative) - 1)
-    lo = np.clip(np.round((times - step - origin) / TIMELINE_STEP_S).astype(int), 0, len(cumulative) - 1)
-    return (cumulative[hi] - cumulative[lo]) * TIMELINE_STEP_S / step
+def _union(pieces: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted intervals with overlaps joined."""
+    merged: list[tuple[float, float]] = []
+    for start, end in pieces:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _pearson(a: Any, b: Any) -> float | None:
