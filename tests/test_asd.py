@@ -68,3 +68,11 @@ def test_mouth_motion_is_stored_and_read_back_for_linking(tmp_path: Path) -> Non
     assert store.mouth_motions("v") == [(1.0, face.id, 0.25)]
     assert [f.mouth_motion for f in store.faces("v")] == [0.25, None]
     store.close()
+
+
+def test_grey_frames_are_measured_like_colour_ones() -> None:
+    image = textured()
+    talking = with_new_mouth(image)
+    colour = motion_between(image, talking, BOX)
+    grey = motion_between(image.mean(axis=2).astype(np.uint8), talking.mean(axis=2).astype(np.uint8), BOX)
+    assert colour is not None and grey is not None and abs(colour - grey) < 0.1

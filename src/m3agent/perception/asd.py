@@ -97,8 +97,10 @@ def _grey(image: Any, box: BBox, region: Region) -> npt.NDArray[np.float32] | No
     y1 = min(height, int(box.y1 + fy1 * box.height))
     if x1 - x0 < MIN_REGION_PX or y1 - y0 < MIN_REGION_PX:
         return None
-    patch = np.ascontiguousarray(image[y0:y1, x0:x1, :3])
-    grey = cv2.GaussianBlur(cv2.cvtColor(patch, cv2.COLOR_RGB2GRAY), (3, 3), 0)
+    patch = np.ascontiguousarray(image[y0:y1, x0:x1])
+    if patch.ndim == 3:
+        patch = cv2.cvtColor(np.ascontiguousarray(patch[:, :, :3]), cv2.COLOR_RGB2GRAY)
+    grey = cv2.GaussianBlur(patch, (3, 3), 0)
     result: npt.NDArray[np.float32] = grey.astype(np.float32)
     return result
 
