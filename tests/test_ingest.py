@@ -43,6 +43,9 @@ def test_debate_ingest_gives_two_people_and_their_words(media_dir: Path, tmp_pat
         memories = store.memories()
         segments = store.voices("iianet_debate_trump_clinton")
         text = " ".join(m.text.lower() for m in memories)
+        links = store.links(min_confidence=store.link_confidence)
+        right = {f.entity_id for f in store.faces("iianet_debate_trump_clinton") if f.bbox.x1 > 640}
+        senator = {v.entity_id for v in store.voices("iianet_debate_trump_clinton") if "new york" in v.text.lower()}
     assert "senator" in text and "new york" in text
     # speech is one memory per utterance, not per ASR fragment ("Why didn't" / "you do it?")
     speech = [m.text.split('says: "', 1)[1].rstrip('"') for m in memories if 'says: "' in m.text]
@@ -50,6 +53,10 @@ def test_debate_ingest_gives_two_people_and_their_words(media_dir: Path, tmp_pat
     assert len(speech) < len([s for s in segments if s.text.strip()]), "fragments were joined into utterances"
     assert sum(len(s.split()) < 3 for s in speech) <= 1, f"fragments kept as memories: {speech}"
     assert "<face_" in text and "<voice_" in text
+    # Both people are on screen all the time: only the lips tell who speaks (Clinton, on the right).
+    assert {(link.face_id, link.voice_id) for link in links if link.voice_id in senator} == \
+        {(face, voice) for face in right for voice in senator}
+    assert len({link.face_id for link in links}) == 2, "each speaker linked to a face"
 
 
 @pytest.mark.slow

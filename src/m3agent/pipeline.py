@@ -250,8 +250,17 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
 
             voices = pool.submit(timed, "voices", perceive_audio, media, settings)
         tracks = faces.result() if faces else ()
+        if tracks and settings.perception.active_speaker:
+            tracks = timed("asd", _active_speaker, media, tracks, settings.media.frame_fps)
         segments = voices.result() if voices else ()
     return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings)
+
+
+def _active_speaker(media: ClipMedia, tracks: Any, fps: float) -> Any:
+    """The tracks with each sighting's mouth motion (:mod:`m3agent.perception.asd`)."""
+    from m3agent.perception.asd import mouth_motion, with_mouth_motion
+
+    return with_mouth_motion(tracks, mouth_motion(media, tracks, fps))
 
 
 @contextmanager

@@ -11,13 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from m3agent.domain import ControlModeSetting
 from m3agent.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "m3agent.toml"
+# Face distances for perception.face_embedder = "dlib" (docs/benchmarks.md, Identity calibration).
+DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, "face_photo_distance": 0.5}
 
 
 class MediaSettings(BaseModel):
@@ -33,17 +35,28 @@ class PerceptionSettings(BaseModel):
     asr_model: str = Field("base", description="'base', 'tiny.en', a CTranslate2 model folder")
     asr_beam: int = Field(1, ge=1)
     min_face_px: int = Field(40, ge=8)
+    face_embedder: Literal["dlib", "dlib+sface"] = Field(
+        "dlib+sface", description="face identity descriptor: dlib ResNet alone, or dlib and SFace side by side "
+        "(joins one person across videos where dlib alone cannot; docs/benchmarks.md, Identity across videos). "
+        "A memory keeps the descriptor it was built with",
+    )
     face_match_distance: float = Field(
-        0.4, gt=0,
-        description="dlib distance (unit vectors) for a face track to join an existing entity across clips; "
-        "0.4 = cosine 0.92, calibrated in docs/benchmarks.md (Identity calibration)",
+        0.75, gt=0,
+        description="distance (unit vectors) for a face track to join an existing entity across clips and videos; "
+        "0.75 = cosine 0.72 for dlib+sface (different people score at most 0.686, one person in two videos or "
+        "photo sets at least 0.747); 0.4 (cosine 0.92) for dlib, the default when face_embedder is dlib",
     )
     min_face_observations: int = Field(
         3, ge=1, description="a face track needs this many sightings to found a new entity (it may join one earlier)"
     )
     face_detector: str = Field("mtcnn", description="face detector: mtcnn | hog")
     face_merge_distance: float = Field(
-        0.55, gt=0, description="mean dlib distance under which face tracks of one clip merge"
+        0.75, gt=0, description="mean descriptor distance under which face tracks of one clip merge "
+        "(0.55 for dlib, the default when face_embedder is dlib)",
+    )
+    face_photo_distance: float = Field(
+        0.85, gt=0, description="average-linkage distance that groups photos into identities "
+        "(0.5 for dlib, the default when face_embedder is dlib)",
     )
     voice_match_similarity: float = Field(0.75, gt=0, lt=1)
     voice_snippet_seconds: float = Field(
@@ -60,11 +73,36 @@ class PerceptionSettings(BaseModel):
         description="a face-voice link counts (characters, identity vetoes) from this confidence on; "
         "a lower one is kept as evidence only",
     )
+    active_speaker: bool = Field(
+        True, description="measure mouth motion of every face track (active speaker detection) so a voice links "
+        "to the face whose lips move with it, also when several faces are on screen",
+    )
+    lip_sync_min: float = Field(
+        0.1, ge=-1, le=1, description="a voice links by lip sync only to a face whose mouth motion correlates with "
+        "its speech at least this much",
+    )
+    lip_sync_margin: float = Field(
+        0.25, ge=0, le=2, description="... and by this much more than the next face's (measured separation: "
+        "0.4-0.6 on the debate and interview clips, docs/benchmarks.md)",
+    )
+    lip_sync_samples: int = Field(
+        10, ge=3, description="sampled frame pairs a face needs while a voice is heard before lip sync counts",
+    )
     threads: int = Field(
         1, ge=1,
         description="CPU threads per perception stage; faces and voices already run side by side, and two "
         "threads each made voices up to 8x slower on 2 cores (docs/benchmarks.md, Perception)",
     )
+
+
+    @model_validator(mode="after")
+    def _thresholds_of_the_embedder(self) -> PerceptionSettings:
+        """Face distances not set explicitly follow the embedder (their defaults are for dlib+sface)."""
+        if self.face_embedder == "dlib":
+            for name, value in DLIB_FACE_DISTANCES.items():
+                if name not in self.model_fields_set:
+                    setattr(self, name, value)
+        return self
 
 
 class MemorizeSettings(BaseModel):
@@ -107,6 +145,23 @@ class ControlSettings(BaseModel):
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
+class ImportSettings(BaseModel):
+    """Bounds on reading an untrusted memory-graph pickle (``m3agent import-m3``); a file over one is refused
+    before anything is written. The defaults fit the graphs released with M3-Bench with a wide margin."""
+
+    max_file_mb: float = Field(2048.0, gt=0, description="largest graph file read")
+    max_memory_mb: float = Field(
+        8192.0, gt=0, description="most memory the unpickled graph may take (estimated before loading)"
+    )
+    max_seconds: float = Field(3600.0, gt=0, description="whole import, reading and re-embedding included")
+    max_depth: int = Field(64, ge=8, le=10_000, description="deepest nesting of containers in the pickle")
+    max_items: int = Field(5_000_000, ge=1000, description="most items in one list, dict or set of the pickle")
+    max_array_mb: float = Field(64.0, gt=0, description="largest numpy array the pickle may build")
+    max_text_chars: int = Field(20_000, ge=100, description="longer memory sentences are skipped (recorded)")
+    face_dim: int = Field(512, ge=1, description="size of face embeddings in the graph (ArcFace: 512)")
+    voice_dim: int = Field(192, ge=1, description="size of voice embeddings in the graph (ERes2NetV2: 192)")
+
+
 class Settings(BaseSettings):
     """All m3agent settings. Backends are chosen by URL or short name."""
 
@@ -129,13 +184,17 @@ class Settings(BaseSettings):
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
     judge: str | None = Field(None, description="judge LLM endpoint for benchmarks")
     api_key: str | None = Field(None, description="API key for OpenAI-compatible endpoints")
-    request_timeout_s: float = Field(120.0, gt=0)
+    request_timeout_s: float = Field(
+        120.0, gt=0, description="most seconds one request to an LLM or embedding endpoint may take, reply included"
+    )
+    max_reply_mb: float = Field(16.0, gt=0, description="largest reply body read from an LLM or embedding endpoint")
     shared_dir: Path = Field(Path("../shared"), description="folder holding reference media and data")
     cache_dir: Path = Field(Path("~/.cache/m3agent"), description="assembled models and other caches")
     media: MediaSettings = MediaSettings()
     perception: PerceptionSettings = PerceptionSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
+    importer: ImportSettings = ImportSettings()
 
     _config_file: Path | None = None
 
