@@ -95,3 +95,16 @@ def test_a_short_name_that_is_not_pulled_says_what_to_run(tmp_path: Path) -> Non
     with pytest.raises(ModelError, match="not downloaded") as info:
         create_chat_model("llamacpp:qwen-0.5b", cache_dir=tmp_path)
     assert "m3agent models pull qwen-0.5b" in info.value.hint
+
+
+def test_doctor_reports_each_packaged_model_with_the_pull_command(tmp_path: Path) -> None:
+    from m3agent.doctor import _packaged_llm_checks  # the part of run_checks that reads the model cache
+
+    checks = {c.name: c for c in _packaged_llm_checks(tmp_path)}
+    small = checks["local LLM qwen-0.5b (llamacpp:qwen-0.5b)"]
+    assert small.status == "missing" and small.fix == "m3agent models pull qwen-0.5b"
+    target = packaged.gguf_path(packaged.lookup("qwen-1.5b"), tmp_path)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"GGUF")  # a truncated download
+    large = {c.name: c for c in _packaged_llm_checks(tmp_path)}["local LLM qwen-1.5b (llamacpp:qwen-1.5b)"]
+    assert large.status == "error" and "truncated" in large.detail
