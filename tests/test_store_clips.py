@@ -1,4 +1,4 @@
-"""Transactional clip writes: all of a clip or nothing, even when the process is killed."""
+"""Transactional clip writes: all of a clip or nothing, even when the process is killed (both backends)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,13 +27,13 @@ from m3agent.domain import (
 )
 from m3agent.errors import IntegrityError, StoreError
 from m3agent.store import open_store
-from store_helpers import clip_of, fill, memory, new_store, unit_vectors
+from store_helpers import clip_of, fill, memory, unit_vectors
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_clip_commits_everything_and_marks_done(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4", 90.0, "title"))
     clip = clip_of("v1", 0)
     vectors = unit_vectors(4)
@@ -57,8 +59,8 @@ def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
     assert store.links() == [FaceVoiceLink(face.id, voice.id, 0.8, LinkSource.AV, "on screen")]
 
 
-def test_an_exception_rolls_the_whole_clip_back(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_an_exception_rolls_the_whole_clip_back(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(5))
     before = store.counts()
     clip = clip_of("v1", 1)
@@ -76,20 +78,21 @@ def test_an_exception_rolls_the_whole_clip_back(tmp_path: Path) -> None:
     assert store.clips("v1")[1][1] is ClipStatus.DONE
 
 
-def test_uncommitted_writes_are_invisible_to_other_connections(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_uncommitted_writes_are_invisible_to_other_connections(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(3))
-    other = open_store(str(tmp_path / "memory.db"), readonly=True)
+    other = open_store(store.url, readonly=True)
     clip = clip_of("v1", 1)
     with store.clip(clip) as w:
         w.add_memory(memory(clip, "pending", unit_vectors(1)[0]))
         assert len(other.memories()) == 3
         assert [c.index for c, _, _ in other.clips("v1")] == [0]
     assert len(other.memories()) == 4
+    other.close()
 
 
-def test_writer_checks_rows_belong_to_its_clip_and_closes(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_writer_checks_rows_belong_to_its_clip_and_closes(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(3))
     clip = clip_of("v1", 1)
     with pytest.raises(IntegrityError), store.clip(clip) as w:
@@ -107,8 +110,8 @@ def test_writer_checks_rows_belong_to_its_clip_and_closes(tmp_path: Path) -> Non
         pass  # already done
 
 
-def test_reinforce_and_weights(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_reinforce_and_weights(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     (mid,) = fill(store, unit_vectors(1))
     clip = clip_of("v1", 4)
     with store.clip(clip) as w:
@@ -146,9 +149,9 @@ KILLED_WRITER = textwrap.dedent(
 )
 
 
-def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path) -> None:
-    path = tmp_path / "killed.db"
-    script = KILLED_WRITER.format(tests=str(REPO / "tests"), path=str(path))
+def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path, store_url: Callable[[], str]) -> None:
+    path = store_url()
+    script = KILLED_WRITER.format(tests=str(REPO / "tests"), path=path)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert proc.stdout is not None
@@ -157,7 +160,7 @@ def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path) -> None:
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    store = open_store(str(path))
+    store = open_store(path)
     assert store.check() == []  # type: ignore[attr-defined]
     assert [(c.index, s) for c, s, _ in store.clips("v1")] == [(i, ClipStatus.DONE) for i in range(3)]
     assert sorted({m.clip_index for m in store.memories()}) == [0, 1, 2]
@@ -166,3 +169,4 @@ def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path) -> None:
     with store.clip(clip) as w:
         w.add_memory(memory(clip, "clip 3 again", unit_vectors(1)[0]))
     assert len(store.memories(clip_index=3)) == 1
+    store.close()
