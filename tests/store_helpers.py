@@ -92,5 +92,5 @@ def sql(store: MemoryStore, query: str, params: Sequence[Any] = ()) -> list[tupl
     if isinstance(store, SQLiteStore):
         return [tuple(r) for r in store._db.execute(query, tuple(params)).fetchall()]
     with store._read() as conn:  # type: ignore[attr-defined]
-        cursor = conn.execute(query.replace("?", "%s"), tuple(params))
+        cursor = conn.execute(query.replace("?", "%s"), tuple(params)) if params else conn.execute(query)
         return [tuple(r) for r in cursor.fetchall()] if cursor.description else []

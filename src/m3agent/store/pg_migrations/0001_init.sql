@@ -117,17 +117,20 @@ CREATE INDEX voices_by_clip ON voices (video_id, clip_index);
 CREATE INDEX voices_by_entity ON voices (entity_id);
 
 -- A deleted observation takes its crop or snippet with it.
-CREATE FUNCTION m3_drop_media() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION m3_drop_crop() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_TABLE_NAME = 'faces' AND OLD.crop_blob IS NOT NULL THEN
-        DELETE FROM blobs WHERE id = OLD.crop_blob;
-    ELSIF TG_TABLE_NAME = 'voices' AND OLD.audio_blob IS NOT NULL THEN
-        DELETE FROM blobs WHERE id = OLD.audio_blob;
-    END IF;
+    DELETE FROM blobs WHERE id = OLD.crop_blob;
     RETURN OLD;
 END $$;
-CREATE TRIGGER faces_drop_crop AFTER DELETE ON faces FOR EACH ROW EXECUTE FUNCTION m3_drop_media();
-CREATE TRIGGER voices_drop_audio AFTER DELETE ON voices FOR EACH ROW EXECUTE FUNCTION m3_drop_media();
+CREATE FUNCTION m3_drop_audio() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM blobs WHERE id = OLD.audio_blob;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER faces_drop_crop AFTER DELETE ON faces
+    FOR EACH ROW WHEN (OLD.crop_blob IS NOT NULL) EXECUTE FUNCTION m3_drop_crop();
+CREATE TRIGGER voices_drop_audio AFTER DELETE ON voices
+    FOR EACH ROW WHEN (OLD.audio_blob IS NOT NULL) EXECUTE FUNCTION m3_drop_audio();
 
 -- The words of a text as the keyword index sees them: "<face_3>" is the one token face3
 -- (angle brackets would make it an XML tag, which the parser drops; '_' would split it).
