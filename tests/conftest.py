@@ -86,10 +86,8 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # 
     made: list[str] = []
 
     def new_url(name: str = "memory") -> str:
-        if backend == "sqlite":
-            url = str(tmp_path / f"{name}.db")
-        else:
-            url = request.getfixturevalue("pg_server").database()
+        server = request.getfixturevalue("pg_server") if backend == "postgres" else None
+        url = str(tmp_path / f"{name}.db") if server is None else server.database()
         made.append(url)
         return url
 
@@ -103,9 +101,8 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # 
 @pytest.fixture
 def make_store(store_url):  # type: ignore[no-untyped-def]
     """A callable opening a new empty store (embedding model ``test-random``, DIM-d) on the backend."""
-    from store_helpers import DIM
-
     from m3agent.store import open_store
+    from store_helpers import DIM
 
     opened = []
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 STORES: Registry[MemoryStore] = Registry("memory store")
 STORES.register("sqlite", "m3agent.store.sqlite:open_sqlite", "single-file SQLite memory (default)")
-STORES.register("postgresql", "m3agent.store.postgres:open_postgres", "PostgreSQL + pgvector: one memory for many workers (extra [postgres])")
+STORES.register("postgresql", "m3agent.store.postgres:open_postgres",
+                "PostgreSQL + pgvector: one memory for many workers (extra [postgres])")
 STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql")
 
 

@@ -533,7 +533,7 @@ class PostgresStore:
                 f" ORDER BY m.embedding <=> %s LIMIT %s)"
                 f" SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN (SELECT id FROM c)", [*params, q, want]
             ).fetchall()
-        scored = [ScoredMemory(m, float(np.dot(m.embedding, q))) for m in map(memory_from_row, rows)]
+        scored = [ScoredMemory(m, float(np.dot(as_array(m.embedding), q))) for m in map(memory_from_row, rows)]
         scored.sort(key=lambda s: (-s.score, s.memory.id))
         return scored[:k]
 
