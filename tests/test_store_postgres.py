@@ -123,3 +123,16 @@ def test_an_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreError) as info:
         open_store("postgresql://nobody:secret@/nowhere?host=/nonexistent/socket/dir")
     assert "PostgreSQL runs" in info.value.hint and "secret" not in str(info.value)
+
+
+def test_doctor_tells_the_truth_about_the_database(pg_url: Callable[[], str]) -> None:
+    from m3agent.doctor import run_checks
+
+    url = pg_url()
+    open_store(url).close()
+    (live,) = [c for c in run_checks(memory=url) if c.name == "memory database (PostgreSQL)"]
+    assert live.status == "ok" and "pgvector 0.8" in live.detail and "schema version 1 of 1" in live.detail
+    (down,) = [c for c in run_checks(memory="postgresql://x:pw@/none?host=/nonexistent")
+               if c.name == "memory database (PostgreSQL)"]
+    assert down.status == "error" and down.fix and "pw" not in down.detail
+    assert not [c for c in run_checks(memory="mem.db") if c.name == "memory database (PostgreSQL)"]
