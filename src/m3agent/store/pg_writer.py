@@ -224,8 +224,8 @@ def write_bank(db: Conn, entity_id: int, embeddings: Sequence[Vector]) -> None:
     start = int(row[0]) if row else 0
     vectors = [np.asarray(v, dtype=np.float32).reshape(-1) for v in embeddings]
     with db.cursor() as cur:
-        cur.executemany("INSERT INTO entity_embeddings (entity_id, ord, dim, vector) VALUES (%s, %s, %s, %s)",
-                        [(entity_id, start + i, len(v), v) for i, v in enumerate(vectors)])
+        cur.executemany("INSERT INTO entity_embeddings (entity_id, ord, vector) VALUES (%s, %s, %s)",
+                        [(entity_id, start + i, v) for i, v in enumerate(vectors)])
 
 
 def store_blob(db: Conn, kind: str, data: bytes | None) -> int | None:

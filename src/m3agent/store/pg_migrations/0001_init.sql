@@ -59,12 +59,12 @@ CREATE TABLE entities (
 );
 CREATE INDEX entities_by_video ON entities (video_id);
 
--- Exemplar banks; dim is stored so that one HNSW index per embedder dimension can cover its rows.
+-- Exemplar banks; dim (derived) lets one HNSW index per embedder dimension cover its rows.
 CREATE TABLE entity_embeddings (
     entity_id BIGINT NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
     ord       INTEGER NOT NULL,
-    dim       INTEGER NOT NULL,
     vector    vector NOT NULL,
+    dim       INTEGER GENERATED ALWAYS AS (vector_dims(vector)) STORED,
     PRIMARY KEY (entity_id, ord)
 );
 -- The shipped face (dlib, 128-d) and voice (resemblyzer, 256-d) embedders.
