@@ -106,6 +106,20 @@ class ControlSettings(BaseModel):
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
+class ExecutorSettings(BaseModel):
+    """How many videos are ingested at once, and where: in this process, or as tasks on a Ray cluster."""
+
+    kind: Literal["local", "ray"] = Field("local", description="local: one video after another; ray: Ray tasks")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join (ray://head:10001, or 'auto'); unset: start a local one")
+    workers: int = Field(2, ge=1, description="videos at once on a local Ray cluster (each a task of cpus_per_task)")
+    cpus_per_task: float = Field(
+        2.0, gt=0, description="CPUs a video task declares: its faces and voices are perceived side by side")
+    gpus_per_task: float = Field(0.0, ge=0, description="GPUs a video task declares (perception on a GPU node)")
+    retries: int = Field(
+        2, ge=0, description="times a failed video is tried again; it resumes after its committed clips")
+
+
 class Settings(BaseSettings):
     """All m3agent settings. Backends are chosen by URL or short name."""
 
@@ -116,7 +130,7 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    memory: str = Field("m3agent.db", description="memory store: a path or sqlite:///x.db")
+    memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
         "none",
@@ -134,6 +148,7 @@ class Settings(BaseSettings):
     perception: PerceptionSettings = PerceptionSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
+    executor: ExecutorSettings = ExecutorSettings()
 
     _config_file: Path | None = None
 
