@@ -248,14 +248,15 @@ class PostgresStore:
         assert self._pool is not None
         with pg_schema.translated(self.url), self._pool.connection() as conn, conn.transaction():
             state.conn, state.locked = conn, False
-            writer = PgClipWriter(conn, clip, None, self.identity_barrier)
             try:
                 self._begin_clip(conn, clip)
                 writer = PgClipWriter(conn, clip, self._dim(), self.identity_barrier)
-                yield writer
-                _set_clip(conn, clip, ClipStatus.DONE.value, "")
+                try:
+                    yield writer
+                    _set_clip(conn, clip, ClipStatus.DONE.value, "")
+                finally:
+                    writer.close()
             finally:
-                writer.close()
                 state.conn, state.locked = None, False
 
     def _begin_clip(self, db: Conn, clip: Clip) -> None:
