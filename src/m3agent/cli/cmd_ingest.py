@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from m3agent.cli.common import build_settings, json_option, memory_option
+from m3agent.cli.common import COUNT, build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
 
 
@@ -25,7 +25,7 @@ from m3agent.cli.output import console, print_json
 @click.option("--max-clips", type=int, default=None, help="stop after this many new clips (per video)")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
               help="local: one video after another (default); ray: one Ray task per video")
-@click.option("--workers", type=int, default=None, help="videos at once on a local Ray cluster (default 2)")
+@click.option("--workers", type=COUNT, default=None, help="videos at once on a local Ray cluster (default 2)")
 @click.option("--ray-address", default=None, help="Ray cluster to join (default: start a local one)")
 @json_option
 @click.pass_context
