@@ -9,6 +9,7 @@ import click
 
 from m3agent.cli.common import COUNT, build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
+from m3agent.terminal import markup_literal as escape
 
 
 @click.command()
@@ -73,11 +74,12 @@ def _print_outcome(outcome: Any) -> None:
     if outcome.ok:
         r = outcome.report
         failed = len(r.get("clips_failed", []))
-        console().print(f"[green]done[/] {outcome.video_id}: {r.get('clips_done', 0)} clips"
+        console().print(f"[green]done[/] {escape(outcome.video_id)}: {r.get('clips_done', 0)} clips"
                         f" (+{r.get('clips_already_done', 0)} before), {r.get('memories_written', 0)} memories,"
                         f" {failed} clips failed, {outcome.wall_seconds:.1f} s, attempt {outcome.attempts}")
     else:
-        console().print(f"[red]failed[/] {outcome.video_id} after {outcome.attempts} attempts: {outcome.error}")
+        console().print(f"[red]failed[/] {escape(outcome.video_id)} after {outcome.attempts} attempts:"
+                        f" {escape(outcome.error)}")
 
 
 COMMANDS = [ingest]

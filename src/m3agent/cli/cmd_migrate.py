@@ -6,6 +6,7 @@ import click
 
 from m3agent.cli.common import json_option
 from m3agent.cli.output import console, print_json
+from m3agent.terminal import printable
 
 
 @click.command()
@@ -29,9 +30,11 @@ def migrate(source: str, target: str, as_json: bool) -> None:
         print_json(report)
         return
     rows = ", ".join(f"{n} {t}" for t, n in report.rows.items() if n)
-    console().print(f"copied {report.source} -> {report.target}: {rows or 'an empty memory'}")
+    console().print(printable(f"copied {report.source} -> {report.target}: {rows or 'an empty memory'}"),
+                    markup=False)
     for table, columns in report.skipped_columns.items():
-        console().print(f"[yellow]not copied[/] {table}: columns {', '.join(columns)} exist on one side only")
+        console().print(printable(f"not copied {table}: columns {', '.join(columns)} exist on one side only"),
+                        markup=False)
 
 
 COMMANDS = [migrate]
