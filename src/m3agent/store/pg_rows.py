@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from m3agent.domain import Memory, MemoryKind, SearchFilter
 
 if TYPE_CHECKING:
@@ -68,6 +66,8 @@ def filter_sql(flt: SearchFilter | None, alias: str = "m") -> tuple[str, list[An
 
 def as_array(value: Any) -> Vector:
     """A ``vector`` column value (pgvector's ``Vector``) as a float32 numpy array."""
+    import numpy as np
+
     array = value.to_numpy() if hasattr(value, "to_numpy") else value
     return np.asarray(array, dtype=np.float32).reshape(-1)
 

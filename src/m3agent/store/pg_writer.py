@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
+from m3agent.store.pg_rows import as_array
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import normalized, to_blob
@@ -222,7 +221,7 @@ def write_bank(db: Conn, entity_id: int, embeddings: Sequence[Vector]) -> None:
     row = db.execute("SELECT coalesce(max(ord) + 1, 0) FROM entity_embeddings WHERE entity_id = %s",
                      (entity_id,)).fetchone()
     start = int(row[0]) if row else 0
-    vectors = [np.asarray(v, dtype=np.float32).reshape(-1) for v in embeddings]
+    vectors = [as_array(v) for v in embeddings]
     with db.cursor() as cur:
         cur.executemany("INSERT INTO entity_embeddings (entity_id, ord, vector) VALUES (%s, %s, %s)",
                         [(entity_id, start + i, v) for i, v in enumerate(vectors)])

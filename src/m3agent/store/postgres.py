@@ -30,8 +30,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
-
 from m3agent.domain import (
     Character,
     Clip,
@@ -340,7 +338,7 @@ class PostgresStore:
     def nearest_entities(self, kind: EntityKind, vector: Vector, k: int = 5) -> list[tuple[int, float]]:
         """``(entity id, best cosine)`` of the ``k`` entities of ``kind`` whose exemplars are nearest
         ``vector`` (HNSW for the 128-d and 256-d embedders, exact otherwise)."""
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        query = as_array(vector)
         dim = len(query)
         column = f"x.vector::vector({dim})" if dim in (128, 256) else "x.vector"
         with self._read() as db:
@@ -534,7 +532,7 @@ class PostgresStore:
                 f" ORDER BY m.embedding <=> %s LIMIT %s)"
                 f" SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN (SELECT id FROM c)", [*params, q, want]
             ).fetchall()
-        scored = [ScoredMemory(m, float(np.dot(as_array(m.embedding), q))) for m in map(memory_from_row, rows)]
+        scored = [ScoredMemory(m, float(as_array(m.embedding) @ q)) for m in map(memory_from_row, rows)]
         scored.sort(key=lambda s: (-s.score, s.memory.id))
         return scored[:k]
 
