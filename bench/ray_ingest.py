@@ -92,8 +92,9 @@ NOTES = [
     " one transaction of tens of rows; so throughput grows with the workers until (1) the memorization"
     " endpoints saturate when `--writer mllm` sends one multimodal request per clip (add vLLM replicas), or"
     " (2) the identity lock does: clip transactions are serialised from their first entity read to commit"
-    " (Store: PostgreSQL, concurrent writers), about 0.1 s per clip here, i.e. a ceiling near 10 clips/s"
-    " (300 s of video per second at 30 s clips) before identity would need sharding by camera or site."
+    " (Store: PostgreSQL + pgvector, concurrent writers): about 0.13 s per clip of 20 memories on this loaded"
+    " machine, a ceiling near 8 clips/s (240 s of video per second at 30 s clips) before identity would need"
+    " sharding by camera or site."
     " PostgreSQL inserts (hundreds of rows/s per connection here, HNSW maintenance included) are not the"
     " limit at one clip's tens of rows per worker every few seconds.",
 ]
