@@ -84,8 +84,10 @@ def render(results: dict[str, Any], command: str) -> str:
 NOTES = [
     "Wall time runs from submitting the videos to the last result, worker start and model loading included"
     " (each Ray worker process loads the face, voice, ASR and text models once). This machine has 2 cores"
-    " shared with other engineers, so more than 2 workers only adds contention here: the numbers show the"
-    " overhead of Ray and of the shared store, not a cluster's speed-up.",
+    " shared with other engineers (load average 10 and more while measuring): there is no idle core to give"
+    " a second worker, and every extra worker loads its own models, so wall time grows with the workers here."
+    " The numbers show what Ray and the shared store cost, and that every run writes the same memory; they"
+    " are not a cluster's speed-up.",
     "",
     "Projection for a cluster: ingest of distinct videos is embarrassingly parallel. Per clip, perception costs"
     " seconds of CPU (or a fraction of a GPU), identity and memory writing tens of milliseconds, and the store"
@@ -95,7 +97,7 @@ NOTES = [
     " (Store: PostgreSQL + pgvector, concurrent writers): about 0.13 s per clip of 20 memories on this loaded"
     " machine, a ceiling near 8 clips/s (240 s of video per second at 30 s clips) before identity would need"
     " sharding by camera or site."
-    " PostgreSQL inserts (hundreds of rows/s per connection here, HNSW maintenance included) are not the"
+    " PostgreSQL inserts (110-150 rows/s per connection here, HNSW maintenance included) are not the"
     " limit at one clip's tens of rows per worker every few seconds.",
 ]
 
