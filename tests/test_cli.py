@@ -37,11 +37,12 @@ def test_doctor_json_reports_every_backend() -> None:
             assert check["fix"], f"{check['name']} has no fix"
 
 
-def test_serve_is_not_available_yet_without_traceback() -> None:
-    out = run("serve")
-    assert out.returncode != 0
-    assert "not available yet" in out.stderr
+def test_serve_off_loopback_without_a_token_refuses_to_start(tmp_path: Path) -> None:
+    out = run("serve", "--memory", str(tmp_path / "m.db"), "--host", "0.0.0.0", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "token is required" in out.stderr and "M3AGENT_SERVER__TOKEN" in out.stderr
     assert "Traceback" not in out.stderr
+    assert not (tmp_path / "m.db").exists()
 
 
 def test_bad_settings_give_a_clear_error(tmp_path: Path) -> None:

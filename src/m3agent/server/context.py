@@ -1,0 +1,150 @@
+"""What every request shares: the settings, a small pool of read stores, the models, the job runner.
+
+Read-only store connections are kept open in a pool so each keeps its vector
+index in memory (loading it per request would cost a snapshot read at 10^5
+memories); edits open a writable store for the one call, as the CLI does, so
+the store is never held open for writing between requests. The text embedder
+and the chat model are loaded on first use and kept for the process.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from m3agent.embed import Embedder
+    from m3agent.llm import ChatModel
+    from m3agent.server.jobs import JobRunner
+    from m3agent.settings import Settings
+    from m3agent.store.protocol import MemoryStore
+
+
+def memory_path(settings: Settings) -> Path | None:
+    """The file of a SQLite memory (``None`` for a database URL)."""
+    spec = settings.memory
+    if spec.lower().startswith("sqlite:"):
+        spec = spec[len("sqlite:"):]
+        spec = spec[2:] if spec.startswith("//") else spec
+    elif "://" in spec:
+        return None
+    return Path(spec).expanduser().resolve()
+
+
+def data_dir(settings: Settings) -> Path:
+    """The server's own folder (uploads, job journal): ``server.data_dir`` or ``MEMORY-server/`` beside the file."""
+    if settings.server.data_dir is not None:
+        return settings.server.data_dir.expanduser().resolve()
+    path = memory_path(settings)
+    if path is None:
+        return (settings.resolved_cache_dir() / "server").resolve()
+    return path.with_name(f"{path.stem}-server")
+
+
+class StorePool:
+    """``size`` read-only stores, opened on first use and lent one request at a time."""
+
+    def __init__(self, settings: Settings, size: int) -> None:
+        self._settings = settings
+        self._idle: queue.LifoQueue[MemoryStore] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._all: list[MemoryStore] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def read(self) -> Iterator[MemoryStore]:
+        """A read-only store for the ``with`` block (waits while all are lent)."""
+        with self._slots:
+            try:
+                store = self._idle.get_nowait()
+            except queue.Empty:
+                store = self._open()
+            try:
+                yield store
+            finally:
+                self._idle.put(store)
+
+    def _open(self) -> MemoryStore:
+        from m3agent.store import open_memory
+
+        store = open_memory(self._settings, readonly=True, create=False)
+        with self._lock:
+            self._all.append(store)
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            for store in self._all:
+                store.close()
+            self._all.clear()
+        while not self._idle.empty():
+            self._idle.get_nowait()
+
+
+class ServerContext:
+    """The settings, stores, models and jobs of one served memory."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.data_dir = data_dir(settings)
+        self.stores = StorePool(settings, settings.server.read_stores)
+        self._models_lock = threading.Lock()
+        self._embedder: Embedder | None = None
+        self._chat: ChatModel | None = None
+        self._chat_loaded = False
+        self.jobs: JobRunner | None = None
+
+    def start(self) -> None:
+        """Create the memory (empty) if it does not exist yet, then start the job runner (resuming jobs)."""
+        from m3agent.server.jobs import JobRunner
+        from m3agent.store import open_memory
+
+        with open_memory(self.settings, create=True):
+            pass
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs = JobRunner(self.settings, self.data_dir)
+        self.jobs.start()
+
+    def stop(self) -> None:
+        if self.jobs is not None:
+            self.jobs.stop()
+        self.stores.close()
+
+    def require_jobs(self) -> JobRunner:
+        if self.jobs is None:
+            raise RuntimeError("the server context was not started")
+        return self.jobs
+
+    @contextmanager
+    def write(self) -> Iterator[MemoryStore]:
+        """A writable store for one edit (rename, merge, delete), closed after it."""
+        from m3agent.store import open_memory
+
+        with open_memory(self.settings, create=False) as store:
+            yield store
+
+    def embedder(self, store: MemoryStore) -> Embedder:
+        """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""
+        from m3agent.embed import embedder_for_store
+
+        recorded = store.embedding_model()
+        with self._models_lock:
+            current = self._embedder
+            if current is None or (recorded is not None and recorded != (current.name, current.dim)):
+                self._embedder = current = embedder_for_store(recorded, self.settings.embedder)
+            return current
+
+    def chat(self) -> ChatModel | None:
+        """The control LLM of the settings (``None`` for ``llm = "none"``), loaded once."""
+        from m3agent.control.modes import uses_llm
+        from m3agent.llm import chat_model_from_settings
+
+        with self._models_lock:
+            if not self._chat_loaded:
+                self._chat = chat_model_from_settings(self.settings) if uses_llm(self.settings.llm) else None
+                self._chat_loaded = True
+            return self._chat
