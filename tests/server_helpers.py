@@ -3,6 +3,8 @@ a face-voice link (one character), and memories embedded with the hashing embedd
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,3 +104,27 @@ def _memories(writer: object, video: str, clip: int, texts: dict[tuple[str, int]
         out.append(writer.add_memory(Memory(kind, text, video, clip, start + i, start + i + 5, entities,  # type: ignore[attr-defined]
                                             embedding=vector)))
     return out
+
+
+@contextmanager
+def live_server(app: object) -> Iterator[str]:
+    """Run ``app`` under a real uvicorn server on a free loopback port; yields its base URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -30,6 +30,7 @@ INSTRUCTIONS = """A long-term memory of videos: who was seen and heard, what the
 Use `recall` to search memories, `ask` for an answer with cited evidence, `remember` to ingest a new video
 (then `job_status`), `list_characters`/`rename_character` to name people, and `forget` to delete."""
 
+MISSING_HINT = "check the id: list_characters lists people, recall finds memories with their video ids"
 VideoId = Annotated[str | None, Field(description="restrict to one video id (default: all videos)")]
 BeforeClip = Annotated[int | None, Field(ge=0, description="hide clips after this index (inclusive)")]
 
@@ -43,7 +44,7 @@ def _hinted(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except M3AgentError as exc:
-            raise ToolError(f"{exc.message}. What to do: {exc.hint}" if exc.hint else exc.message) from None
+            raise ToolError(f"{exc.message}. What to do: {exc.hint or MISSING_HINT}") from None
 
     return wrapper  # type: ignore[return-value]
 
