@@ -124,9 +124,9 @@ def test_streamable_http_tools_with_the_sdk_client_and_a_token(memory: tuple[Pat
                              server={"allowed_folders": [str(media)], "token": TOKEN})
 
     async def main(url: str) -> None:
-        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=120) as http:
-            async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
-                await exercise(client, built, media)
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=120) as http, \
+                Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+            await exercise(client, built, media)
         async with httpx2.AsyncClient(timeout=30) as anonymous:
             refused = await anonymous.post(f"{url}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
             assert refused.status_code == 401
