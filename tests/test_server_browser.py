@@ -17,15 +17,15 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'm3agent[server]'")
 pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-from server_helpers import live_server  # noqa: E402
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
-from m3agent.server.app import create_app  # noqa: E402
-from m3agent.settings import load_settings  # noqa: E402
+from m3agent.server.app import create_app
+from m3agent.settings import load_settings
+from server_helpers import live_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.media]
 SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"

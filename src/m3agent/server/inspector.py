@@ -55,7 +55,9 @@ def _clock(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     whole = int(seconds)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}" if whole >= 3600 else f"{whole // 60}:{whole % 60:02d}"
+    if whole >= 3600:
+        return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+    return f"{whole // 60}:{whole % 60:02d}"
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -76,7 +78,7 @@ async def video_page(request: Request, ctx: Ctx, video_id: str) -> HTMLResponse:
 def _video_data(ctx: ServerContext, video_id: str) -> dict[str, Any]:
     detail = service.video_detail(ctx, video_id)
     with ctx.stores.read() as store:
-        character_of, names = inspect.character_names(store, video_id)
+        _, names = inspect.character_names(store, video_id)
         clips = [inspect.clip_report(store, video_id, clip.index) for clip in detail.clips]
     return {"video": detail, "clips": clips, "names": names}
 
