@@ -82,7 +82,11 @@ def test_entity_crops_are_jpeg_and_snippets_wav(client: TestClient, built: Built
 
 
 def test_rename_character_shows_everywhere_then_merge_and_split(client: TestClient, built: Built) -> None:
+    before = client.post("/api/search", json={"query": "soup salt", "k": 2}).json()  # caches the character index
+    assert "Gina" not in str(before)
     renamed = client.patch("/api/characters/1", json={"name": "Gina"}).json()
+    after = client.post("/api/search", json={"query": "soup salt", "k": 2}).json()
+    assert "Gina" in str(after), "a rename must reach the searches (the cached index is rebuilt)"
     assert renamed["name"] == "Gina" and set(renamed["entities"]) == {built.face, built.voice}
     assert client.get(f"/api/memories/{built.memories[0]}").json()["text"].startswith("Gina (<character_1>)")
     detail = client.get("/api/characters/1").json()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from m3agent.control.characters import CharacterIndex
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
     from m3agent.server.jobs import JobRunner
@@ -97,16 +98,22 @@ class ServerContext:
         self._chat: ChatModel | None = None
         self._chat_loaded = False
         self.jobs: JobRunner | None = None
+        self._generation = 0
+        self._indexes: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
 
     def start(self) -> None:
-        """Create the memory (empty) if it does not exist yet, then start the job runner (resuming jobs)."""
+        """Create the memory (empty) if it does not exist yet and bring its vector index snapshot up to date
+        (read-only stores cannot save one, and building it per store costs ~25 s at 10^5 memories), then start
+        the job runner (resuming jobs)."""
         from m3agent.server.jobs import JobRunner
         from m3agent.store import open_memory
 
-        with open_memory(self.settings, create=True):
-            pass
+        with open_memory(self.settings, create=True) as store:
+            build_index = getattr(store, "build_vector_index", None)  # SQLite: save the snapshot read stores load
+            if callable(build_index):
+                build_index()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.jobs = JobRunner(self.settings, self.data_dir)
+        self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed)
         self.jobs.start()
 
     def stop(self) -> None:
@@ -124,8 +131,45 @@ class ServerContext:
         """A writable store for one edit (rename, merge, delete), closed after it."""
         from m3agent.store import open_memory
 
-        with open_memory(self.settings, create=False) as store:
-            yield store
+        try:
+            with open_memory(self.settings, create=False) as store:
+                yield store
+        finally:
+            self.changed()
+
+    def changed(self) -> None:
+        """Note a write made by this process (cached derived views are rebuilt on next use)."""
+        with self._models_lock:
+            self._generation += 1
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """Changes whenever the memory may have changed: this process's writes, or the file's (and its WAL's)
+        modification time and size, which any writer's commit moves."""
+        path = memory_path(self.settings)
+        stats: list[object] = [self._generation]
+        if path is not None:
+            for file in (path, path.with_name(path.name + "-wal")):
+                try:
+                    info = file.stat()
+                    stats += [info.st_mtime_ns, info.st_size]
+                except OSError:
+                    stats.append(None)
+        return tuple(stats)
+
+    def character_index(self, store: MemoryStore, video_id: str | None, before_clip: int | None) -> CharacterIndex:
+        """The searchers' character index of this scope, reused until the memory changes (building it reads
+        every semantic memory: seconds at 10^5 memories)."""
+        from m3agent.control.characters import build_index
+
+        key, stamp = (video_id, before_clip), self.fingerprint()
+        cached = self._indexes.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        index = build_index(store, video_id=video_id, before_clip=before_clip)
+        if len(self._indexes) >= 64:
+            self._indexes.clear()
+        self._indexes[key] = (stamp, index)
+        return index
 
     def embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""

@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -79,8 +80,9 @@ class Cancelled(Exception):
 class JobRunner:
     """Queue, worker thread and journal of the ingest jobs of one memory."""
 
-    def __init__(self, settings: Settings, folder: Path) -> None:
+    def __init__(self, settings: Settings, folder: Path, on_change: Callable[[], None] = lambda: None) -> None:
         self.settings = settings
+        self.on_change = on_change
         self.folder = folder
         self._jobs: dict[str, Job] = {}
         self._cancel: set[str] = set()
@@ -204,6 +206,7 @@ class JobRunner:
         return None if not duration else max(1, int(-(-duration // self.settings.media.clip_seconds)))
 
     def _progress(self, job_id: str, report: IngestReport, *, final: bool = False) -> None:
+        self.on_change()
         self._update(job_id, clips_done=report.clips_done, clips_failed=len(report.clips_failed),
                      clips_already_done=report.clips_already_done, memories_written=report.memories_written,
                      rtf=round(report.rtf, 3))

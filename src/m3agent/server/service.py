@@ -67,8 +67,9 @@ def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
     with ctx.stores.read() as store:
         if request.video_id is not None:
             store.get_video(request.video_id)
+        index = ctx.character_index(store, request.video_id, request.before_clip)
         searcher = MemorySearcher(store, ctx.embedder(store), video_id=request.video_id,
-                                  before_clip=request.before_clip,
+                                  before_clip=request.before_clip, index=index,
                                   min_similarity=ctx.settings.control.min_similarity)
         return searcher.search(request.tool, request.query, request.k)
 
@@ -87,6 +88,7 @@ def ask_steps(ctx: ServerContext, request: schemas.AskRequest) -> Iterator[Step]
         try:
             yield from answer_steps(request.question, store, ctx.settings, video_id=request.video_id,
                                     before_clip=request.before_clip, chat=chat, embedder=ctx.embedder(store),
+                                    index=ctx.character_index(store, request.video_id, request.before_clip),
                                     mode=request.mode, rounds=request.rounds)
         finally:
             if lock is not None:
