@@ -30,7 +30,8 @@ def test_doctor_json_reports_every_backend() -> None:
     names = {c["name"] for c in report["checks"]}
     assert {"sqlite store", "text embedder minilm", "whisper base (ASR default)", "local LLM SmolLM2 (gguf)"} <= names
     # Backends that are not available yet are not reported, even when their client packages are installed.
-    assert not [n for n in names if "postgres" in n.lower() or "rest server" in n.lower()]
+    assert not [n for n in names if "postgres" in n.lower()]
+    assert {"REST server (FastAPI)", "MCP tools (mcp SDK)"} <= names  # the server works, so it is reported
     for check in report["checks"]:
         assert check["status"] in ("ok", "missing", "error")
         if check["status"] != "ok":
