@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'm3agent[server]'")
-import httpx  # noqa: E402
-from server_helpers import build_memory, live_server, tone  # noqa: E402
+import httpx
 
-from m3agent.server.app import create_app  # noqa: E402
-from m3agent.settings import load_settings  # noqa: E402
+from m3agent.server.app import create_app
+from m3agent.settings import load_settings
+from server_helpers import build_memory, live_server, tone
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
