@@ -36,7 +36,8 @@ def setup(tmp_path: Path) -> tuple[Settings, Path]:
     return settings, media / "long.wav"
 
 
-def until(client: TestClient, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> dict[str, Any]:
+def until(client: TestClient, job_id: str, done: Callable[[dict[str, Any]], bool],
+          timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job: dict[str, Any] = client.get(f"/api/jobs/{job_id}").json()

@@ -99,6 +99,7 @@ class ServerContext:
         self._chat_loaded = False
         self.jobs: JobRunner | None = None
         self._generation = 0
+        self._index_lock = threading.Lock()
         self._indexes: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
 
     def start(self) -> None:
@@ -113,6 +114,8 @@ class ServerContext:
             if callable(build_index):
                 build_index()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.stores.read() as reader:  # warm: the index snapshot and the whole-memory character index
+            self.character_index(reader, None, None)
         self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed)
         self.jobs.start()
 
@@ -162,14 +165,15 @@ class ServerContext:
         from m3agent.control.characters import build_index
 
         key, stamp = (video_id, before_clip), self.fingerprint()
-        cached = self._indexes.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        index = build_index(store, video_id=video_id, before_clip=before_clip)
-        if len(self._indexes) >= 64:
-            self._indexes.clear()
-        self._indexes[key] = (stamp, index)
-        return index
+        with self._index_lock:  # concurrent first requests build it once
+            cached = self._indexes.get(key)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            index = build_index(store, video_id=video_id, before_clip=before_clip)
+            if len(self._indexes) >= 64:
+                self._indexes.clear()
+            self._indexes[key] = (stamp, index)
+            return index
 
     def embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""
