@@ -149,7 +149,8 @@ def summary(seconds: list[float], errors: int, wall: float) -> dict[str, Any]:
 async def during_ingest(url: str, video: Path, clients: int) -> dict[str, Any]:
     """Search (only) while the server ingests ``video``; returns the latencies and the job."""
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-        job = (await http.post("/api/jobs", json={"path": str(video), "video_id": "live-ingest"})).json()
+        body = {"path": str(video), "video_id": f"live-ingest-{int(time.time())}"}  # new id: a real ingest
+        job = (await http.post("/api/jobs", json=body)).json()
     state: dict[str, Any] = {"job": job, "checked": 0.0}
 
     async def finished(http: httpx.AsyncClient) -> bool:
