@@ -107,14 +107,14 @@ def _memories(writer: object, video: str, clip: int, texts: dict[tuple[str, int]
 
 
 @contextmanager
-def live_server(app: object) -> Iterator[str]:
-    """Run ``app`` under a real uvicorn server on a free loopback port; yields its base URL."""
+def live_server(app: object, host: str = "127.0.0.1") -> Iterator[str]:
+    """Run ``app`` under a real uvicorn server on a free port of ``host``; yields its loopback base URL."""
     import threading
     import time
 
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))  # type: ignore[arg-type]
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=0, log_level="warning"))  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -214,3 +214,60 @@ def test_jobs_resume_after_a_restart(tmp_path: Path, built: Built) -> None:
     assert job["resumed"] == 1 and job["state"] == "failed"  # it ran again (the file is gone, so it failed)
     saved = json.loads((folder / "jobs.json").read_text())
     assert saved[0]["state"] == "failed"
+
+
+def test_the_inspector_asks_a_browser_for_the_token_once(tmp_path: Path, built: Built) -> None:
+    token = "k" * 24
+    app = create_app(make_settings(tmp_path, token=token), mcp=False)
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+        page = client.get("/characters", headers={"accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"] == "/login"
+        assert client.post("/login", data={"token": "wrong"}).status_code == 401
+        signed = client.post("/login", data={"token": token})
+        assert signed.status_code == 303 and "httponly" in signed.headers["set-cookie"].lower()
+        assert client.get("/characters", headers={"accept": "text/html"}).status_code == 200  # the cookie
+        assert client.get("/api/videos").status_code == 200
+
+
+def test_only_media_inside_allowed_folders_is_served_with_byte_ranges(tmp_path: Path, built: Built) -> None:
+    from m3agent.domain import Video
+    from m3agent.store import open_store
+
+    (tmp_path / "media" / "talk.mp4").write_bytes(bytes(range(256)) * 40)
+    with open_store(str(tmp_path / "memory.db")) as store:
+        store.add_video(Video("secret", "/etc/passwd"))
+    app = create_app(make_settings(tmp_path), mcp=False)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        part = client.get("/api/videos/talk/media", headers={"range": "bytes=256-511"})
+        assert part.status_code == 206 and part.content == bytes(range(256))
+        assert client.get("/api/videos/talk").json()["playable"] is True
+        assert client.get("/api/videos/secret/media").status_code == 404
+        assert client.get("/api/videos/walk/media").status_code == 404  # its file does not exist
+
+
+def test_cors_is_off_unless_origins_are_configured(tmp_path: Path, built: Built) -> None:
+    origin = {"origin": "http://app.example"}
+    with TestClient(create_app(make_settings(tmp_path), mcp=False), base_url="http://127.0.0.1") as client:
+        assert "access-control-allow-origin" not in client.get("/api/videos", headers=origin).headers
+    configured = create_app(make_settings(tmp_path, cors_origins=["http://app.example"]), mcp=False)
+    with TestClient(configured, base_url="http://127.0.0.1") as client:
+        allowed = client.get("/api/videos", headers=origin)
+        assert allowed.headers["access-control-allow-origin"] == "http://app.example"
+
+
+def test_off_loopback_needs_a_token_and_then_answers_401_without_it(tmp_path: Path, built: Built) -> None:
+    import httpx
+
+    from m3agent.errors import ConfigError
+    from m3agent.server.security import check_bind
+    from server_helpers import live_server
+
+    with pytest.raises(ConfigError, match="token is required"):
+        check_bind(make_settings(tmp_path, host="0.0.0.0").server)
+    check_bind(make_settings(tmp_path, host="::1").server)  # loopback needs none
+    token = "z" * 20
+    settings = make_settings(tmp_path, host="0.0.0.0", token=token)
+    with live_server(create_app(settings, mcp=False), host="0.0.0.0") as url:
+        assert httpx.get(f"{url}/api/videos").status_code == 401
+        assert httpx.get(f"{url}/api/videos", headers={"authorization": f"Bearer {token}"}).status_code == 200
+        assert httpx.get(f"{url}/health").status_code == 200

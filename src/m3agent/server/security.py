@@ -100,6 +100,9 @@ class GuardMiddleware:
             return
         path: str = scope.get("path", "")
         if self.token and not path.startswith(OPEN_PATHS) and path != "/health" and not self._authorised(headers):
+            if scope.get("method") == "GET" and "text/html" in headers.get("accept", ""):
+                await _redirect(send, "/login")  # a person at a browser: ask for the token once
+                return
             await _refuse(send, 401, "a bearer token is required",
                           "send `Authorization: Bearer TOKEN` (the server.token setting)")
             return
@@ -128,6 +131,12 @@ def _cookie(header: str, name: str) -> str | None:
         if key == name:
             return value
     return None
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location.encode()), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _refuse(send: Send, status: int, message: str, hint: str) -> None:
