@@ -76,3 +76,25 @@ def test_a_restart_resumes_an_interrupted_job_after_its_last_clip(setup: tuple[S
         assert resumed["state"] == "done" and resumed["resumed"] == 1
         assert resumed["clips_already_done"] >= 5 and resumed["clips_already_done"] + resumed["clips_done"] == 600
         assert client.get("/api/videos/long").json()["clips_done"] == 600
+
+
+def test_a_url_source_is_ingested_over_http(setup: tuple[Settings, Path]) -> None:
+    import functools
+    import http.server
+    import threading
+
+    settings, wav = setup
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(wav.parent))
+    files = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{files.server_address[1]}/{wav.name}"
+        with TestClient(create_app(settings, mcp=False), base_url="http://127.0.0.1") as client:
+            job = client.post("/api/jobs", json={"url": url, "max_clips": 20}).json()
+            assert job["source_kind"] == "url" and job["video_id"] == "long"
+            done = until(client, job["id"], lambda j: j["state"] not in ("queued", "running"))
+            assert done["state"] == "done" and done["clips_done"] == 20
+            assert client.get("/api/videos/long").json()["source"] == url
+            assert client.post("/api/jobs", json={"url": url, "video_id": "a/b"}).status_code == 422
+    finally:
+        files.shutdown()

@@ -35,7 +35,7 @@ def create_job(ctx: Ctx, request: schemas.JobRequest) -> Job:
             raise ConfigError(f"{request.url!r} is not a network source",
                               hint=f"use one of the schemes {', '.join(NETWORK_SCHEMES)}, or give a path")
         source, kind = request.url, "url"
-    video_id = request.video_id or default_video_id(source)
+    video_id = request.video_id or (url_video_id(source) if kind == "url" else default_video_id(source))
     return ctx.require_jobs().submit(source, kind, video_id, max_clips=request.max_clips,  # type: ignore[arg-type]
                                      perception_only=request.perception_only)
 
@@ -43,7 +43,7 @@ def create_job(ctx: Ctx, request: schemas.JobRequest) -> Job:
 @router.post("/upload", response_model=Job, status_code=202, summary="Upload a video or audio file and ingest it",
              responses={413: {"model": schemas.Problem}, 415: {"model": schemas.Problem}})
 def upload_job(ctx: Ctx, file: Annotated[UploadFile, File(description="the media file")],
-               video_id: Annotated[str | None, Form(min_length=1, max_length=200)] = None,
+               video_id: Annotated[str | None, Form(min_length=1, max_length=200, pattern=schemas.VIDEO_ID)] = None,
                max_clips: Annotated[int | None, Form(ge=1, le=1_000_000)] = None,
                perception_only: Annotated[bool, Form()] = False) -> Job:
     from m3agent.media import default_video_id, probe
@@ -60,6 +60,14 @@ def upload_job(ctx: Ctx, file: Annotated[UploadFile, File(description="the media
         raise UnsupportedUploadError(f"{name!r} is not a readable video or audio file: {exc.message}") from None
     return ctx.require_jobs().submit(str(target), "upload", video_id or default_video_id(name),
                                      max_clips=max_clips, perception_only=perception_only)
+
+
+def url_video_id(url: str) -> str:
+    """A video id usable in API paths for a URL: the file stem of its path, else its host."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return FsPath(parts.path).stem or parts.hostname or "stream"
 
 
 def _save_upload(ctx: Ctx, file: UploadFile, suffix: str) -> FsPath:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 from m3agent.domain import ControlModeSetting
 
 T = TypeVar("T")
+VIDEO_ID = r"^[^/\x00]+$"  # ids appear in API paths, so no slash
 MAX_ID = 2**62  # ids are SQLite INTEGERs; larger path values are refused as invalid, not looked up
 
 
@@ -178,7 +179,8 @@ class JobRequest(BaseModel):
 
     path: str | None = Field(None, max_length=4096, description="a file inside an allowed folder")
     url: str | None = Field(None, max_length=4096, description="http(s)/rtsp/rtmp/srt/... source")
-    video_id: str | None = Field(None, min_length=1, max_length=200, description="default: the file name stem")
+    video_id: str | None = Field(None, min_length=1, max_length=200, pattern=VIDEO_ID,
+                                 description="default: the file name stem (of the URL's path for a URL)")
     max_clips: int | None = Field(None, ge=1, le=1_000_000, description="stop after this many new clips")
     perception_only: bool = False
 
