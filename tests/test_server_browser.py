@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'm3agent[server]'")
 pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -84,7 +85,8 @@ def shot(browser: WebDriver, name: str) -> None:
 
 
 def wait(browser: WebDriver, condition: Any, timeout: float = 30) -> Any:
-    return WebDriverWait(browser, timeout).until(condition)
+    """Poll ``condition``; elements that vanish while the page reloads are looked up again."""
+    return WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
 def images_loaded(browser: WebDriver) -> bool:
