@@ -46,7 +46,9 @@ QUERIES = ["who cooks soup in the kitchen", "repairs the bicycle at the station"
 
 
 def sentence(rng: random.Random, who: int) -> str:
-    return (f"<face_{who}> the {rng.choice(NAMES)} {rng.choice(VERBS)} the {rng.choice(THINGS)} "
+    from m3agent import tags
+
+    return (f"{tags.face(who)} the {rng.choice(NAMES)} {rng.choice(VERBS)} the {rng.choice(THINGS)} "
             f"in the {rng.choice(PLACES)} with a {rng.choice(THINGS)}")
 
 

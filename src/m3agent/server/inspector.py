@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from m3agent import __version__, inspect
+from m3agent import __version__, inspect, tags
 from m3agent.server import service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
@@ -37,7 +37,8 @@ def _templates() -> Any:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
-    env.filters["clock"] = _clock
+    env.filters["clock"] = _time_or_unknown
+    env.globals.update(character_tag=tags.character, voice_tag=tags.voice)
     return env
 
 
@@ -51,13 +52,10 @@ def render(request: Request, name: str, **data: Any) -> HTMLResponse:
     return HTMLResponse(html)
 
 
-def _clock(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    whole = int(seconds)
-    if whole >= 3600:
-        return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
-    return f"{whole // 60}:{whole % 60:02d}"
+def _time_or_unknown(seconds: float | None) -> str:
+    from m3agent.text import clock
+
+    return "?" if seconds is None else clock(seconds)
 
 
 @router.get("/", response_class=HTMLResponse)
