@@ -144,6 +144,39 @@ class ControlSettings(BaseModel):
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
+class ServerSettings(BaseModel):
+    """``m3agent serve`` and ``m3agent mcp``: where to listen, who may call, what may be read and uploaded."""
+
+    host: str = Field("127.0.0.1", description="address to bind; anything but loopback requires `token`")
+    port: int = Field(8765, ge=0, le=65535, description="TCP port (0: any free port)")
+    token: str | None = Field(
+        None, min_length=16,
+        description="bearer token every request must carry (`Authorization: Bearer ...`); required off loopback",
+    )
+    allowed_folders: list[Path] = Field(
+        default_factory=list,
+        description="server-side folders an ingest job may read by path (symlinks resolved; nothing else is read)",
+    )
+    allow_urls: bool = Field(True, description="ingest jobs may read network sources (http(s), rtsp, ...)")
+    max_upload_mb: float = Field(2048.0, gt=0, description="largest uploaded media file")
+    upload_extensions: list[str] = Field(
+        default_factory=lambda: [".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".wav", ".mp3", ".m4a",
+                                 ".flac", ".ogg", ".opus"],
+        description="file name endings an upload may have",
+    )
+    data_dir: Path | None = Field(
+        None, description="the server's own files (uploads, job journal); default: MEMORY-server/ beside the memory"
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="browser origins allowed by CORS; none: off")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host headers accepted besides the loopback names (DNS-rebinding guard); '*' accepts any",
+    )
+    read_stores: int = Field(
+        2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
+    )
+
+
 class ImportSettings(BaseModel):
     """Bounds on reading an untrusted memory-graph pickle (``m3agent import-m3``); a file over one is refused
     before anything is written. The defaults fit the graphs released with M3-Bench with a wide margin."""
@@ -192,6 +225,7 @@ class Settings(BaseSettings):
     perception: PerceptionSettings = PerceptionSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
+    server: ServerSettings = ServerSettings()
     importer: ImportSettings = ImportSettings()
 
     _config_file: Path | None = None
