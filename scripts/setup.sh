@@ -18,6 +18,14 @@ LLAMA_VERSION="$(sed -n -E 's/^llama[-_]cpp[-_]python==([^ ]+)$/\1/Ip' "$LOCK" 2
 LLAMA_VERSION="${LLAMA_VERSION:-0.3.36}"
 want="$(cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK") | sha256sum | cut -c1-16)"
 
+# Debian's chromium + chromium-driver drive the web inspector's browser tests (tests/test_server_browser.py).
+# Checked on every run (cheap when present); installed only where apt-get can run as root.
+if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "==> chromium + chromium-driver (browser tests)" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+    || echo "warning: could not install chromium; the browser tests will be skipped" >&2
+fi
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
 fi

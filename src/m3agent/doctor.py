@@ -3,11 +3,11 @@
 Each check imports or opens one thing and reports ``ok``, ``missing`` or
 ``error`` with the command that fixes it. Checks are cheap (file existence
 and imports); ``deep=True`` also loads the small models and runs them once.
-Only backends m3agent can use are checked (the REST server is not available
-yet, so its packages are not reported). The PostgreSQL store and the Ray
-executor are extras: missing, they are reported as optional. When the memory
-is a ``postgresql://`` URL, doctor connects and reports the server, pgvector
-and the schema, or the error.
+Only backends m3agent can use are checked; the server (``m3agent serve`` /
+``m3agent mcp``) is, with the packages of the ``server`` extra. The PostgreSQL
+store and the Ray executor are extras: missing, they are reported as optional.
+When the memory is a ``postgresql://`` URL, doctor connects and reports the
+server, pgvector and the schema, or the error.
 """
 
 from __future__ import annotations
@@ -179,6 +179,17 @@ def _runtime_checks() -> list[Check]:
     ]
 
 
+def _server_checks() -> list[Check]:
+    extra = f"{PIP} 'm3agent[server]'"
+    return [
+        _module_check("REST server (FastAPI)", "server", "fastapi", "fastapi", extra),
+        _module_check("HTTP server (uvicorn)", "server", "uvicorn", "uvicorn", extra),
+        _module_check("uploads (python-multipart)", "server", "multipart", "python-multipart", extra),
+        _module_check("web inspector templates (Jinja2)", "server", "jinja2", "Jinja2", extra),
+        _module_check("MCP tools (mcp SDK)", "server", "mcp.server.mcpserver", "mcp", extra),
+    ]
+
+
 def _deep_checks() -> list[Check]:
     """Load the text embedder and run it once (about a second)."""
     started = time.perf_counter()
@@ -194,7 +205,7 @@ def _deep_checks() -> list[Check]:
 
 def run_checks(deep: bool = False, memory: str | None = None) -> list[Check]:
     """Every check; ``memory`` (the configured memory URL) adds a live check of a PostgreSQL database."""
-    checks = _store_checks(memory) + _runtime_checks() + _model_checks()
+    checks = _store_checks(memory) + _runtime_checks() + _model_checks() + _server_checks()
     if deep:
         checks += _deep_checks()
     return checks

@@ -205,6 +205,11 @@ class MemoryStore(Protocol):
         """
         ...
 
+    def mouth_motions(self, video_id: str) -> list[tuple[float, int, float]]:
+        """``(time_s, entity_id, mouth_motion)`` of every identified face sighting of a video whose
+        mouth motion was measured, in time order (the active-speaker cue face-voice linking reads)."""
+        ...
+
     def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
         """``(start_s, end_s, entity_id)`` of every identified voice segment of a video, in time order."""
         ...
