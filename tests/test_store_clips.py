@@ -40,7 +40,8 @@ def test_clip_commits_everything_and_marks_done(make_store: Callable[[], Any]) -
     with store.clip(clip) as w:
         face = w.add_entity(EntityKind.FACE, [vectors[0]], name="Ann")
         voice = w.add_entity(EntityKind.VOICE, [vectors[1], vectors[2]])
-        w.add_face(FaceObservation(0, 3.5, BBox(1, 2, 30, 40), 0.98, 0.7, 1, vectors[0], b"jpeg", face.id))
+        w.add_face(FaceObservation(0, 3.5, BBox(1, 2, 30, 40), 0.98, 0.7, 1, vectors[0], b"jpeg", face.id,
+                                   mouth_motion=0.25))
         seg = VoiceSegment(0, 1.0, 2.5, "hi there", 0, vectors[1], (Word("hi", 1.0, 1.2),), voice.id, "en")
         w.add_voice(seg, b"RIFFwav")
         mid = w.add_memory(memory(clip, f"{face.tag} greets {voice.tag}", vectors[3], entity_ids=(face.id, voice.id)))
@@ -49,7 +50,8 @@ def test_clip_commits_everything_and_marks_done(make_store: Callable[[], Any]) -
     assert store.clips("v1") == [(clip, ClipStatus.DONE, "")]
     got = store.get_memory(mid)
     assert got.entity_ids == (face.id, voice.id) and got.last_clip_index == 0
-    assert [f.crop_jpeg for f in store.faces("v1", 0)] == [b"jpeg"]
+    assert [(f.crop_jpeg, f.mouth_motion) for f in store.faces("v1", 0)] == [(b"jpeg", 0.25)]
+    assert store.mouth_motions("v1") == [(3.5, face.id, 0.25)]
     voices = store.voices("v1")
     assert voices[0].words == (Word("hi", 1.0, 1.2),) and voices[0].language == "en"
     assert store.voice_audio(voices[0].id) == b"RIFFwav"

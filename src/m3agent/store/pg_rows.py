@@ -17,7 +17,7 @@ MEMORY_COLUMNS = (
 )
 FACE_COLUMNS = (
     "f.id, f.clip_index, f.time_s, f.x1, f.y1, f.x2, f.y2, f.det_score, f.quality, f.track, "
-    "f.embedding, b.data, f.entity_id"
+    "f.embedding, b.data, f.entity_id, f.mouth_motion"
 )
 VOICE_COLUMNS = (
     "v.id, v.clip_index, v.start_s, v.end_s, v.text, v.speaker, v.embedding, v.words, v.entity_id, v.language"

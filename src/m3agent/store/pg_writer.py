@@ -157,10 +157,10 @@ class PgClipWriter:
         b = face.bbox
         row = db.execute(
             "INSERT INTO faces (video_id, clip_index, time_s, x1, y1, x2, y2, det_score, quality, track,"
-            " embedding, crop_blob, entity_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " RETURNING id",
+            " embedding, crop_blob, entity_id, mouth_motion)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (self.clip.video_id, face.clip_index, face.time_s, b.x1, b.y1, b.x2, b.y2, face.det_score,
-             face.quality, face.track, optional_blob(face.embedding), crop, face.entity_id),
+             face.quality, face.track, optional_blob(face.embedding), crop, face.entity_id, face.mouth_motion),
         ).fetchone()
         assert row is not None
         return int(row[0])

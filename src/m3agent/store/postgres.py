@@ -489,6 +489,14 @@ class PostgresStore:
             return [(float(t), int(e)) for t, e in rows]
 
     @_guarded
+    def mouth_motions(self, video_id: str) -> list[tuple[float, int, float]]:
+        with self._read() as db:
+            rows = db.execute("SELECT time_s, entity_id, mouth_motion FROM faces WHERE video_id = %s"
+                              " AND entity_id IS NOT NULL AND mouth_motion IS NOT NULL ORDER BY time_s, id",
+                              (video_id,))
+            return [(float(t), int(e), float(m)) for t, e, m in rows]
+
+    @_guarded
     def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
         with self._read() as db:
             rows = db.execute("SELECT start_s, end_s, entity_id FROM voices WHERE video_id = %s"

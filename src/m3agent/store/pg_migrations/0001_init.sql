@@ -1,5 +1,5 @@
 -- m3agent memory schema on PostgreSQL + pgvector, version 1.
--- The same tables and columns as the SQLite schema (through its migration 0002),
+-- The same tables and columns as the SQLite schema (through its migration 0003),
 -- so `m3agent migrate` copies rows one to one. Rows are the source of truth;
 -- the tsvector column and the HNSW/GIN indexes are derived by PostgreSQL itself.
 -- Ids are identity columns that accept explicit values (migrate keeps them).
@@ -93,6 +93,7 @@ CREATE TABLE faces (
     embedding  BYTEA,
     crop_blob  BIGINT,
     entity_id  BIGINT REFERENCES entities (id) ON DELETE CASCADE,
+    mouth_motion DOUBLE PRECISION,  -- active-speaker cue (SQLite migration 0003); NULL: not measured
     FOREIGN KEY (video_id, clip_index) REFERENCES clips (video_id, clip_index) ON DELETE CASCADE
 );
 CREATE INDEX faces_by_clip ON faces (video_id, clip_index);
