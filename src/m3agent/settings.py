@@ -145,6 +145,53 @@ class ControlSettings(BaseModel):
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
+class ExecutorSettings(BaseModel):
+    """How many videos are ingested at once, and where: in this process, or as tasks on a Ray cluster."""
+
+    kind: Literal["local", "ray"] = Field("local", description="local: one video after another; ray: Ray tasks")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join (ray://head:10001, or 'auto'); unset: start a local one")
+    workers: int = Field(2, ge=1, description="videos at once on a local Ray cluster (each a task of cpus_per_task)")
+    cpus_per_task: float = Field(
+        2.0, gt=0, description="CPUs a video task declares: its faces and voices are perceived side by side")
+    gpus_per_task: float = Field(0.0, ge=0, description="GPUs a video task declares (perception on a GPU node)")
+    retries: int = Field(
+        2, ge=0, description="times a failed video is tried again; it resumes after its committed clips")
+
+
+class ServerSettings(BaseModel):
+    """``m3agent serve`` and ``m3agent mcp``: where to listen, who may call, what may be read and uploaded."""
+
+    host: str = Field("127.0.0.1", description="address to bind; anything but loopback requires `token`")
+    port: int = Field(8765, ge=0, le=65535, description="TCP port (0: any free port)")
+    token: str | None = Field(
+        None, min_length=16,
+        description="bearer token every request must carry (`Authorization: Bearer ...`); required off loopback",
+    )
+    allowed_folders: list[Path] = Field(
+        default_factory=list,
+        description="server-side folders an ingest job may read by path (symlinks resolved; nothing else is read)",
+    )
+    allow_urls: bool = Field(True, description="ingest jobs may read network sources (http(s), rtsp, ...)")
+    max_upload_mb: float = Field(2048.0, gt=0, description="largest uploaded media file")
+    upload_extensions: list[str] = Field(
+        default_factory=lambda: [".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".wav", ".mp3", ".m4a",
+                                 ".flac", ".ogg", ".opus"],
+        description="file name endings an upload may have",
+    )
+    data_dir: Path | None = Field(
+        None, description="the server's own files (uploads, job journal); default: MEMORY-server/ beside the memory"
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="browser origins allowed by CORS; none: off")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host headers accepted besides the loopback names (DNS-rebinding guard); '*' accepts any",
+    )
+    read_stores: int = Field(
+        2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
+    )
+
+
 class ImportSettings(BaseModel):
     """Bounds on reading an untrusted memory-graph pickle (``m3agent import-m3``); a file over one is refused
     before anything is written. The defaults fit the graphs released with M3-Bench with a wide margin."""
@@ -172,7 +219,7 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    memory: str = Field("m3agent.db", description="memory store: a path or sqlite:///x.db")
+    memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
         "llamacpp:qwen-0.5b",
@@ -194,6 +241,8 @@ class Settings(BaseSettings):
     perception: PerceptionSettings = PerceptionSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
+    executor: ExecutorSettings = ExecutorSettings()
+    server: ServerSettings = ServerSettings()
     importer: ImportSettings = ImportSettings()
 
     _config_file: Path | None = None

@@ -6,21 +6,24 @@ import sys
 
 import click
 
-from m3agent.cli.common import build_settings, json_option
+from m3agent.cli.common import build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
 
 
 @click.command()
 @click.option("--deep", is_flag=True, help="also load the text embedder and run it once")
+@memory_option
 @json_option
 @click.pass_context
-def doctor(ctx: click.Context, deep: bool, as_json: bool) -> None:
-    """Check installed backends, models and extras, with the fix for each missing one."""
+def doctor(ctx: click.Context, deep: bool, memory: str | None, as_json: bool) -> None:
+    """Check installed backends, models and extras, with the fix for each missing one; a PostgreSQL memory
+    (--memory postgresql://...) is connected to and checked."""
     from rich.table import Table
 
     from m3agent.doctor import run_checks
 
-    checks = run_checks(deep=deep, cache_dir=build_settings(ctx).resolved_cache_dir())
+    settings = build_settings(ctx, memory=memory)
+    checks = run_checks(deep=deep, memory=settings.memory, cache_dir=settings.resolved_cache_dir())
     if as_json:
         print_json({"ok": all(c.status == "ok" for c in checks if c.category != "optional"),
                     "checks": [c.to_dict() for c in checks]})

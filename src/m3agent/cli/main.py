@@ -67,12 +67,14 @@ def _register_commands() -> None:
         cmd_import,
         cmd_ingest,
         cmd_manage,
+        cmd_migrate,
         cmd_models,
         cmd_serve,
         cmd_show,
     )
 
-    modules = (cmd_ingest, cmd_ask, cmd_show, cmd_bench, cmd_serve, cmd_doctor, cmd_manage, cmd_import, cmd_models)
+    modules = (cmd_ingest, cmd_ask, cmd_show, cmd_bench, cmd_serve, cmd_doctor, cmd_manage, cmd_import, cmd_migrate,
+               cmd_models)
     for module in modules:
         for command in module.COMMANDS:
             main.add_command(command)

@@ -1,4 +1,4 @@
-"""The memory-store contract every backend fulfils (today the SQLite file; PostgreSQL is planned).
+"""The memory-store contract every backend fulfils (the SQLite file and PostgreSQL + pgvector).
 
 Conventions:
 - Entity ids (faces and voices) share one id space, so ``<face_3>`` and
