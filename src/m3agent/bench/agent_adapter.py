@@ -16,10 +16,15 @@ if TYPE_CHECKING:
 def chat_spec(settings: Settings) -> str | None:
     """The LLM spec that picks the agent mode when a benchmark hands the agent a chat model.
 
-    A benchmark always passes a model; with the settings' default ``none`` that
-    model came from elsewhere (a test, a caller), so the mode follows the model: agent.
+    A benchmark always passes a model; when the settings name none, or only the
+    default one (not chosen for this run), that model came from elsewhere (a test,
+    a caller), so the mode follows the model: agent. Set ``llm`` explicitly (or
+    ``--mode``) to benchmark another mode.
     """
-    return None if (settings.llm or "none") == "none" else settings.llm
+    from m3agent.settings import Settings
+
+    default = Settings.model_fields["llm"].default
+    return None if (settings.llm or "none") in ("none", default) else settings.llm
 
 
 def control_answerer(settings: Settings, llm: ChatModel, embedder: Embedder | None = None) -> Answerer:
