@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from m3agent.control.prompts import load_prompt_set
-from m3agent.control.replies import AgentReply, AnswerReply, Reply, SelectReply, VerdictReply
+from m3agent.control.replies import AgentReply, AnswerReply, GroundedReply, Reply, SelectReply, VerdictReply
 from m3agent.errors import MalformedReplyError, PromptError
 from m3agent.llm import ChatReply
 
 REPLIES: dict[str, type[Reply]] = {
     "control_agent": AgentReply,
     "control_answer": AnswerReply,
+    "control_grounded": GroundedReply,
     "control_select": SelectReply,
     "judge_m3": VerdictReply,
     "judge_locomo": VerdictReply,
