@@ -167,6 +167,8 @@ def test_resume_decodes_every_clip_bit_identical_to_an_uninterrupted_pass(media_
             assert np.array_equal(a.audio, b.audio), f"clip {a.clip.index} audio differs after resuming at {start}"
             assert [f.time_s for f in a.frames] == [f.time_s for f in b.frames]
             assert all(np.array_equal(x.image, y.image) for x, y in zip(a.frames, b.frames, strict=True))
+    assert full[-1].clip.end_s - full[-1].clip.start_s > 2.0, "the 0.02 s tail joined the last clip"
+    assert list(iter_clips(src, media, start_clip=len(full))) == [], "a rerun after the last clip finds no tail clip"
 
 
 # -- stream layouts ------------------------------------------------------------

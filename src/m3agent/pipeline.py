@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,8 +62,15 @@ class IngestReport:
 
 
 def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, perception_only: bool = False,
-                  max_clips: int | None = None, show_progress: bool = True) -> IngestReport:
-    """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip."""
+                  max_clips: int | None = None, show_progress: bool = True,
+                  on_wait: Callable[[str], None] | None = None) -> IngestReport:
+    """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
+
+    The run holds the video's writer lock, so a second ingest of the same video
+    waits (``on_wait`` gets a message; default: stderr) and then finds the clips
+    done, instead of writing them twice. A failed clip is recorded with its
+    reason and retried by the next run; ``report.clips_failed`` lists them.
+    """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
     from m3agent.memorize.embedding import ensure_embedding_model
@@ -72,7 +80,7 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     vid = video_id or default_video_id(source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
-    with open_store(settings.memory) as store:
+    with open_store(settings.memory) as store, store.video_lock(vid, on_wait=on_wait or _tell_waiting):
         ensure_embedding_model(store, embedder)
         store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}
@@ -85,6 +93,11 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
                 _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
     return report
+
+
+def _tell_waiting(message: str) -> None:
+    sys.stderr.write(f"m3agent: {message} (Ctrl-C stops waiting)\n")
+    sys.stderr.flush()
 
 
 def _first_missing(done: set[int]) -> int:
@@ -189,6 +202,10 @@ def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
 
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:
+    """Record a failed clip, unless it is stored already (then another writer did it, and it stays done)."""
+    if any(c.index == media.clip.index and s == ClipStatus.DONE for c, s, _ in store.clips(media.clip.video_id)):
+        report.clips_already_done += 1
+        return
     store.mark_clip(media.clip, ClipStatus.FAILED, reason)
     report.clips_failed.append({"clip": media.clip.index, "reason": reason})
 
