@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -271,3 +272,44 @@ def test_a_run_with_failed_clips_exits_6_and_names_them(reference: Reference, en
     ok = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)  # retried, perception writer
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["clips_done"] == 1
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MiB filesystem (tmpfs) that a test can fill up."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+                                                capture_output=True).returncode == 0
+    if not made:
+        pytest.skip("a real full disk needs a small tmpfs, and mounting one needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_disk_that_fills_up_mid_ingest_fails_the_run_with_6_and_a_rerun_completes_it(
+        reference: Reference, small_disk: Path, tmp_path: Path) -> None:
+    db = small_disk / "memory.db"
+    proc = start("ingest", reference.video, "-m", str(db), "--json", env=child_env(**ENV))
+    try:
+        _wait_for_done_clips(db, 1, proc)
+    except AssertionError:
+        proc.kill()
+        raise
+    filler = small_disk / "filler"
+    with filler.open("wb") as out, contextlib.suppress(OSError):
+        while True:
+            out.write(os.urandom(1 << 16))
+    out_text, err = proc.communicate(timeout=900)
+    assert proc.returncode == 6, err[-800:]
+    report = json.loads(out_text)
+    assert report["clips_done"] >= 1 and len(report["clips_failed"]) == 1, report
+    assert "memory store is full" in report["clips_failed"][0]["reason"]
+    assert any(p.startswith("stopped after clip") for p in report["problems"])
+    assert f"clip {report['clips_failed'][0]['clip']}: memory store is full" in err
+    filler.unlink()
+    final = ingest(reference, db, tmp_path)
+    assert final.returncode == 0, final.stderr
+    assert_same(reference, db)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import ClipMedia, ClipPerception, ClipStatus, Memory
-from m3agent.errors import M3AgentError
+from m3agent.errors import M3AgentError, StoreError, StoreFullError
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -90,8 +90,12 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
                 _perceived_ahead(clips, settings) as perceived:
             for media, perception in perceived:
-                _ingest_clip(store, memorizer, settings, media, perception, report)
+                full = _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
+                if full:
+                    report.problems.append(f"stopped after clip {media.clip.index}: the memory store is full; "
+                                           "free disk space and rerun to continue")
+                    break
     return report
 
 
@@ -119,10 +123,14 @@ def _limit(clips: Iterator[ClipMedia], done: set[int], max_clips: int | None) ->
 
 
 def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Settings, media: ClipMedia,
-                 perception: ClipPerception | Exception, report: IngestReport) -> None:
-    """Resolve identities and write memories of one perceived clip in one transaction."""
+                 perception: ClipPerception | Exception, report: IngestReport) -> bool:
+    """Resolve identities and write memories of one perceived clip in one transaction.
+
+    Returns whether the store is full (no later clip can be written either, so the run stops).
+    """
     started = time.perf_counter()
     report.problems.extend(media.problems)
+    full = False
     try:
         if isinstance(perception, Exception):
             raise perception
@@ -133,6 +141,7 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
         report.memories_written += memories
         report.clips_done += 1
     except M3AgentError as exc:
+        full = isinstance(exc, StoreFullError)
         _record_failure(store, media, report, exc.message)
     except (ValueError, RuntimeError, MemoryError) as exc:
         _record_failure(store, media, report, f"{type(exc).__name__}: {exc}")
@@ -142,6 +151,7 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
     if not isinstance(perception, Exception):
         for stage, seconds in perception.timings.items():
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+    return full
 
 
 @contextmanager
@@ -203,10 +213,13 @@ def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:
     """Record a failed clip, unless it is stored already (then another writer did it, and it stays done)."""
-    if any(c.index == media.clip.index and s == ClipStatus.DONE for c, s, _ in store.clips(media.clip.video_id)):
-        report.clips_already_done += 1
-        return
-    store.mark_clip(media.clip, ClipStatus.FAILED, reason)
+    try:
+        if any(c.index == media.clip.index and s == ClipStatus.DONE for c, s, _ in store.clips(media.clip.video_id)):
+            report.clips_already_done += 1
+            return
+        store.mark_clip(media.clip, ClipStatus.FAILED, reason)
+    except StoreError as exc:  # e.g. a full disk: the clip stays not done, so the next run retries it anyway
+        reason = f"{reason} (not recorded in the memory: {exc.message})"
     report.clips_failed.append({"clip": media.clip.index, "reason": reason})
 
 
