@@ -134,7 +134,7 @@ def run_one(number: int, kind: str, rng: random.Random, ref: Reference, work: Pa
                 break
             kill = random_kill(rng, ref, each, share, fresh=not db.exists())
             result = ingest(db, work, kill)
-            out.kills.append(f"{kill}: {result.where or 'run ended first'}")
+            out.kills.append(describe(kill, result.where, db, ref))
             out.hit = out.hit and result.killed
     final = ingest(db, work)
     out.resume_rc = final.returncode
@@ -143,6 +143,15 @@ def run_one(number: int, kind: str, rng: random.Random, ref: Reference, work: Pa
     out.lost_memories, out.differences = comparison.lost_memories, list(comparison.differences)
     out.seconds = round(time.perf_counter() - started, 1)
     return out
+
+
+def describe(kill: Any, where: str, db: Path, ref: Reference) -> str:
+    """The kill point, where it landed, and how many clips were stored when it did."""
+    if not where:
+        return f"{kill}: the run ended first"
+    done = round((1.0 - remaining_share(db, ref)) * len(ref.print["clips"]))
+    landed = where if kill.event == "after" else f"{kill}: {where}"
+    return f"{landed} ({done} clips stored)"
 
 
 def _killed_delete(rng: random.Random, ref: Reference, db: Path, work: Path, out: Outcome) -> None:
