@@ -106,7 +106,7 @@ def random_kill(rng: random.Random, ref: Reference, kind: str, share: float = 1.
         return KillPoint("commit", rng.choice(ref.commits) if fresh else rng.randint(2, 1 + left))
     if kind == "done":
         return KillPoint("done", rng.randint(1, max(1, round(clips * share))), signal)
-    return KillPoint("after", round(rng.uniform(0.5, max(1.0, 0.9 * ref.seconds * share)), 2), signal)
+    return KillPoint("after", round(rng.uniform(0.5, max(1.0, 0.8 * ref.seconds * share)), 2), signal)
 
 
 def remaining_share(db: Path, ref: Reference) -> float:

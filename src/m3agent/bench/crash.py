@@ -8,7 +8,8 @@ right after the n-th clip is marked done inside its still-open transaction
 (``done``). The exact points reach the short windows a timer rarely hits: in
 the middle of a clip's transaction, at its COMMIT, inside a ``delete``. Inside
 a trace callback Python swallows a KeyboardInterrupt, so ``stmt`` and
-``commit`` kill with SIGKILL only; ``done`` and ``after`` take SIGINT as well.
+``commit`` kill with SIGKILL only; ``done`` and ``after`` take SIGINT as well
+(and run without the callback, so that the interrupt reaches the CLI).
 
 :func:`fingerprint` reduces a memory to what an ingest must reproduce (clips,
 memories with their texts, entities, faces, voices, links), with entity ids
@@ -59,7 +60,8 @@ def connect(path, readonly):
         hit("stmt", where)
         if sql == "COMMIT":
             hit("commit", "at COMMIT, statement %d" % counts["stmt"])
-    conn.set_trace_callback(seen)
+    if event in ("stmt", "commit") or trace is not None:  # a KeyboardInterrupt raised inside it is lost
+        conn.set_trace_callback(seen)
     return conn
 
 sqlite_schema._connect_sqlite = connect
