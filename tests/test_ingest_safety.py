@@ -36,7 +36,8 @@ pytestmark = pytest.mark.slow
 VIDEO_ID = "whitehouse_short_hamilton_clip"
 OTHER_ID = "WDA_KatieHill_000"
 ENV = {"M3AGENT_PERCEPTION__ASR_MODEL": "tiny.en", "M3AGENT_MEDIA__CLIP_SECONDS": "2"}
-CLI = [sys.executable, "-c", "import sys; from m3agent.cli.main import main; sys.argv[0] = 'm3agent'; main()"]
+CLI = [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+       "from m3agent.cli.main import main; sys.argv[0] = 'm3agent'; main()"]  # Ctrl-C works even under nohup
 
 
 def start(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:

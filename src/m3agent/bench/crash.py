@@ -34,6 +34,7 @@ Event = Literal["stmt", "commit", "done", "after"]
 
 _HARNESS = r"""
 import json, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if started ignoring SIGINT
 spec, note_path = json.loads(sys.argv[1]), sys.argv[2]
 event, target, sig = spec["event"], spec["n"], getattr(signal, spec["signal"])
 counts = {"stmt": 0, "commit": 0, "done": 0}
