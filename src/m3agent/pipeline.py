@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import ClipMedia, ClipPerception, ClipStatus
-from m3agent.errors import M3AgentError
+from m3agent.errors import M3AgentError, StoreError, StoreFullError
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -62,11 +63,16 @@ class IngestReport:
 
 def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, perception_only: bool = False,
                   max_clips: int | None = None, show_progress: bool = True,
-                  on_clip: Callable[[IngestReport], None] | None = None) -> IngestReport:
+                  on_clip: Callable[[IngestReport], None] | None = None,
+                  on_wait: Callable[[str], None] | None = None) -> IngestReport:
     """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
 
     ``on_clip(report)`` runs after each clip is committed (or recorded as failed): the server's
     job progress. An exception it raises stops the ingest there; the clips done so far stay.
+    The run holds the video's writer lock, so a second ingest of the same video
+    waits (``on_wait`` gets a message; default: stderr) and then finds the clips
+    done, instead of writing them twice. A failed clip is recorded with its
+    reason and retried by the next run; ``report.clips_failed`` lists them.
     """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
@@ -77,7 +83,7 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     vid = video_id or default_video_id(source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
-    with open_memory(settings) as store:
+    with open_memory(settings) as store, store.video_lock(vid, on_wait=on_wait or _tell_waiting):
         ensure_embedding_model(store, embedder)
         store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}
@@ -87,11 +93,20 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
                 _perceived_ahead(clips, settings) as perceived:
             for media, perception in perceived:
-                _ingest_clip(store, memorizer, settings, media, perception, report)
+                full = _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
                 if on_clip is not None:
                     on_clip(report)
+                if full:
+                    report.problems.append(f"stopped after clip {media.clip.index}: the memory store is full; "
+                                           "free disk space and rerun to continue")
+                    break
     return report
+
+
+def _tell_waiting(message: str) -> None:
+    sys.stderr.write(f"m3agent: {message} (Ctrl-C stops waiting)\n")
+    sys.stderr.flush()
 
 
 def _first_missing(done: set[int]) -> int:
@@ -113,10 +128,14 @@ def _limit(clips: Iterator[ClipMedia], done: set[int], max_clips: int | None) ->
 
 
 def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Settings, media: ClipMedia,
-                 perception: ClipPerception | Exception, report: IngestReport) -> None:
-    """Resolve identities and write memories of one perceived clip in one transaction."""
+                 perception: ClipPerception | Exception, report: IngestReport) -> bool:
+    """Resolve identities and write memories of one perceived clip in one transaction.
+
+    Returns whether the store is full (no later clip can be written either, so the run stops).
+    """
     started = time.perf_counter()
     report.problems.extend(media.problems)
+    full = False
     try:
         if isinstance(perception, Exception):
             raise perception
@@ -127,6 +146,7 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
         report.memories_written += memories
         report.clips_done += 1
     except M3AgentError as exc:
+        full = isinstance(exc, StoreFullError)
         _record_failure(store, media, report, exc.message)
     except (ValueError, RuntimeError, MemoryError) as exc:
         _record_failure(store, media, report, f"{type(exc).__name__}: {exc}")
@@ -136,6 +156,7 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
     if not isinstance(perception, Exception):
         for stage, seconds in perception.timings.items():
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+    return full
 
 
 @contextmanager
@@ -196,7 +217,14 @@ def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
 
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:
-    store.mark_clip(media.clip, ClipStatus.FAILED, reason)
+    """Record a failed clip, unless it is stored already (then another writer did it, and it stays done)."""
+    try:
+        if any(c.index == media.clip.index and s == ClipStatus.DONE for c, s, _ in store.clips(media.clip.video_id)):
+            report.clips_already_done += 1
+            return
+        store.mark_clip(media.clip, ClipStatus.FAILED, reason)
+    except StoreError as exc:  # e.g. a full disk: the clip stays not done, so the next run retries it anyway
+        reason = f"{reason} (not recorded in the memory: {exc.message})"
     report.clips_failed.append({"clip": media.clip.index, "reason": reason})
 
 
