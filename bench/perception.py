@@ -110,6 +110,14 @@ def quality(skip: bool) -> dict[str, Any]:
     }
 
 
+def scene(settings: Any) -> dict[str, Any]:
+    """On-screen text, shots, sounds and objects, and each scene stage's RTF (bench/perception_scene.py)."""
+    sys.path.insert(0, str(BENCH))
+    import perception_scene
+
+    return perception_scene.scene_results(settings)
+
+
 def verdicts(result: dict[str, Any]) -> dict[str, bool]:
     out = {}
     for key, (op, bound) in TARGETS.items():
@@ -125,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--skip-quality", action="store_true", help="only identity and speed")
+    parser.add_argument("--skip-scene", action="store_true", help="leave out the scene stages (text, objects, ...)")
     args = parser.parse_args(argv)
     if not MEDIA.is_dir():
         print(f"shared media not found at {MEDIA}", file=sys.stderr)
@@ -138,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="m3agent-bench-perception-") as tmp:
         result.update(identity_talking_heads(settings, Path(tmp)))
     result.update(quality(args.skip_quality))
+    if not args.skip_scene:
+        result.update(scene(settings))
     result["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
     result["targets_met"] = verdicts(result)
     result["environment"] = environment(settings={"frame_fps": settings.media.frame_fps,
@@ -171,6 +182,10 @@ def write_section(result: dict[str, Any], command: str) -> None:
         stages = ", ".join(f"{k} {v}" for k, v in row["stage_s"].items())
         lines.append(f"| {name} | {row['media_s']} | {row['wall_s']} | {row['rtf']} | {stages} |")
     replace_section(REPO / "docs" / "benchmarks.md", "Perception", "\n".join(lines))
+    if "scene_targets_met" in result:
+        import perception_scene
+
+        perception_scene.write_section({**result, "environment": env}, command)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@
   here too: see the labelled cuts in ``bench/labels/shots.tsv``).
 - ``audio_event_hits``: labelled sound spans (``bench/labels/sounds.tsv``) whose class was heard in the span.
 - ``object_precision``: detections on labelled frames (``bench/labels/objects.tsv``) that match a labelled object.
-- ``rtf_<stage>``: stage wall seconds / media seconds over the episode (after a warm-up).
+- ``rtf_<stage>``: stage wall seconds / media seconds over the episode (after a warm-up), the stages run one
+  after another in this process (in ingest they run beside faces and voices).
+
+bench/perception.py merges these figures into ``m3agent bench perception --json``.
 
     .venv/bin/python bench/perception_scene.py [--no-write]
 """
@@ -131,20 +134,10 @@ def scene_results(settings: Any) -> dict[str, Any]:
     result["scene_model_load_s"] = round(time.perf_counter() - warm, 1)
     result.update(ocr_caption_recall(settings, slack=1.0 / settings.media.frame_fps))
     result.update(episode_scene(settings))
-    for name in ("sounds", "objects"):
-        module = _label_module(name)
-        if module is not None:
-            result.update(module(settings))
+    result.update(audio_event_hits(settings))
+    result.update(object_precision(settings))
     result["scene_targets_met"] = verdicts(result)
     return result
-
-
-def _label_module(name: str) -> Any:
-    if name == "sounds" and (LABELS / "sounds.tsv").is_file():
-        return audio_event_hits
-    if name == "objects" and (LABELS / "objects.tsv").is_file():
-        return object_precision
-    return None
 
 
 def read_labels(name: str) -> list[dict[str, str]]:
@@ -153,11 +146,65 @@ def read_labels(name: str) -> list[dict[str, str]]:
 
 
 def audio_event_hits(settings: Any) -> dict[str, Any]:
-    raise NotImplementedError
+    """Labelled positive spans heard (events of the label cover half the span) and negative spans kept quiet."""
+    from m3agent.media import iter_clips
+    from m3agent.perception.sounds import hear_sounds
+
+    heard: dict[str, list[Any]] = {}
+    hits = positives = alarms = negatives = 0
+    rows = []
+    for label in read_labels("sounds.tsv"):
+        source = label["source"]
+        if source not in heard:
+            heard[source] = [e for c in iter_clips(MEDIA / source, settings.media)
+                             for e in hear_sounds(c.audio, c.audio_rate, c.clip.start_s, settings)]
+        start, end = float(label["start_s"]), float(label["end_s"])
+        covered = sum(max(0.0, min(end, e.end_s) - max(start, e.start_s))
+                      for e in heard[source] if e.label == label["label"])
+        if label["present"] == "yes":
+            positives += 1
+            ok = covered >= 0.5 * (end - start)
+            hits += ok
+        else:
+            negatives += 1
+            ok = covered == 0
+            alarms += not ok
+        rows.append(f"{Path(source).name} {start}-{end} {label['label']} {label['present']}: "
+                    f"covered {covered:.1f} s -> {'ok' if ok else 'MISS'}")
+    return {"audio_event_hits": round(hits / positives, 4) if positives else None, "audio_event_positives": positives,
+            "audio_event_false_alarms": alarms, "audio_event_negatives": negatives, "audio_event_rows": rows}
 
 
 def object_precision(settings: Any) -> dict[str, Any]:
-    raise NotImplementedError
+    """Share of detections (at ``object_min_score``) on labelled frames that a labelled object accounts for."""
+    from m3agent.media import iter_clips
+    from m3agent.perception.detectors import object_detector
+
+    cfg = settings.senses
+    detector = object_detector(cfg.object_detector, cfg.object_classes, cfg.object_input_size)
+    frames: dict[str, list[Any]] = {}
+    right = wrong = 0
+    rows = []
+    for label in read_labels("objects.tsv"):
+        video = label["video"]
+        if video not in frames:
+            frames[video] = [f for c in iter_clips(VIDEO / video, settings.media) for f in c.frames]
+        frame = min(frames[video], key=lambda f: abs(f.time_s - float(label["time_s"])))
+        allowed = {k: int(v) for k, v in (p.split(":") for p in label["objects"].split(",") if p)}
+        unsure = {u for u in label["unsure"].split(",") if u}
+        counted: dict[str, int] = {}
+        found = sorted(detector.detect(frame.image, cfg.object_min_score), key=lambda d: -d.score)
+        for det in found:
+            if det.label in unsure:
+                continue
+            counted[det.label] = counted.get(det.label, 0) + 1
+            ok = counted[det.label] <= allowed.get(det.label, 0)
+            right += ok
+            wrong += not ok
+        rows.append(f"{Path(video).name}@{frame.time_s:.1f}: " + ", ".join(f"{d.label} {d.score:.2f}" for d in found))
+    total = right + wrong
+    return {"object_precision": round(right / total, 4) if total else None, "object_detections": total,
+            "object_frames": len(rows), "object_rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
