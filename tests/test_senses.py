@@ -261,3 +261,22 @@ def test_switched_off_stages_do_not_run() -> None:
     timings: dict[str, float] = {}
     assert perceive_senses(clip_media(colour_frames([(0, 0, 0)] * 2)), off, timings) == ClipSenses()
     assert timings == {}
+
+
+def test_the_mllm_writer_is_told_the_scene_findings_as_text() -> None:
+    from m3agent.control.prompts import load_prompt_set
+    from m3agent.memorize import ClipInput
+    from m3agent.memorize.mllm_messages import MediaBudget, build_messages
+
+    clip = Clip("v", 2, 60.0, 90.0)
+    senses = ClipSenses(texts=(ScreenText("OPEN 24 HOURS", 63.0, 65.2, 0.98, BBox(0, 0, 9, 9), 3),),
+                        sounds=(SoundEvent("Music", 70.0, 80.0, 0.8),))
+    prompts = load_prompt_set("memorize_mllm")
+
+    def user_text(inp: ClipInput) -> str:
+        content = build_messages(inp, prompts, MediaBudget(frames=0, faces=0))[1]["content"]
+        return content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+
+    told = user_text(ClipInput(clip=clip, senses=senses))
+    assert '- On screen 1:03–1:05: "OPEN 24 HOURS"' in told and "- Music is heard 1:10–1:20." in told
+    assert "scene detectors" not in user_text(ClipInput(clip=clip)), "no scene section without findings"
