@@ -125,22 +125,25 @@ def _face_summary(faces: list[Any], character_of: dict[int, int]) -> list[dict[s
 
 
 def render_table(what: str, data: Any) -> Table:
-    """A rich table for a view produced above."""
+    """A rich table for a view produced above; every stored value is shown literally (no markup, no escapes)."""
     from rich.table import Table
 
+    from m3agent.terminal import literal
+
     if what == "clip":
-        table = Table(title=f"{data['video_id']} clip {data['clip']} ({data['status']})")
+        table = Table(title=literal(f"{data['video_id']} clip {data['clip']} ({data['status']})"))
         table.add_column("kind")
         table.add_column("time")
         table.add_column("text")
         for m in data["memories"]:
-            table.add_row(m["kind"], f"{m['start_s']:.1f}-{m['end_s']:.1f}s", m["text"])
+            table.add_row(literal(m["kind"]), f"{m['start_s']:.1f}-{m['end_s']:.1f}s", literal(m["text"]))
         for v in data["voices"]:
             who = tags.voice(v["entity"]) if v["entity"] is not None else "unidentified voice"
-            table.add_row("voice", f"{v['start_s']:.1f}-{v['end_s']:.1f}s", f"{who}: {v['text']}")
+            table.add_row("voice", f"{v['start_s']:.1f}-{v['end_s']:.1f}s", literal(f"{who}: {v['text']}"))
         for f in data["faces"]:
             who = tags.face(f["entity"]) if f["entity"] is not None else "a face seen too briefly to identify"
-            table.add_row("face", f"{f['first_s']:.1f}-{f['last_s']:.1f}s", f"{who}: {f['observations']} sightings")
+            seen = literal(f"{who}: {f['observations']} sightings")
+            table.add_row("face", f"{f['first_s']:.1f}-{f['last_s']:.1f}s", seen)
         return table
     rows = list(data)
     table = Table(title=what)
@@ -148,5 +151,5 @@ def render_table(what: str, data: Any) -> Table:
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(row[c]) for c in columns))
+        table.add_row(*(literal(row[c]) for c in columns))
     return table

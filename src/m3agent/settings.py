@@ -132,6 +132,23 @@ class ControlSettings(BaseModel):
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
+class ImportSettings(BaseModel):
+    """Bounds on reading an untrusted memory-graph pickle (``m3agent import-m3``); a file over one is refused
+    before anything is written. The defaults fit the graphs released with M3-Bench with a wide margin."""
+
+    max_file_mb: float = Field(2048.0, gt=0, description="largest graph file read")
+    max_memory_mb: float = Field(
+        8192.0, gt=0, description="most memory the unpickled graph may take (estimated before loading)"
+    )
+    max_seconds: float = Field(3600.0, gt=0, description="whole import, reading and re-embedding included")
+    max_depth: int = Field(64, ge=8, le=10_000, description="deepest nesting of containers in the pickle")
+    max_items: int = Field(5_000_000, ge=1000, description="most items in one list, dict or set of the pickle")
+    max_array_mb: float = Field(64.0, gt=0, description="largest numpy array the pickle may build")
+    max_text_chars: int = Field(20_000, ge=100, description="longer memory sentences are skipped (recorded)")
+    face_dim: int = Field(512, ge=1, description="size of face embeddings in the graph (ArcFace: 512)")
+    voice_dim: int = Field(192, ge=1, description="size of voice embeddings in the graph (ERes2NetV2: 192)")
+
+
 class Settings(BaseSettings):
     """All m3agent settings. Backends are chosen by URL or short name."""
 
@@ -153,7 +170,10 @@ class Settings(BaseSettings):
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
     judge: str | None = Field(None, description="judge LLM endpoint for benchmarks")
     api_key: str | None = Field(None, description="API key for OpenAI-compatible endpoints")
-    request_timeout_s: float = Field(120.0, gt=0)
+    request_timeout_s: float = Field(
+        120.0, gt=0, description="most seconds one request to an LLM or embedding endpoint may take, reply included"
+    )
+    max_reply_mb: float = Field(16.0, gt=0, description="largest reply body read from an LLM or embedding endpoint")
     shared_dir: Path = Field(Path("../shared"), description="folder holding reference media and data")
     cache_dir: Path = Field(Path("~/.cache/m3agent"), description="assembled models and other caches")
     media: MediaSettings = MediaSettings()
@@ -161,6 +181,7 @@ class Settings(BaseSettings):
     senses: SensesSettings = SensesSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
+    importer: ImportSettings = ImportSettings()
 
     _config_file: Path | None = None
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import click
-from rich.markup import escape
 
-from m3agent.cli.common import build_settings, json_option, memory_option
+from m3agent.cli.common import CLIP_INDEX, COUNT, build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
 from m3agent.domain import CONTROL_MODE_SETTINGS
+from m3agent.terminal import markup_literal as escape
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -21,13 +21,14 @@ if TYPE_CHECKING:
 @click.argument("question")
 @memory_option
 @click.option("--video", "video_id", default=None, help="restrict to one video of the memory")
-@click.option("--before-clip", type=int, default=None, help="answer as of this clip (inclusive): nothing later is seen")
+@click.option("--before-clip", type=CLIP_INDEX, default=None,
+              help="answer as of this clip (inclusive): nothing later is seen")
 @click.option("--llm", default=None,
               help="control LLM: openai://host:port/v1?model=NAME, llamacpp:smollm2, none (select by reranking)")
 @click.option("--mode", type=click.Choice(CONTROL_MODE_SETTINGS), default=None,
               help="agent: multi-round; baseline: one retrieval + answer; select: the model picks a retrieved "
                    "memory; auto (default): select for llamacpp:/none, agent for endpoints")
-@click.option("--rounds", type=int, default=None, help="most search rounds (default: control.rounds)")
+@click.option("--rounds", type=COUNT, default=None, help="most search rounds (default: control.rounds)")
 @click.option("--baseline", is_flag=True, help="shortcut for --mode baseline")
 @json_option
 @click.pass_context
@@ -67,7 +68,7 @@ def _print_step(step: Step) -> None:
     if isinstance(step, Thought):
         con.print(f"[dim]round {step.round} · thinking:[/] {escape(step.text)}")
     elif isinstance(step, Action):
-        con.print(f"[cyan]round {step.round} · {step.tool}:[/] {escape(step.content)}")
+        con.print(f"[cyan]round {step.round} · {escape(step.tool)}:[/] {escape(step.content)}")
     elif isinstance(step, Observation):
         lines = step.text.strip().splitlines()
         more = f" … (+{len(lines) - 4} lines)" if len(lines) > 4 else ""
@@ -76,10 +77,10 @@ def _print_step(step: Step) -> None:
 
 def _print_answer(answer: Answer) -> None:
     con = console()
-    status = "" if answer.answered else f" [yellow](no usable answer: {answer.failure})[/]"
+    status = "" if answer.answered else f" [yellow](no usable answer: {escape(answer.failure)})[/]"
     con.print(f"\n[bold green]answer:[/] {escape(answer.text)}{status}")
     con.print(f"[dim]{answer.rounds} round(s), {answer.usage.total_tokens} tokens, {answer.latency_s:.1f} s, "
-              f"model {answer.model}[/]")
+              f"model {escape(answer.model)}[/]")
     for ev in answer.evidence[:8]:
         mark = "*" if ev.cited else " "
         where = escape(f"[{ev.clip.video_id} clip {ev.clip.index} {ev.start_s:.1f}-{ev.end_s:.1f}s]")

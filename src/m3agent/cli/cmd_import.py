@@ -19,15 +19,24 @@ from m3agent.cli.output import console, print_json
 @click.pass_context
 def import_m3(ctx: click.Context, graph: Path, memory: str | None, video_id: str | None, replace: bool,
               as_json: bool) -> None:
-    """Import GRAPH.pkl (a reference VideoGraph) safely: only the graph's own classes are unpickled."""
+    """Import GRAPH.pkl (a reference VideoGraph) safely: only the graph's own classes are unpickled.
+
+    The file is read and checked against the importer limits (settings ``importer``) before
+    the memory is opened: a refused file writes nothing, not even an empty memory file.
+    """
     from m3agent.embed import embedder_for_store
-    from m3agent.importers import import_m3_graph
+    from m3agent.importers import import_m3_graph, read_reference_graph
+    from m3agent.importers.limits import GraphLimits
     from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory)
+    limits = GraphLimits.from_settings(settings.importer)
+    deadline = limits.deadline()
+    read = read_reference_graph(graph, limits, deadline)
     with open_memory(settings) as store:
         embedder = embedder_for_store(store.embedding_model(), settings.embedder)
-        report = import_m3_graph(graph, store, video_id, embedder=embedder, replace_existing=replace)
+        report = import_m3_graph(graph, store, video_id, embedder=embedder, replace_existing=replace,
+                                 limits=limits, graph=read, deadline=deadline)
     if as_json:
         print_json(report)
     else:

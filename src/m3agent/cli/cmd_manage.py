@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from m3agent.cli.common import build_settings, json_option, memory_option
+from m3agent.cli.common import ROW_ID, build_settings, json_option, memory_option, row_id
 from m3agent.cli.output import console, print_json
+from m3agent.terminal import printable
 
 
 @click.command()
@@ -16,24 +17,28 @@ from m3agent.cli.output import console, print_json
 @json_option
 @click.pass_context
 def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: bool, as_json: bool) -> None:
-    """Delete a video, an entity or a memory and everything derived from it (crops, snippets, links)."""
+    """Delete a video, an entity or a memory and everything derived from it (crops, snippets, links).
+
+    IDENT is a video id, or the number of an entity or memory.
+    """
     from m3agent.store import open_memory
 
+    number = None if kind == "video" else row_id(ctx, "ident", ident)
     settings = build_settings(ctx, memory=memory)
     if not yes and not as_json:
-        click.confirm(f"delete {kind} {ident} and everything derived from it?", abort=True)
+        click.confirm(f"delete {kind} {printable(ident)} and everything derived from it?", abort=True)
     with open_memory(settings, create=False) as store:
-        if kind == "video":
+        if number is None:
             store.delete_video(ident)
         elif kind == "entity":
-            store.delete_entity(int(ident))
+            store.delete_entity(number)
         else:
-            store.delete_memory(int(ident))
+            store.delete_memory(number)
     _done(as_json, {"deleted": kind, "id": ident})
 
 
 @click.command()
-@click.argument("entity_id", type=int)
+@click.argument("entity_id", type=ROW_ID)
 @click.argument("name")
 @memory_option
 @json_option
@@ -49,8 +54,8 @@ def rename(ctx: click.Context, entity_id: int, name: str, memory: str | None, as
 
 
 @click.command()
-@click.argument("keep", type=int)
-@click.argument("absorb", type=int)
+@click.argument("keep", type=ROW_ID)
+@click.argument("absorb", type=ROW_ID)
 @memory_option
 @json_option
 @click.pass_context
@@ -90,7 +95,7 @@ def _done(as_json: bool, result: dict[str, object]) -> None:
     if as_json:
         print_json(result)
     else:
-        console().print(", ".join(f"{k}: {v}" for k, v in result.items()))
+        console().print(printable(", ".join(f"{k}: {v}" for k, v in result.items())), markup=False)
 
 
 COMMANDS = [delete, rename, merge, reembed]

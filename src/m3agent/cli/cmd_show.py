@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from m3agent.cli.common import build_settings, json_option, memory_option
+from m3agent.cli.common import CLIP_INDEX, COUNT, build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
 from m3agent.errors import ConfigError
 
@@ -17,8 +17,8 @@ VIEWS = ("videos", "entities", "characters", "memories", "clip")
 @click.argument("what", type=click.Choice(VIEWS), default="videos", required=False)
 @memory_option
 @click.option("--video", "video_id", default=None, help="video id (default: the only video)")
-@click.option("--clip", "clip_index", type=int, default=None, help="clip index: show that clip")
-@click.option("--limit", type=int, default=200, show_default=True, help="most rows to print")
+@click.option("--clip", "clip_index", type=CLIP_INDEX, default=None, help="clip index: show that clip")
+@click.option("--limit", type=COUNT, default=200, show_default=True, help="most rows to print")
 @json_option
 @click.pass_context
 def show(ctx: click.Context, what: str, memory: str | None, video_id: str | None,

@@ -11,6 +11,7 @@ import click
 from m3agent import __version__
 from m3agent.cli.output import err_console
 from m3agent.errors import M3AgentError
+from m3agent.terminal import markup_literal
 
 
 class _Group(click.Group):
@@ -38,10 +39,11 @@ class _Group(click.Group):
 
 
 def _report(exc: M3AgentError) -> None:
+    """Message and hint shown literally: they may quote stored names, paths or replies."""
     con = err_console()
-    con.print(f"[bold red]error:[/] {exc.message}", markup=True)
+    con.print(f"[bold red]error:[/] {markup_literal(exc.message)}", markup=True)
     if exc.hint:
-        con.print(f"[bold]what to do:[/] {exc.hint}", markup=True)
+        con.print(f"[bold]what to do:[/] {markup_literal(exc.hint)}", markup=True)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

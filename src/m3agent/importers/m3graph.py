@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from m3agent.domain import (
     Video,
 )
 from m3agent.errors import BenchmarkError
+from m3agent.importers.limits import Deadline, GraphLimits, Problems
 from m3agent.importers.reference_graph import ReferenceGraph, ReferenceNode, read_reference_graph
 
 if TYPE_CHECKING:
@@ -94,23 +96,45 @@ def import_m3_graph(
     embedder: Embedder | None = None,
     replace_existing: bool = False,
     clip_seconds: float = CLIP_SECONDS,
+    limits: GraphLimits | None = None,
+    graph: ReferenceGraph | None = None,
+    deadline: Deadline | None = None,
 ) -> ImportReport:
     """Import the graph at ``pkl_path`` as video ``video_id`` (default: the file stem).
 
-    The pickle is read with the allow-list unpickler (never executed). An
-    existing video of that id is an error unless ``replace_existing``.
+    The pickle is read with the allow-list unpickler (never executed) within
+    ``limits`` (default: the settings' defaults), unless ``graph`` was read
+    already. A file over a limit is refused before the store is touched; an
+    import that fails later (e.g. past ``deadline``) removes what it wrote.
+    An existing video of that id is an error unless ``replace_existing``.
     """
     from m3agent.embed import create_embedder
 
     started = time.perf_counter()
-    graph = read_reference_graph(pkl_path)
+    bounds = limits or GraphLimits.from_settings()
+    deadline = deadline or bounds.deadline()
+    graph = graph or read_reference_graph(pkl_path, bounds, deadline)
     vid = video_id or Path(pkl_path).stem
     embedder = embedder or create_embedder("minilm")
-    report = ImportReport(vid, str(pkl_path), embedder.name, skipped=list(graph.problems))
+    report = ImportReport(vid, str(pkl_path), embedder.name, skipped=Problems(graph.problems))
     _prepare(store, embedder, vid, replace_existing)
-    _GraphImport(graph, store, embedder, report, clip_seconds).run(str(pkl_path))
+    try:
+        _GraphImport(graph, store, embedder, report, clip_seconds, deadline).run(str(pkl_path))
+    except BaseException:
+        _discard(store, vid)
+        raise
+    report.skipped = list(report.skipped.final()) if isinstance(report.skipped, Problems) else report.skipped
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _discard(store: MemoryStore, video_id: str) -> None:
+    """Remove what a failed import wrote (its clips commit one by one); the original error is what matters."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        if any(v.video_id == video_id for v in store.videos()):
+            store.delete_video(video_id)
 
 
 def _prepare(store: MemoryStore, embedder: Embedder, video_id: str, replace_existing: bool) -> None:
@@ -134,8 +158,10 @@ class _GraphImport:
         embedder: Embedder,
         report: ImportReport,
         clip_seconds: float,
+        deadline: Deadline,
     ) -> None:
         self.graph = graph
+        self.deadline = deadline
         self.store = store
         self.embedder = embedder
         self.report = report
@@ -144,6 +170,7 @@ class _GraphImport:
         self.links: dict[int, dict[int, float]] = {}
         for (entity, text), weight in graph.edges.items():
             self.links.setdefault(text, {})[entity] = weight
+        self.members: dict[int, tuple[str, int] | None] = {}
         self.first_clip = self._first_clips()
 
     def run(self, source: str) -> None:
@@ -161,6 +188,7 @@ class _GraphImport:
         for node in self.graph.texts():
             texts_by_clip.setdefault(node.clip or 0, []).append(node)
         for index in clips:
+            self.deadline.check(f"importing clip {index}")
             self._clip(index, texts_by_clip.get(index, []))
         self.report.clips = len(clips)
 
@@ -251,16 +279,20 @@ class _GraphImport:
         return tags.rewrite(text, swap)
 
     def _member(self, tag: tags.Tag) -> tuple[str, int] | None:
-        members = self.graph.character_mappings.get(tag.bare, ())
-        found = [t for m in members for t in tags.find_tags(m)]
-        return (found[0].kind, found[0].id) if found else None
+        """The first member of a character, looked up once per character (texts may name one many times)."""
+        if tag.id not in self.members:
+            members = self.graph.character_mappings.get(tag.bare, ())
+            found = next((t for m in members for t in tags.find_tags(m)), None)
+            self.members[tag.id] = (found.kind, found.id) if found else None
+        return self.members[tag.id]
 
     def _memory(self, writer: ClipWriter, clip: Clip, node: ReferenceNode, text: str, vector: Any) -> None:
         linked = self.links.get(node.id, {})
         weights = set(linked.values())
         if len(weights) > 1:
-            self.report.skipped.append(f"node {node.id}: unequal edge weights {sorted(weights)}; kept the max")
-        ours = tuple(self.report.entity_ids[e] for e in sorted(linked, key=lambda e: self._order(node, e)))
+            shown = sorted(weights)[:6]
+            self.report.skipped.append(f"node {node.id}: unequal edge weights {shown}; kept the max")
+        ours = tuple(self.report.entity_ids[e] for e in _in_text_order(linked, self._named(node.text)))
         memory = Memory(
             kind=MemoryKind(node.type),
             text=text,
@@ -282,10 +314,6 @@ class _GraphImport:
         if node.is_equivalence:
             self._equivalences(writer, node)
 
-    def _order(self, node: ReferenceNode, entity: int) -> tuple[int, int]:
-        named = self._named(node.text)
-        return (named.index(entity) if entity in named else len(named), entity)
-
     def _equivalences(self, writer: ClipWriter, node: ReferenceNode) -> None:
         named = list(dict.fromkeys(self._named(node.text)))
         kind_of = {n.id: n.tag_kind for n in self.graph.entities()}
@@ -300,6 +328,14 @@ class _GraphImport:
                 writer.set_link(FaceVoiceLink(ours[face], ours[voice], 1.0, LinkSource.IMPORT,
                                               f"{PROVENANCE_PREFIX}{node.id}"))
                 self.report.equivalences += 1
+
+
+def _in_text_order(entities: Iterable[int], named: list[int]) -> list[int]:
+    """``entities`` in the order the text names them, then the unnamed ones by id."""
+    position: dict[int, int] = {}
+    for index, entity in enumerate(named):
+        position.setdefault(entity, index)
+    return sorted(entities, key=lambda e: (position.get(e, len(named)), e))
 
 
 def reference_node_of(memory: Memory) -> int | None:

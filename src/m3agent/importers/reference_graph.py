@@ -7,11 +7,16 @@ text nodes ``timestamp`` = clip id); ``edges`` maps ``(id1, id2)`` to a float
 weight, stored in both directions; ``text_nodes`` lists text ids in insertion
 order; ``character_mappings`` (``character_k`` -> ``["face_i", "voice_j"]``)
 exists after a refresh. Bad nodes or edges are skipped and recorded in
-:attr:`ReferenceGraph.problems`, never silently dropped.
+:attr:`ReferenceGraph.problems`, never silently dropped; values from the file
+are quoted in a few characters (:func:`~.limits.shown`) and only the first
+skips are listed. Entity embeddings must have the graph's dimensions
+(``face_dim``/``voice_dim``: one vector of that size, or an ``(n, dim)``
+array); text embeddings are kept as read (the importer re-embeds texts).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.errors import BenchmarkError
+from m3agent.importers.limits import MAX_INDEX, Deadline, GraphLimits, Problems, shown
 from m3agent.importers.safe_pickle import GraphSurrogate, NodeSurrogate, load_graph_file, loads_graph
 
 ENTITY_TYPES = {"img": "face", "voice": "voice"}
@@ -78,47 +84,62 @@ class ReferenceGraph:
         return {e: w for (e, t), w in self.edges.items() if t == text_id}
 
 
-def read_reference_graph(source: Path | str | bytes) -> ReferenceGraph:
-    """Safely load a graph pickle (a path or the raw bytes) and validate its layout."""
-    raw = loads_graph(source) if isinstance(source, bytes) else load_graph_file(source)
+def read_reference_graph(
+    source: Path | str | bytes, limits: GraphLimits | None = None, deadline: Deadline | None = None
+) -> ReferenceGraph:
+    """Safely load a graph pickle (a path or the raw bytes) within ``limits`` and validate its layout."""
+    bounds = limits or GraphLimits.from_settings()
+    deadline = deadline or bounds.deadline()
+    raw = loads_graph(source, bounds, deadline) if isinstance(source, bytes) else \
+        load_graph_file(source, bounds, deadline)
     if not isinstance(raw, GraphSurrogate):
         raise BenchmarkError(
             f"the pickle holds a {type(raw).__name__}, not a VideoGraph",
             hint="pass one of the memory-graph .pkl files released with M3-Bench",
         )
     state = getattr(raw, "state", {})
-    problems: list[str] = []
-    nodes = _read_nodes(state.get("nodes"), problems)
+    problems = Problems()
+    nodes = _read_nodes(state.get("nodes"), _Reading(bounds, problems))
+    deadline.check("reading the graph's nodes")
     edges = _read_edges(state.get("edges"), nodes, problems)
     order = _text_order(state.get("text_nodes"), nodes, problems)
     mappings = _read_mappings(state.get("character_mappings"), problems)
-    return ReferenceGraph(nodes, edges, order, mappings, tuple(problems))
+    return ReferenceGraph(nodes, edges, order, mappings, problems.final())
 
 
-def _read_nodes(raw_nodes: Any, problems: list[str]) -> dict[int, ReferenceNode]:
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    limits: GraphLimits
+    problems: Problems
+
+
+def _read_nodes(raw_nodes: Any, reading: _Reading) -> dict[int, ReferenceNode]:
     if not isinstance(raw_nodes, dict):
         raise BenchmarkError("the graph has no 'nodes' dict", hint="the file is not a reference VideoGraph")
     nodes: dict[int, ReferenceNode] = {}
     for key, raw in raw_nodes.items():
-        node = _read_node(key, raw, problems)
+        node = _read_node(key, raw, reading)
         if node is not None:
             nodes[node.id] = node
     return nodes
 
 
-def _read_node(key: Any, raw: Any, problems: list[str]) -> ReferenceNode | None:
-    if not isinstance(raw, NodeSurrogate) or not _is_int(key):
-        problems.append(f"node {key!r}: not a VideoGraph node, skipped")
+def _read_node(key: Any, raw: Any, reading: _Reading) -> ReferenceNode | None:
+    problems = reading.problems
+    if not isinstance(raw, NodeSurrogate) or not _is_index(key):
+        problems.append(f"node {shown(key)}: not a VideoGraph node, skipped")
         return None
     state = getattr(raw, "state", {})
     node_type = state.get("type")
     raw_metadata = state.get("metadata")
     metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     contents = metadata.get("contents", [])
-    embeddings = _vectors(state.get("embeddings", []))
     if node_type not in (*ENTITY_TYPES, *TEXT_TYPES):
-        problems.append(f"node {key}: unknown type {node_type!r}, skipped")
+        problems.append(f"node {key}: unknown type {shown(node_type)}, skipped")
         return None
+    raw_embeddings = state.get("embeddings", [])
+    embeddings = _entity_vectors(key, node_type, raw_embeddings, reading) if node_type in ENTITY_TYPES \
+        else _vectors(raw_embeddings)
     if not isinstance(contents, list | tuple) or embeddings is None:
         problems.append(f"node {key}: malformed contents or embeddings, skipped")
         return None
@@ -128,7 +149,57 @@ def _read_node(key: Any, raw: Any, problems: list[str]) -> ReferenceNode | None:
         if clip is None or not contents or not isinstance(contents[0], str):
             problems.append(f"node {key}: text node without sentence or clip timestamp, skipped")
             return None
+        if len(contents[0]) > reading.limits.max_text_chars:
+            problems.append(f"node {key}: a sentence of {len(contents[0]):,} characters (over "
+                            f"{reading.limits.max_text_chars:,}), skipped")
+            return None
     return ReferenceNode(int(key), str(node_type), tuple(embeddings), tuple(contents), clip)
+
+
+def _entity_vectors(key: Any, node_type: str, value: Any, reading: _Reading) -> tuple[Any, ...] | None:
+    """The node's embeddings that have the graph's size for its kind; the others are recorded skips.
+
+    ``None`` when ``embeddings`` is neither a list of vectors nor an array.
+    """
+    dim = reading.limits.face_dim if node_type == "img" else reading.limits.voice_dim
+    raw = _vectors(value)
+    if raw is None:
+        return None
+    kept = []
+    for position, vector in enumerate(raw):
+        problem = _vector_problem(vector, dim)
+        if problem:
+            reading.problems.append(f"entity node {key}: embedding {position} {problem}; skipped")
+        else:
+            kept.append(vector)
+    return tuple(kept)
+
+
+def _vector_problem(vector: Any, dim: int) -> str | None:
+    """Why ``vector`` is not ``dim`` finite numbers (a list or a 1-D numeric array), or ``None``."""
+    shape = getattr(vector, "shape", None)
+    if shape is not None:
+        kind = getattr(getattr(vector, "dtype", None), "kind", "")
+        if shape != (dim,) or kind not in ("i", "u", "f"):
+            return f"has shape {shown(shape, 40)} of kind {kind or '?'}, expected ({dim},) numbers"
+        return None
+    if not isinstance(vector, list | tuple):
+        return f"is a {type(vector).__name__}, not a vector"
+    if len(vector) != dim:
+        return f"has {len(vector)} values, expected {dim}"
+    if not all(_finite(x) for x in vector):
+        return "holds values that are not finite numbers"
+    return None
+
+
+def _finite(value: Any) -> bool:
+    """A real number (not a bool) that is finite as a float; huge ints are not."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _vectors(value: Any) -> tuple[Any, ...] | None:
@@ -142,11 +213,17 @@ def _vectors(value: Any) -> tuple[Any, ...] | None:
 
 
 def _clip_of(value: Any) -> int | None:
-    if _is_int(value) and int(value) >= 0:
+    if _is_index(value):
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit() and len(text) <= 10 and int(text) <= MAX_INDEX:
+        return int(text)
     return None
+
+
+def _is_index(value: Any) -> bool:
+    """An integer usable as a node id or clip index: 0 to :data:`MAX_INDEX`."""
+    return _is_int(value) and 0 <= int(value) <= MAX_INDEX
 
 
 def _is_int(value: Any) -> bool:
@@ -163,8 +240,8 @@ def _read_edges(raw_edges: Any, nodes: dict[int, ReferenceNode], problems: list[
     edges: dict[tuple[int, int], float] = {}
     for key, weight in raw_edges.items():
         pair = _entity_text_pair(key, nodes)
-        if pair is None or not isinstance(weight, numbers.Real) or isinstance(weight, bool):
-            problems.append(f"edge {key!r}: not an entity-text edge with a numeric weight, skipped")
+        if pair is None or not _finite(weight) or not 0 <= float(weight) < 1e9:
+            problems.append(f"edge {shown(key)}: not an entity-text edge with a finite weight, skipped")
             continue
         if pair in edges and edges[pair] != float(weight):
             problems.append(f"edge {pair}: the two directions disagree ({edges[pair]} vs {weight}); kept max")
@@ -174,7 +251,7 @@ def _read_edges(raw_edges: Any, nodes: dict[int, ReferenceNode], problems: list[
 
 
 def _entity_text_pair(key: Any, nodes: dict[int, ReferenceNode]) -> tuple[int, int] | None:
-    if not (isinstance(key, tuple) and len(key) == 2 and all(_is_int(k) for k in key)):
+    if not (isinstance(key, tuple) and len(key) == 2 and all(_is_index(k) for k in key)):
         return None
     a, b = (nodes.get(int(k)) for k in key)
     if a is None or b is None or a.is_entity == b.is_entity:
@@ -187,7 +264,7 @@ def _text_order(raw_order: Any, nodes: dict[int, ReferenceNode], problems: list[
     texts = {i for i, n in nodes.items() if not n.is_entity}
     listed: list[int] = []
     if isinstance(raw_order, list | tuple):
-        listed = [int(i) for i in raw_order if _is_int(i) and int(i) in texts]
+        listed = [int(i) for i in raw_order if _is_index(i) and int(i) in texts]
     seen = dict.fromkeys(listed)
     missing = sorted(texts - set(seen))
     if raw_order is not None and missing:
@@ -198,10 +275,10 @@ def _text_order(raw_order: Any, nodes: dict[int, ReferenceNode], problems: list[
 def _read_mappings(raw: Any, problems: list[str]) -> dict[str, tuple[str, ...]]:
     if raw is None:
         return {}
-    if not isinstance(raw, dict) or not all(_str_list(v) for v in raw.values()):
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and _str_list(v) for k, v in raw.items()):
         problems.append("character_mappings malformed, ignored")
         return {}
-    return {str(k): tuple(v) for k, v in raw.items()}
+    return {k: tuple(v) for k, v in raw.items()}
 
 
 def _str_list(value: Iterable[Any]) -> bool:

@@ -138,4 +138,10 @@ def chat_model_from_settings(settings: Settings, spec: str | None = None) -> Cha
             "no LLM configured",
             hint="pass --llm openai://host:port/v1?model=NAME (or llamacpp:smollm2), or set M3AGENT_LLM",
         )
-    return create_chat_model(chosen, api_key=settings.api_key, timeout_s=settings.request_timeout_s)
+    return create_chat_model(chosen, **endpoint_options(settings))
+
+
+def endpoint_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments of endpoint backends from ``settings``: API key, total timeout, reply size cap."""
+    return {"api_key": settings.api_key, "timeout_s": settings.request_timeout_s,
+            "max_reply_bytes": int(settings.max_reply_mb * 2**20)}

@@ -102,10 +102,10 @@ def _join(items: list[str]) -> str:
 def create(spec: BackendSpec, *, settings: Settings | None = None, chat: ChatModel | None = None,
            **_: Any) -> LocalWriter:
     """Factory of ``local`` (model: ``settings.writer_llm`` or ``llamacpp:smollm2``) and ``local:SPEC``."""
-    from m3agent.llm import create_chat_model
+    from m3agent.llm import create_chat_model, endpoint_options
 
     if chat is None:
         model = spec.raw.partition(":")[2].strip() or (settings.writer_llm if settings else None) or DEFAULT_MODEL
-        keys = {"api_key": settings.api_key, "timeout_s": settings.request_timeout_s} if settings else {}
+        keys = endpoint_options(settings) if settings else {}
         chat = create_chat_model(model, **keys)
     return LocalWriter(chat)

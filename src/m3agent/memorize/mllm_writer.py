@@ -212,7 +212,7 @@ def salvaged(text: str, schema: Mapping[str, Any]) -> dict[str, Any] | None:
 def create(spec: BackendSpec, *, settings: Settings | None = None, chat: ChatModel | None = None,
            **_: Any) -> MLLMWriter:
     """Factory of ``mllm`` (endpoint from ``settings.writer_llm``) and ``mllm:openai://host/v1?model=M``."""
-    from m3agent.llm import create_chat_model
+    from m3agent.llm import create_chat_model, endpoint_options
 
     if chat is None:
         endpoint = spec.raw.partition(":")[2].strip() or (settings.writer_llm if settings else None)
@@ -222,7 +222,7 @@ def create(spec: BackendSpec, *, settings: Settings | None = None, chat: ChatMod
                 hint="set writer_llm (--writer-llm / M3AGENT_WRITER_LLM) to openai://host:port/v1?model=NAME, "
                      "e.g. a vLLM server running Qwen2.5-Omni",
             )
-        keys = {"api_key": settings.api_key, "timeout_s": settings.request_timeout_s} if settings else {}
+        keys = endpoint_options(settings) if settings else {}
         chat = create_chat_model(endpoint, **keys)
     options = MLLMOptions.from_settings(settings.memorize) if settings else MLLMOptions()
     return MLLMWriter(chat, options)
