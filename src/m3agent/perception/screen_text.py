@@ -2,7 +2,7 @@
 
 Reading every sampled frame would cost more than the rest of perception, so detection runs on a
 frame only when (a) a shot starts, (b) the pixels under a line being followed changed (a caption
-was replaced) or the coarse map of vertical strokes changed somewhere (text may have appeared), at
+was replaced) or strokes appeared where the frame was flat (text may have appeared there), at
 most once per half ``text_interval_s``, or (c) ``text_interval_s`` passed without a detection. A
 detected line whose pixels did not change since it was last read keeps its text without running
 recognition again. Lines are followed by position and text; each followed line becomes one
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 Image = Any  # a numpy uint8 image (BGR or grey) or float32 array, as OpenCV takes them
 CHANGE_LEVEL = 12.0  # mean absolute grey difference (0-255) of a line's pixels that counts as changed
-EDGE_SHARE = 0.06  # share of coarse cells whose edge strength changed that means text may have appeared
+ROW_CELLS = 8  # cells in one row of the coarse grid, flat before, that gained strokes: a line of text appeared
+FLAT = 8.0  # mean stroke strength of a coarse cell without text
 EDGE_GRID = (64, 36)
 SLACK_S = 0.1  # sampled frames are not exactly on the half second
 SAME_BOX_IOU = 0.5
@@ -88,7 +89,7 @@ class _Reader:
         t = frame.time_s
         changed = [line for line in self.active if _changed(line.thumb, _thumb(grey, line.box))]
         edges = _edges(grey)
-        appeared = self.edges is not None and _changed(self.edges, edges, EDGE_SHARE)
+        appeared = self.edges is not None and _strokes_appeared(self.edges, edges)
         since = t - self.last_detect + SLACK_S
         interval = self.cfg.text_interval_s
         due = shot_start or since >= interval or ((changed or appeared) and since >= interval / 2)
@@ -192,15 +193,19 @@ def _thumb(grey: Image, box: tuple[float, float, float, float]) -> Any:
     return cv2.resize(region, THUMB, interpolation=cv2.INTER_AREA).astype(np.float32)
 
 
-def _changed(before: Any, after: Any, share: float | None = None) -> bool:
-    """Mean grey difference above ``CHANGE_LEVEL``; or, with ``share``, more than that share of cells
-    differing by more than ``CHANGE_LEVEL``."""
+def _changed(before: Any, after: Any) -> bool:
+    """Mean grey difference above ``CHANGE_LEVEL``."""
     import numpy as np
 
-    diff = np.abs(before - after)
-    if share is None:
-        return bool(diff.mean() > CHANGE_LEVEL)
-    return bool((diff > CHANGE_LEVEL).mean() > share)
+    return bool(np.abs(before - after).mean() > CHANGE_LEVEL)
+
+
+def _strokes_appeared(before: Any, after: Any) -> bool:
+    """Whether a row of the coarse grid has ``ROW_CELLS`` cells that were flat and now hold strokes: text
+    appears as a wide line on a flat band or box, while a moving head or hand changes cells along a
+    contour, few per row."""
+    gained = (before < FLAT) & (after - before > CHANGE_LEVEL)
+    return bool(gained.sum(axis=1).max() >= ROW_CELLS)
 
 
 def _edges(grey: Image) -> Any:
