@@ -5,8 +5,8 @@
   (give or take one frame period).
 - ``shot_cut_recall`` / ``shot_extra_cuts``: cuts found at the part boundaries of the 3-minute benchmark
   episode that are visual cuts (consecutive segments of one recording are not), within one frame period;
-  extra cuts are those at no part boundary (cuts inside a part, such as the Hamilton clip's cutaways, count
-  here too: see the labelled cuts in ``bench/labels/shots.tsv``).
+  extra cuts are those at no part boundary. The Hamilton part has real cutaways inside it (stage, pianist,
+  audience: seen on contact sheets of its frames), which land here too, so extra cuts are reported, not scored.
 - ``audio_event_hits``: labelled sound spans (``bench/labels/sounds.tsv``) whose class was heard in the span.
 - ``object_precision``: detections on labelled frames (``bench/labels/objects.tsv``) that match a labelled object.
 - ``rtf_<stage>``: stage wall seconds / media seconds over the episode (after a warm-up), the stages run one
