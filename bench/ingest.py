@@ -66,16 +66,16 @@ def warm_up(settings: Any, workdir: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(settings: Any, video: Path, workdir: Path) -> dict[str, Any]:
+def measure(settings: Any, video: Path, workdir: Path, tag: str = "") -> dict[str, Any]:
     from m3agent.pipeline import ingest_source
     from m3agent.store import open_store
 
-    db = workdir / f"{video.stem}.db"
+    db = workdir / f"{video.stem}{tag}.db"
     run = settings.model_copy(update={"memory": str(db)})
     report = ingest_source(run, str(video), show_progress=True)
     with open_store(str(db), readonly=True, create=False) as store:
         entities = len(store.entities())
-    size_mb = sum(p.stat().st_size for p in workdir.glob(f"{video.stem}.db*")) / 1e6
+    size_mb = sum(p.stat().st_size for p in workdir.glob(f"{video.stem}{tag}.db*")) / 1e6
     minutes = report.media_seconds / 60
     return {
         "video": video.name,
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 else episode(cache)[0]
             run = settings.model_copy(update={"senses": settings.senses.model_copy(update=off)}) \
                 if name.endswith("-off") else settings
-            row = measure(run, video, workdir)
+            row = measure(run, video, workdir, tag="-off" if name.endswith("-off") else "")
             if name.endswith("-off"):
                 row["video"] += " (scene senses off)"
             results["runs"].append(row)

@@ -24,6 +24,7 @@ UNCLIP = 1.6
 REC_HEIGHT = 48
 REC_BATCH = 6
 MIN_BOX_PX = 3
+MAX_UPSCALE = 2.0  # tiny frames are enlarged at most this much for detection (cost grows with the area)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +65,12 @@ class OcrModel:
 
     def detect(self, bgr: Image, side: int) -> list[tuple[Image, float]]:
         """Text regions of ``bgr`` as (4 corners in image pixels, score), the image scaled so its
-        longer side is ``side`` (rounded to multiples of 32) for the network."""
+        longer side is ``side`` (at most ``MAX_UPSCALE`` times larger; rounded to multiples of 32)."""
         import cv2
         import numpy as np
 
         h, w = bgr.shape[:2]
-        scale = side / max(h, w)
+        scale = min(side / max(h, w), MAX_UPSCALE)
         nh, nw = max(32, round(h * scale / 32) * 32), max(32, round(w * scale / 32) * 32)
         x = (cv2.resize(bgr, (nw, nh)).astype(np.float32) / 127.5 - 1.0).transpose(2, 0, 1)[None]
         with self._lock:
