@@ -30,7 +30,8 @@ SOURCES = {
                                                   "WDA_BobMenendez_000", "WDA_EdMarkey0_000")},
 }
 SPLIT_SCREEN = {"debate", "interview"}
-THRESHOLDS = (0.875, 0.9, 0.91, 0.92, 0.93, 0.94)
+THRESHOLDS_BY_EMBEDDER = {"dlib": (0.875, 0.9, 0.91, 0.92, 0.93, 0.94),
+                          "dlib+sface": (0.62, 0.65, 0.68, 0.7, 0.72, 0.75)}
 
 
 def identity(name: str, side: str) -> str:
@@ -78,13 +79,13 @@ def pair_scores(tracks: list[tuple[str, int, str, Any]]) -> dict[str, list[tuple
     return rules
 
 
-def sweep(rules: dict[str, list[tuple[float, bool]]]) -> dict[str, Any]:
+def sweep(rules: dict[str, list[tuple[float, bool]]], thresholds: tuple[float, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rule, scores in rules.items():
         same = [s for s, one in scores if one]
         diff = [s for s, one in scores if not one]
         out[rule] = {str(t): {"same_accepted": round(sum(s >= t for s in same) / max(len(same), 1), 3),
-                              "different_accepted": sum(s >= t for s in diff)} for t in THRESHOLDS}
+                              "different_accepted": sum(s >= t for s in diff)} for t in thresholds}
         out[rule]["pairs"] = {"same": len(same), "different": len(diff)}
     return out
 
@@ -92,18 +93,22 @@ def sweep(rules: dict[str, list[tuple[float, bool]]]) -> dict[str, Any]:
 def write_section(result: dict[str, Any]) -> None:
     from m3agent.bench.results_io import replace_section
 
+    thresholds = THRESHOLDS_BY_EMBEDDER[result["embedder"]]
     lines = [f"Command: `.venv/bin/python bench/identity_calibration.py`. Date: {result['date']}. "
-             f"{result['tracks']} face tracks from {len(SOURCES)} videos in 4 s clips.", "",
-             "Cosine threshold (dlib distance d on unit vectors is cosine 1 - d²/2: d 0.5 = 0.875, d 0.4 = 0.92). "
+             f"{result['tracks']} face tracks from {len(SOURCES)} videos in 4 s clips, "
+             f"`face_embedder` {result['embedder']}.", "",
+             "Cosine threshold (distance d on unit vectors is cosine 1 - d²/2: d 0.4 = 0.92, d 0.75 = 0.72). "
              "Cells: share of same-person pairs accepted / number of different-person pairs accepted.", "",
-             "| rule | pairs same/diff | " + " | ".join(str(t) for t in THRESHOLDS) + " |",
-             "|---|---|" + "---|" * len(THRESHOLDS)]
+             "| rule | pairs same/diff | " + " | ".join(str(t) for t in thresholds) + " |",
+             "|---|---|" + "---|" * len(thresholds)]
     for rule, row in result["sweep"].items():
-        cells = [f"{row[str(t)]['same_accepted']} / {row[str(t)]['different_accepted']}" for t in THRESHOLDS]
+        cells = [f"{row[str(t)]['same_accepted']} / {row[str(t)]['different_accepted']}" for t in thresholds]
         lines.append(f"| {rule} | {row['pairs']['same']}/{row['pairs']['different']} | " + " | ".join(cells) + " |")
-    lines += ["", "Chosen: top-3 rule at cosine 0.92 (`face_match_distance` 0.4). The former 0.5 accepted "
-              "different people (e.g. Ed Markey joined a debate face). Close calls left are the two debaters "
-              "(split screen, never merged because they are on screen together)."]
+    lines += ["", "dlib alone (2026-11-21): top-3 rule at cosine 0.92 (`face_match_distance` 0.4) accepted 0.977 of "
+              "same-person pairs and no different-person pair; 0.5 accepted different people (e.g. Ed Markey "
+              "joined a debate face). dlib+sface: `face_match_distance` 0.75 (cosine 0.72), midway between "
+              "the highest different-person score (0.686) and the lowest cross-source same-person score (0.747) "
+              "of the photo and video sets (Identity across videos)."]
     replace_section(REPO / "docs" / "benchmarks.md", "Identity calibration", "\n".join(lines))
 
 
@@ -116,8 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     if not VIDEO.is_dir():
         print(f"shared media not found at {VIDEO}", file=sys.stderr)
         return 2
+    from m3agent.settings import load_settings
+
+    embedder = load_settings().perception.face_embedder
     tracks = collect_tracks()
-    result = {"date": dt.date.today().isoformat(), "tracks": len(tracks), "sweep": sweep(pair_scores(tracks))}
+    result = {"date": dt.date.today().isoformat(), "tracks": len(tracks), "embedder": embedder,
+              "sweep": sweep(pair_scores(tracks), THRESHOLDS_BY_EMBEDDER[embedder])}
     print(json.dumps(result, indent=2))
     if not args.no_write:
         write_section(result)

@@ -31,6 +31,8 @@ TARGETS = {
     "der_pyannote_sample": ("<=", 0.20), "der_ami_1min": ("<=", 0.40), "wer_asr": ("<=", 0.08),
     "face_video_precision": (">=", 0.99), "face_video_recall": (">=", 0.95),
     "rtf_perception": ("<=", 0.5), "peak_rss_gb": ("<=", 3.0),
+    "av_links_debate": ("==", True), "av_links_interview": ("==", True),
+    "cross_video_trump_joined": ("==", True), "cross_video_false_merges": ("<=", 0),
 }
 
 
@@ -52,8 +54,148 @@ def identity_talking_heads(settings: Any, workdir: Path) -> dict[str, Any]:
         correct = sum(1 for link in links if face_video.get(link.face_id) is not None
                       and face_video.get(link.face_id) == voice_video.get(link.voice_id))
     ok = len(faces) == len(voices) == len(links) == correct == len(HEADS)
-    return {"identity_talking_heads": ok, "face_entities": len(faces), "voice_entities": len(voices),
+    return {"identity_talking_heads": ok, "heads_voice_entities_per_speaker": round(len(voices) / len(HEADS), 2),
+            "face_entities": len(faces), "voice_entities": len(voices),
             "links": len(links), "correct_links": correct}
+
+
+DEBATE = MEDIA / "video" / "iianet_debate_trump_clinton.mp4"
+INTERVIEW = MEDIA / "video" / "visualvoice_interview_2spk.mp4"
+DEBATE_SIDES = {"Hillary Clinton": "right", "Donald Trump": "left"}  # media/README.md
+
+
+def _ingest_links(settings: Any, video: Path, workdir: Path) -> tuple[dict[int, float], list[Any], list[Any]]:
+    """Ingest one video (perception only); each face entity's mean box centre x as a share of the frame
+    width, the accepted links, and the voice spans."""
+    from m3agent.domain import EntityKind
+    from m3agent.media import default_video_id
+    from m3agent.pipeline import ingest_source
+    from m3agent.store import open_memory
+
+    run = settings.model_copy(update={"memory": str(workdir / f"{video.stem}.db")})
+    ingest_source(run, str(video), perception_only=True, show_progress=False)
+    vid = default_video_id(str(video))
+    with open_memory(run, readonly=True, create=False) as store:
+        width = max(f.bbox.x2 for f in store.faces(vid))
+        centre: dict[int, list[float]] = {}
+        for face in store.faces(vid):
+            if face.entity_id is not None:
+                centre.setdefault(face.entity_id, []).append((face.bbox.x1 + face.bbox.x2) / 2 / width)
+        faces = {e.id: sum(centre.get(e.id, [0.5])) / max(len(centre.get(e.id, [])), 1)
+                 for e in store.entities(EntityKind.FACE)}
+        links = store.links(min_confidence=store.link_confidence)
+        spans = store.voice_spans(vid)
+    return faces, links, spans
+
+
+def _caption_speakers() -> list[tuple[float, float, str]]:
+    rows = []
+    for line in DEBATE.with_suffix(".captions.tsv").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        start, end, _, speaker = line.split("\t")
+        if speaker in DEBATE_SIDES:
+            rows.append((float(start), float(end), speaker))
+    return rows
+
+
+def _true_speaker(voice_id: int, spans: list[Any], truth: list[tuple[float, float, str]]) -> str | None:
+    """The captioned speaker who overlaps the voice's speech most (None when no attributed caption does)."""
+    overlap: dict[str, float] = {}
+    for start, end, voice in spans:
+        if voice == voice_id:
+            for t0, t1, speaker in truth:
+                overlap[speaker] = overlap.get(speaker, 0.0) + max(0.0, min(end, t1) - max(start, t0))
+    best = max(overlap.items(), key=lambda kv: kv[1], default=(None, 0.0))
+    return best[0] if best[1] > 0 else None
+
+
+def av_links_debate(settings: Any, workdir: Path) -> dict[str, Any]:
+    """Debate clip: every accepted link joins a voice to its speaker's face side, and both speakers are linked."""
+    faces, links, spans = _ingest_links(settings, DEBATE, workdir)
+    truth = _caption_speakers()
+    rows, linked = [], set()
+    for link in links:
+        speaker = _true_speaker(link.voice_id, spans, truth)
+        side = "right" if faces.get(link.face_id, 0.5) > 0.5 else "left"
+        ok = speaker is not None and DEBATE_SIDES[speaker] == side
+        linked.update({speaker} if ok else set())
+        rows.append({"face": link.face_id, "side": side, "voice": link.voice_id, "speaker": speaker,
+                     "confidence": link.confidence, "correct": ok})
+    all_ok = bool(rows) and all(r["correct"] for r in rows) and linked == set(DEBATE_SIDES)
+    voices = {v for _, _, v in spans}
+    return {"av_links_debate": all_ok, "av_links_debate_detail": rows,
+            "debate_voice_entities_per_speaker": round(len(voices) / len(DEBATE_SIDES), 2),
+            "debate_entities": {"faces": len(faces), "voices": len(voices)}}
+
+
+def av_links_interview(settings: Any, workdir: Path) -> dict[str, Any]:
+    """Split-screen interview (no labels): two voices linked to two different faces, each face to one voice."""
+    faces, links, spans = _ingest_links(settings, INTERVIEW, workdir)
+    per_face: dict[int, set[int]] = {}
+    for link in links:
+        per_face.setdefault(link.face_id, set()).add(link.voice_id)
+    consistent = len(per_face) >= 2 and all(len(v) == 1 for v in per_face.values())
+    return {"av_links_interview": consistent,
+            "av_links_interview_detail": {str(f): sorted(v) for f, v in per_face.items()},
+            "interview_entities": {"faces": len(faces), "voices": len({v for _, _, v in spans})}}
+
+
+OVAL = MEDIA / "video" / "pbs_oval_office_trump_mirziyoyev.mp4"
+DIAR = MEDIA / "audio" / "diarization"
+AUDIO_SPEAKERS = {"ami_1min": ("ami_mixture_1min/mixture.wav", "ami_mixture_1min/mixture.rttm", "mixture"),
+                  "pyannote_sample": ("pyannote_sample/sample.wav", "pyannote_sample/sample.rttm", "sample")}
+
+
+def voice_entities_audio(settings: Any, workdir: Path) -> dict[str, Any]:
+    """Voice entities per true speaker (RTTM) after ingesting each labelled recording into its own memory."""
+    from m3agent.domain import EntityKind
+    from m3agent.perception.scoring import read_rttm
+    from m3agent.pipeline import ingest_source
+    from m3agent.store import open_memory
+
+    out = {}
+    for name, (wav, rttm, file_id) in AUDIO_SPEAKERS.items():
+        run = settings.model_copy(update={"memory": str(workdir / f"{name}.db")})
+        ingest_source(run, str(DIAR / wav), perception_only=True, show_progress=False)
+        with open_memory(run, readonly=True, create=False) as store:
+            voices = len(store.entities(EntityKind.VOICE))
+        speakers = len({turn.speaker for turn in read_rttm(DIAR / rttm, file_id)})
+        out[name] = {"voice_entities": voices, "speakers": speakers}
+    return out
+
+
+def cross_video_identity(settings: Any, workdir: Path) -> dict[str, Any]:
+    """Debate then Oval Office into one memory: is Trump one face entity, and is nobody else joined?
+
+    Trump is the debate's left face and, in the Oval Office clip, the face in the right third during
+    the first 6 s (checked by eye); any other entity seen in both videos is a false merge.
+    """
+    from m3agent.media import default_video_id
+    from m3agent.pipeline import ingest_source
+    from m3agent.store import open_memory
+
+    run = settings.model_copy(update={"memory": str(workdir / "cross.db")})
+    for video in (DEBATE, OVAL):
+        ingest_source(run, str(video), perception_only=True, show_progress=False)
+    seen: dict[int, set[str]] = {}
+    with open_memory(run, readonly=True, create=False) as store:
+        trump: dict[str, set[int]] = {}
+        for video, is_trump in ((DEBATE, lambda x, t: x < 0.5), (OVAL, lambda x, t: x > 0.66 and t < 6.0)):
+            vid = default_video_id(str(video))
+            faces = store.faces(vid)
+            width = max(f.bbox.x2 for f in faces)
+            for face in faces:
+                if face.entity_id is None:
+                    continue
+                seen.setdefault(face.entity_id, set()).add(vid)
+                if is_trump((face.bbox.x1 + face.bbox.x2) / 2 / width, face.time_s):
+                    trump.setdefault(vid, set()).add(face.entity_id)
+    shared = {e for e, videos in seen.items() if len(videos) > 1}
+    joined = bool(set.intersection(*trump.values()) & shared) if len(trump) == 2 else False
+    false_merges = len(shared - set.intersection(*trump.values())) if len(trump) == 2 else len(shared)
+    return {"cross_video_identity": f"{int(joined)}/1", "cross_video_trump_joined": joined,
+            "cross_video_false_merges": false_merges, "cross_video_face_entities": len(seen)}
 
 
 def perception_rtf(settings: Any) -> dict[str, Any]:
@@ -121,8 +263,11 @@ def scene(settings: Any) -> dict[str, Any]:
 def verdicts(result: dict[str, Any]) -> dict[str, bool]:
     out = {}
     for key, (op, bound) in TARGETS.items():
-        if isinstance(result.get(key), (int, float)):
-            out[key] = result[key] >= bound if op == ">=" else result[key] <= bound
+        value = result.get(key)
+        if op == "==" and key in result:
+            out[key] = value == bound
+        elif isinstance(value, (int, float)):
+            out[key] = value >= bound if op == ">=" else value <= bound
     return out
 
 
@@ -134,18 +279,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--skip-quality", action="store_true", help="only identity and speed")
     parser.add_argument("--skip-scene", action="store_true", help="leave out the scene stages (text, objects, ...)")
+    parser.add_argument("--links-only", action="store_true", help="only the face-voice link checks (quick)")
     args = parser.parse_args(argv)
     if not MEDIA.is_dir():
         print(f"shared media not found at {MEDIA}", file=sys.stderr)
         return 2
     settings = load_settings(shared_dir=SHARED)
     result: dict[str, Any] = {"load_average": round(os.getloadavg()[0], 2)}
+    if args.links_only:
+        with tempfile.TemporaryDirectory(prefix="m3agent-bench-links-") as tmp:
+            result.update(av_links_debate(settings, Path(tmp)))
+            result.update(av_links_interview(settings, Path(tmp)))
+            result.update(cross_video_identity(settings, Path(tmp)))
+        print(json.dumps(result, indent=2))
+        return 0
     result["model_load_s"] = round(warm_up(settings), 1)
     rtf = perception_rtf(settings)
     result["rtf_perception"] = max(row["rtf"] for row in rtf.values())
     result["rtf_per_video"] = rtf
     with tempfile.TemporaryDirectory(prefix="m3agent-bench-perception-") as tmp:
         result.update(identity_talking_heads(settings, Path(tmp)))
+        result.update(av_links_debate(settings, Path(tmp)))
+        result.update(av_links_interview(settings, Path(tmp)))
+        result.update(cross_video_identity(settings, Path(tmp)))
+        result["voice_entities_audio"] = voice_entities_audio(settings, Path(tmp))
+    counted = [(result["heads_voice_entities_per_speaker"] * len(HEADS), len(HEADS)),
+               (result["debate_voice_entities_per_speaker"] * len(DEBATE_SIDES), len(DEBATE_SIDES)),
+               *((row["voice_entities"], row["speakers"]) for row in result["voice_entities_audio"].values())]
+    result["voice_entities_per_speaker"] = round(sum(v for v, _ in counted) / sum(n for _, n in counted), 2)
     result.update(quality(args.skip_quality))
     if not args.skip_scene:
         result.update(scene(settings))
@@ -175,6 +336,13 @@ def write_section(result: dict[str, Any], command: str) -> None:
     lines.append(f"| identity_talking_heads | {result['identity_talking_heads']} ({result['face_entities']} faces, "
                  f"{result['voice_entities']} voices, {result['correct_links']}/{result['links']} correct links) "
                  f"| 4 / 4 / 4 correct | {'yes' if result['identity_talking_heads'] else 'no'} |")
+    audio = ", ".join(f"{k} {v['voice_entities']}/{v['speakers']}" for k, v in result["voice_entities_audio"].items())
+    lines.append(f"| voice_entities_per_speaker | {result['voice_entities_per_speaker']} (talking heads "
+                 f"{result['heads_voice_entities_per_speaker']}, debate {result['debate_voice_entities_per_speaker']}, "
+                 f"{audio}) | 1.0 is ideal | - |")
+    lines.append(f"| cross_video_identity | {result['cross_video_identity']} (people joined / people in several "
+                 f"videos; {result['cross_video_false_merges']} false merges) | Trump joined | "
+                 f"{'yes' if result['cross_video_trump_joined'] else 'no'} |")
     lines += ["", "Full-perception speed (decode + faces + voices concurrently, after a warm-up clip; "
               f"model loading {result['model_load_s']} s):", "",
               "| video | media s | wall s | RTF | stage seconds |", "|---|---|---|---|---|"]

@@ -21,7 +21,8 @@ around them, rows around those: nearest neighbours at cosine ~0.6, same-topic ro
 have no neighbourhood structure at all, and every ANN method does badly on them.
 
 Usage: ``.venv/bin/python bench/store.py [--sizes 100000,1000000] [--queries 200] [--no-write]``
-(run it with ``nice``: the 2 cores are shared).
+(run it with ``nice``: the 2 cores are shared). ``--store postgres`` runs the same measurements on
+PostgreSQL + pgvector (bench/store_postgres.py) and writes its own section.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ def peak_rss_gib() -> float:
 
 
 # building the store ---------------------------------------------------------------------------
-def build_store(path: Path, corpus: Corpus) -> dict[str, Any]:
-    """Insert the corpus clip by clip; returns the insert rate timed inside the clip transactions."""
+def build_store(path: Path | str, corpus: Corpus) -> dict[str, Any]:
+    """Insert the corpus clip by clip into a file (or a store URL); returns the insert rate timed inside
+    the clip transactions."""
     from m3agent.bench.progress import progress
     from m3agent.domain import Video
     from m3agent.store import open_store
@@ -117,7 +119,8 @@ def build_store(path: Path, corpus: Corpus) -> dict[str, Any]:
             timed += time.perf_counter() - begin
             advance(PER_CLIP)
     store.close()
-    return {"rows": n, "seconds": round(timed, 1), "rows_per_s": round(n / timed), "db_gib": _gib(path)}
+    size = _gib(path) if isinstance(path, Path) else None
+    return {"rows": n, "seconds": round(timed, 1), "rows_per_s": round(n / timed), "db_gib": size}
 
 
 def _write_clip(store: Any, corpus: Corpus, start: int, texts: list[str]) -> None:
@@ -440,7 +443,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="where the stores are built (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the built stores")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite", help="which store to measure")
+    parser.add_argument("--pg-url", default=None, help="PostgreSQL to use (default: start a local pgserver)")
+    parser.add_argument("--no-sqlite", action="store_true", help="postgres: skip the SQLite rows of the same run")
+    parser.add_argument("--writers", default="1,2,4", help="postgres: concurrent writer counts to measure")
     args = parser.parse_args(argv)
+    if args.store == "postgres":
+        return main_postgres(args, argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="m3agent-bench-store-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine(), "date": dt.date.today().isoformat(), "sizes": {}}
@@ -453,6 +462,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(results, indent=2))
     if not args.no_write:
         write_section(results, "nice .venv/bin/python bench/store.py " + " ".join(argv or sys.argv[1:]))
+    return 0
+
+
+def main_postgres(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    from m3agent.bench.results_io import replace_section
+    from store_postgres import SECTION_TITLE, render_postgres, run_postgres
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="m3agent-bench-store-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    info, date = machine(), dt.date.today().isoformat()
+    try:
+        results = run_postgres([int(s) for s in args.sizes.split(",")], args.queries, workdir, args.pg_url,
+                               not args.no_sqlite, [int(w) for w in args.writers.split(",") if w])
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+    if not args.no_write:
+        command = "nice .venv/bin/python bench/store.py " + " ".join(argv or sys.argv[1:])
+        replace_section(REPO / "docs" / "benchmarks.md", SECTION_TITLE, render_postgres(results, info, date, command))
     return 0
 
 

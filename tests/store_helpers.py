@@ -1,14 +1,16 @@
-"""Shared builders for the store tests: real SQLite files, deterministic unit vectors."""
+"""Shared builders for the store tests: real stores (SQLite files, PostgreSQL databases), unit vectors."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from m3agent.domain import Clip, Memory, MemoryKind, Video
 from m3agent.store import open_store
+from m3agent.store.protocol import MemoryStore
 from m3agent.store.sqlite import SQLiteStore
 
 DIM = 16
@@ -53,7 +55,7 @@ def memory(
 
 
 def fill(
-    store: SQLiteStore,
+    store: MemoryStore,
     vectors: np.ndarray,
     *,
     videos: Sequence[str] = ("v1",),
@@ -83,3 +85,12 @@ def file_bytes(path: Path) -> bytes:
     data = path.read_bytes()
     wal = path.with_name(path.name + "-wal")
     return data + (wal.read_bytes() if wal.exists() else b"")
+
+
+def sql(store: MemoryStore, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Run raw SQL (``?`` parameters) on either backend, for tests that look under the protocol."""
+    if isinstance(store, SQLiteStore):
+        return [tuple(r) for r in store._db.execute(query, tuple(params)).fetchall()]
+    with store._read() as conn:  # type: ignore[attr-defined]
+        cursor = conn.execute(query.replace("?", "%s"), tuple(params)) if params else conn.execute(query)
+        return [tuple(r) for r in cursor.fetchall()] if cursor.description else []

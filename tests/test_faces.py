@@ -176,11 +176,29 @@ def test_detection_on_a_real_frame_finds_both_debaters(debate_clip: ClipMedia) -
 @pytest.mark.parametrize("backend", ["mtcnn", "hog"])
 def test_photo_with_two_people_gives_two_different_identities(media_dir: Path, backend: str) -> None:
     image = load_rgb(media_dir / "faces/face_recognition/two_people.jpg")
-    faces = faces_in_photo(image, PerceptionSettings(face_detector=backend))
+    settings = PerceptionSettings(face_detector=backend)
+    faces = faces_in_photo(image, settings)
     assert len(faces) == 2
-    assert all(f.embedding.shape == (128,) and f.embedding.dtype == np.float32 for f in faces)
-    assert float(np.linalg.norm(faces[0].embedding - faces[1].embedding)) > 0.6
+    assert all(f.embedding.shape == (256,) and f.embedding.dtype == np.float32 for f in faces)
+    assert float(np.linalg.norm(faces[0].embedding - faces[1].embedding)) > settings.face_photo_distance
     assert len(faces_in_photo(image, SETTINGS, largest_only=True)) == 1
+
+
+@pytest.mark.media
+def test_dlib_sface_descriptor_is_two_unit_halves_and_dlib_alone_keeps_its_thresholds(media_dir: Path) -> None:
+    """The default descriptor is unit dlib beside unit SFace over sqrt(2); dlib alone is the 128-d
+    descriptor with its own calibrated distances, unless a distance is set explicitly."""
+    image = load_rgb(media_dir / "faces/face_recognition/two_people.jpg")
+    both = faces_in_photo(image, SETTINGS, largest_only=True)[0].embedding
+    dlib = faces_in_photo(image, PerceptionSettings(face_embedder="dlib"), largest_only=True)[0].embedding
+    assert np.isclose(np.linalg.norm(both), 1.0, atol=1e-4)
+    assert np.allclose(both[:128] * np.sqrt(2), dlib / np.linalg.norm(dlib), atol=1e-4)
+    assert np.isclose(np.linalg.norm(both[128:]) * np.sqrt(2), 1.0, atol=1e-4)
+    assert not np.allclose(both[128:], both[:128], atol=1e-2), "SFace found the face: its own view, not dlib's"
+    assert dlib.shape == (128,)
+    assert PerceptionSettings(face_embedder="dlib").face_match_distance == 0.4
+    assert PerceptionSettings(face_embedder="dlib", face_match_distance=0.45).face_match_distance == 0.45
+    assert PerceptionSettings().face_match_distance == 0.75
 
 
 @pytest.mark.media
@@ -215,7 +233,7 @@ def test_best_observations_carry_embeddings_and_bounded_crops(debate_tracks: tup
         assert 1 <= len(track.best) <= 6
         assert [o.quality for o in track.best] == sorted((o.quality for o in track.best), reverse=True)
         for obs in track.best:
-            assert obs.embedding is not None and obs.embedding.shape == (128,)
+            assert obs.embedding is not None and obs.embedding.shape == (256,)
             assert obs.crop_jpeg is not None
             crop = cv2.imdecode(np.frombuffer(obs.crop_jpeg, np.uint8), cv2.IMREAD_COLOR)
             assert crop is not None and max(crop.shape[:2]) <= 160

@@ -114,3 +114,26 @@ def test_link_setting_is_the_one_bar_for_characters(settings: Settings) -> None:
     with open_memory(strict, readonly=True, create=False) as store:
         assert store.link_confidence == 0.95
         assert len(store.characters()) == 2  # the same link is evidence only under the stricter bar
+
+
+def test_faces_embedded_by_another_model_are_refused_with_a_hint(settings: Settings) -> None:
+    """A memory built with 128-d dlib descriptors cannot be compared with 256-d dlib+sface ones."""
+    import dataclasses
+
+    from m3agent.errors import ConfigError
+
+    fps = settings.media.frame_fps
+    with open_memory(settings) as store:
+        assert isinstance(store, SQLiteStore)
+        ensure_embedding_model(store, EMBEDDER)
+        store.add_video(Video("v1", "/media/v1.mp4"))
+        ingest(store, settings, perception(0, (5.0, 15.0), face_on_screen=True, fps=fps))
+        clip = perception(1, (5.0, 15.0), face_on_screen=True, fps=fps)
+        wide = np.concatenate([FACE, FACE]) / np.sqrt(2)
+        track = clip.tracks[0]
+        best = tuple(dataclasses.replace(o, embedding=wide) for o in track.best)
+        clip = dataclasses.replace(clip, tracks=(dataclasses.replace(track, best=best),))
+        with pytest.raises(ConfigError, match="another model") as error:
+            ingest(store, settings, clip)
+        assert "face_embedder" in str(error.value)
+        assert len(store.entities(EntityKind.FACE)) == 1, "the failed clip wrote nothing"

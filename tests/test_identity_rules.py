@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from m3agent.domain import BBox, FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
@@ -103,3 +105,60 @@ def test_links_are_matched_by_role_when_the_voice_id_is_smaller() -> None:
     assert (link.face_id, link.voice_id) == (5, 2)
     assert link.evidence == "face on screen 9.0 s of the voice's 10.0 s of speech"
     assert revisions([link], [link], evidence) == []
+
+
+def talking(entity: int, t: float, motion: float) -> FaceObservation:
+    return FaceObservation(clip_index=0, time_s=t, bbox=BBox(0, 0, 10, 10), det_score=0.99, entity_id=entity,
+                           mouth_motion=motion)
+
+
+def alternating_debate(lips_of: dict[int, int]) -> tuple[list[FaceObservation], list[VoiceSegment]]:
+    """Faces 1 and 2 on screen together for 40 s at 2 fps; voices 7 and 8 take 2 s turns. Face ``f``'s mouth
+    moves (with noise) while voice ``lips_of[f]`` speaks."""
+    rng = np.random.default_rng(3)
+    voices = [voice(7 if k % 2 == 0 else 8, 2.0 * k, 2.0 * k + 1.9) for k in range(20)]
+    speaking = {7: lambda t: int(t // 2) % 2 == 0, 8: lambda t: int(t // 2) % 2 == 1}
+    faces = []
+    for step in range(1, 80):
+        t = step / 2
+        for entity in (1, 2):
+            moving = speaking[lips_of[entity]](t - 0.25) if entity in lips_of else False
+            faces.append(talking(entity, t, 0.3 * moving + 0.1 * float(rng.standard_normal())))
+    return faces, voices
+
+
+def test_lips_that_move_with_a_voice_link_it_when_both_faces_are_always_on_screen() -> None:
+    faces, voices = alternating_debate({1: 8, 2: 7})
+    links = decide_links(collect_evidence(faces, voices, fps=2), LinkRule())
+    assert sorted((e.face_id, e.voice_id) for e in links) == [(1, 8), (2, 7)]
+    assert all(e.source == LinkSource.AV and e.confidence >= 0.75 and "lips move" in e.evidence for e in links)
+    no_motion = [dataclasses.replace(f, mouth_motion=None) for f in faces]
+    assert decide_links(collect_evidence(no_motion, voices, fps=2), LinkRule()) == [], "co-presence cannot tell"
+
+
+def test_lips_that_move_with_every_voice_settle_nothing() -> None:
+    faces, voices = alternating_debate({})  # nobody's mouth follows the speech: noise only
+    assert decide_links(collect_evidence(faces, voices, fps=2), LinkRule()) == []
+    evidence = collect_evidence(faces, voices, fps=2)
+    assert set(evidence.lip_sync) == {(1, 7), (1, 8), (2, 7), (2, 8)}
+    assert all(abs(s.r) < 0.4 and s.samples == 79 for s in evidence.lip_sync.values())
+
+
+def test_a_lone_face_is_linked_by_co_presence_whatever_its_lips_do() -> None:
+    faces = [talking(1, t / 2, -0.2 if t % 3 else 0.4) for t in range(1, 20)]
+    [link] = decide_links(collect_evidence(faces, [voice(7, 0, 9.5)], fps=2), LinkRule())
+    assert (link.face_id, link.voice_id) == (1, 7) and "lips" not in link.evidence
+
+
+def test_lip_sync_counts_the_part_of_each_interval_the_voice_speaks() -> None:
+    """Mouth motion equal to the voice's share of each 0.5 s interval (partial overlaps included,
+    overlapping segments counted once) correlates perfectly."""
+    from m3agent.identity.linking import lip_sync
+
+    spans = [(1.0, 2.0, 7), (1.5, 1.8, 7), (3.0, 3.5, 7), (0.0, 9.0, 8)]
+    share = {1.5: 1.0, 2.25: 0.5, 3.0: 0.0, 3.25: 0.5, 3.75: 0.5, 4.5: 0.0}
+    motions = [(t, 1, value) for t, value in share.items()]
+    sync = lip_sync(motions, spans, step=0.5)
+    assert sync[(1, 7)].r == 1.0 and sync[(1, 7)].samples == 6
+    assert sync[(1, 7)].speech_seconds == 1.25
+    assert (1, 8) not in sync, "a voice speaking in every interval says nothing about the lips"

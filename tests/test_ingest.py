@@ -41,8 +41,15 @@ def test_debate_ingest_gives_two_people_and_their_words(media_dir: Path, tmp_pat
         assert len(store.entities(EntityKind.FACE)) == 2, "split screen: exactly two faces"
         assert store.entities(EntityKind.VOICE), "someone speaks"
         text = " ".join(m.text.lower() for m in store.memories())
+        links = store.links(min_confidence=store.link_confidence)
+        right = {f.entity_id for f in store.faces("iianet_debate_trump_clinton") if f.bbox.x1 > 640}
+        senator = {v.entity_id for v in store.voices("iianet_debate_trump_clinton") if "new york" in v.text.lower()}
     assert "senator" in text and "new york" in text
     assert "<face_" in text and "<voice_" in text
+    # Both people are on screen all the time: only the lips tell who speaks (Clinton, on the right).
+    assert {(link.face_id, link.voice_id) for link in links if link.voice_id in senator} == \
+        {(face, voice) for face in right for voice in senator}
+    assert len({link.face_id for link in links}) == 2, "each speaker linked to a face"
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Transactional clip writes: all of a clip or nothing, even when the process is killed."""
+"""Transactional clip writes: all of a clip or nothing, even when the process is killed (both backends)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,20 +27,21 @@ from m3agent.domain import (
 )
 from m3agent.errors import IntegrityError, StoreError
 from m3agent.store import open_store
-from store_helpers import clip_of, fill, memory, new_store, unit_vectors
+from store_helpers import clip_of, fill, memory, unit_vectors
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_clip_commits_everything_and_marks_done(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4", 90.0, "title"))
     clip = clip_of("v1", 0)
     vectors = unit_vectors(4)
     with store.clip(clip) as w:
         face = w.add_entity(EntityKind.FACE, [vectors[0]], name="Ann")
         voice = w.add_entity(EntityKind.VOICE, [vectors[1], vectors[2]])
-        w.add_face(FaceObservation(0, 3.5, BBox(1, 2, 30, 40), 0.98, 0.7, 1, vectors[0], b"jpeg", face.id))
+        w.add_face(FaceObservation(0, 3.5, BBox(1, 2, 30, 40), 0.98, 0.7, 1, vectors[0], b"jpeg", face.id,
+                                   mouth_motion=0.25))
         seg = VoiceSegment(0, 1.0, 2.5, "hi there", 0, vectors[1], (Word("hi", 1.0, 1.2),), voice.id, "en")
         w.add_voice(seg, b"RIFFwav")
         mid = w.add_memory(memory(clip, f"{face.tag} greets {voice.tag}", vectors[3], entity_ids=(face.id, voice.id)))
@@ -47,7 +50,8 @@ def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
     assert store.clips("v1") == [(clip, ClipStatus.DONE, "")]
     got = store.get_memory(mid)
     assert got.entity_ids == (face.id, voice.id) and got.last_clip_index == 0
-    assert [f.crop_jpeg for f in store.faces("v1", 0)] == [b"jpeg"]
+    assert [(f.crop_jpeg, f.mouth_motion) for f in store.faces("v1", 0)] == [(b"jpeg", 0.25)]
+    assert store.mouth_motions("v1") == [(3.5, face.id, 0.25)]
     voices = store.voices("v1")
     assert voices[0].words == (Word("hi", 1.0, 1.2),) and voices[0].language == "en"
     assert store.voice_audio(voices[0].id) == b"RIFFwav"
@@ -57,8 +61,8 @@ def test_clip_commits_everything_and_marks_done(tmp_path: Path) -> None:
     assert store.links() == [FaceVoiceLink(face.id, voice.id, 0.8, LinkSource.AV, "on screen")]
 
 
-def test_an_exception_rolls_the_whole_clip_back(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_an_exception_rolls_the_whole_clip_back(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(5))
     before = store.counts()
     clip = clip_of("v1", 1)
@@ -76,20 +80,21 @@ def test_an_exception_rolls_the_whole_clip_back(tmp_path: Path) -> None:
     assert store.clips("v1")[1][1] is ClipStatus.DONE
 
 
-def test_uncommitted_writes_are_invisible_to_other_connections(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_uncommitted_writes_are_invisible_to_other_connections(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(3))
-    other = open_store(str(tmp_path / "memory.db"), readonly=True)
+    other = open_store(store.url, readonly=True)
     clip = clip_of("v1", 1)
     with store.clip(clip) as w:
         w.add_memory(memory(clip, "pending", unit_vectors(1)[0]))
         assert len(other.memories()) == 3
         assert [c.index for c, _, _ in other.clips("v1")] == [0]
     assert len(other.memories()) == 4
+    other.close()
 
 
-def test_writer_checks_rows_belong_to_its_clip_and_closes(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_writer_checks_rows_belong_to_its_clip_and_closes(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(3))
     clip = clip_of("v1", 1)
     with pytest.raises(IntegrityError), store.clip(clip) as w:
@@ -107,8 +112,8 @@ def test_writer_checks_rows_belong_to_its_clip_and_closes(tmp_path: Path) -> Non
         pass  # already done
 
 
-def test_reinforce_and_weights(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_reinforce_and_weights(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     (mid,) = fill(store, unit_vectors(1))
     clip = clip_of("v1", 4)
     with store.clip(clip) as w:
@@ -146,9 +151,9 @@ KILLED_WRITER = textwrap.dedent(
 )
 
 
-def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path) -> None:
-    path = tmp_path / "killed.db"
-    script = KILLED_WRITER.format(tests=str(REPO / "tests"), path=str(path))
+def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path, store_url: Callable[[], str]) -> None:
+    path = store_url()
+    script = KILLED_WRITER.format(tests=str(REPO / "tests"), path=path)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert proc.stdout is not None
@@ -157,7 +162,7 @@ def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path) -> None:
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    store = open_store(str(path))
+    store = open_store(path)
     assert store.check() == []  # type: ignore[attr-defined]
     assert [(c.index, s) for c, s, _ in store.clips("v1")] == [(i, ClipStatus.DONE) for i in range(3)]
     assert sorted({m.clip_index for m in store.memories()}) == [0, 1, 2]
@@ -166,3 +171,4 @@ def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path) -> None:
     with store.clip(clip) as w:
         w.add_memory(memory(clip, "clip 3 again", unit_vectors(1)[0]))
     assert len(store.memories(clip_index=3)) == 1
+    store.close()

@@ -1,8 +1,9 @@
-"""Identity corrections (merge, split, rename) and stable character ids."""
+"""Identity corrections (merge, split, rename) and stable character ids, on both backends."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,13 +11,15 @@ import pytest
 from m3agent.domain import BBox, Character, EntityKind, FaceObservation, FaceVoiceLink, Video, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError
 from m3agent.store.characters import UnionFind, accepted_pairs, group_characters
-from m3agent.store.sqlite import SQLiteStore
-from store_helpers import clip_of, memory, new_store, unit_vectors
+from m3agent.store.protocol import MemoryStore
+from store_helpers import clip_of, memory, sql, unit_vectors
+
+MakeStore = Callable[[], Any]
 
 
-def store_with_entities(tmp_path: Path, count: int) -> tuple[SQLiteStore, list[int]]:
+def store_with_entities(make_store: MakeStore, count: int) -> tuple[MemoryStore, list[int]]:
     """``count`` face entities (ids 1..count) created in clip 0 of video v1."""
-    store = new_store(tmp_path)
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4"))
     vectors = unit_vectors(count, seed=11)
     with store.clip(clip_of("v1", 0)) as w:
@@ -25,8 +28,8 @@ def store_with_entities(tmp_path: Path, count: int) -> tuple[SQLiteStore, list[i
     return store, ids
 
 
-def test_merge_rewrites_tags_token_exact(tmp_path: Path) -> None:
-    store, _ = store_with_entities(tmp_path, 31)
+def test_merge_rewrites_tags_token_exact(make_store: MakeStore) -> None:
+    store, _ = store_with_entities(make_store, 31)
     clip = clip_of("v1", 1)
     texts = [
         "<face_3> hands <face_30> a cup; face_3 smiles at <face_31>.",
@@ -55,8 +58,8 @@ def test_merge_rewrites_tags_token_exact(tmp_path: Path) -> None:
     assert {s.memory.id for s in store.keyword_search("face_30", 10)} == {mids[0], mids[1]}
 
 
-def test_merge_moves_observations_bank_edges_and_evidence(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_merge_moves_observations_bank_edges_and_evidence(make_store: MakeStore) -> None:
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4"))
     vectors = unit_vectors(6, seed=2)
     with store.clip(clip_of("v1", 0)) as w:
@@ -83,14 +86,14 @@ def test_merge_moves_observations_bank_edges_and_evidence(tmp_path: Path) -> Non
     assert store.entity_crops(keep.id, limit=1) == [b"absorb"]
     assert store.links() == [FaceVoiceLink(keep.id, voice.id, 0.9)]
     assert store.get_memory(both).text == f"{keep.tag} {keep.tag}"
-    edge = store._db.execute("SELECT weight FROM edges WHERE memory_id = ?", (both,)).fetchall()
+    edge = sql(store, "SELECT weight FROM edges WHERE memory_id = ?", (both,))
     assert edge == [(2.0,)]
     with pytest.raises(NotFoundError):
         store.get_entity(absorb.id)
 
 
-def test_split_moves_chosen_observations_to_a_new_entity(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_split_moves_chosen_observations_to_a_new_entity(make_store: MakeStore) -> None:
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4"))
     vectors = unit_vectors(4, seed=4)
     with store.clip(clip_of("v1", 0)) as w:
@@ -110,8 +113,8 @@ def test_split_moves_chosen_observations_to_a_new_entity(tmp_path: Path) -> None
     assert {c.entity_ids for c in store.characters()} == {(entity.id,), (new.id,)}
 
 
-def test_rename_and_missing_entities(tmp_path: Path) -> None:
-    store, ids = store_with_entities(tmp_path, 2)
+def test_rename_and_missing_entities(make_store: MakeStore) -> None:
+    store, ids = store_with_entities(make_store, 2)
     store.rename_entity(ids[0], "Alice")
     assert store.get_entity(ids[0]).name == "Alice"
     assert store.characters()[0].name == "Alice"
@@ -137,9 +140,9 @@ def test_union_find_and_latest_evidence() -> None:
     assert chars == [Character(3, (5, 6), "Eve"), Character(7, (2,)), Character(10, (1,))]
 
 
-def test_character_ids_are_stable_as_clips_arrive(tmp_path: Path) -> None:
+def test_character_ids_are_stable_as_clips_arrive(make_store: MakeStore) -> None:
     """Ids never renumber; merges keep the smaller id; before_clip replays the past exactly."""
-    store = new_store(tmp_path)
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4"))
     vec = unit_vectors(1)[0]
     history: dict[int, list[Character]] = {}
@@ -171,8 +174,8 @@ def test_character_ids_are_stable_as_clips_arrive(tmp_path: Path) -> None:
     assert store.characters(video_id="other") == []
 
 
-def test_character_id_survives_merging_its_entities(tmp_path: Path) -> None:
-    store, _ids = store_with_entities(tmp_path, 3)
+def test_character_id_survives_merging_its_entities(make_store: MakeStore) -> None:
+    store, _ids = store_with_entities(make_store, 3)
     before = {c.entity_ids: c.id for c in store.characters()}
     store.merge_entities(keep=3, absorb=1)
     after = store.characters()

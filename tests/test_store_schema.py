@@ -7,8 +7,9 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,11 +23,11 @@ from m3agent.errors import (
     StoreReadOnlyError,
     StoreVersionError,
 )
-from m3agent.store import STORES, open_store
+from m3agent.store import STORES, open_store, pg_schema
 from m3agent.store.protocol import ClipWriter, MemoryStore
 from m3agent.store.sqlite import SQLiteStore
 from m3agent.store.sqlite_schema import APPLICATION_ID, latest_version, migrations
-from store_helpers import DIM, clip_of, fill, memory, new_store, unit_vectors
+from store_helpers import DIM, clip_of, fill, memory, new_store, sql, unit_vectors
 
 ADJACENCY_INDEXES = {
     "edges_by_memory",
@@ -85,17 +86,17 @@ def test_adjacency_queries_use_indexes(tmp_path: Path) -> None:
         assert "USING" in plan and "SCAN" not in plan, (query, plan)
 
 
-def test_reopening_is_idempotent_and_keeps_data(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_reopening_is_idempotent_and_keeps_data(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     ids = fill(store, unit_vectors(20))
     store.close()
     for _ in range(2):
-        with open_store(str(tmp_path / "memory.db")) as again:
-            assert again.schema_version() == latest_version()
+        with open_store(store.url) as again:
+            known = migrations() if isinstance(again, SQLiteStore) else pg_schema.migrations()
+            assert again.schema_version() == known[-1].version
             assert [m.id for m in again.memories()] == ids
             assert again.embedding_model() == ("test-random", DIM)
-    db = raw(tmp_path / "memory.db")
-    assert db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(migrations())
+            assert sql(again, "SELECT count(*) FROM schema_migrations") == [(len(known),)]
 
 
 def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
@@ -156,7 +157,7 @@ def test_missing_file_without_create(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()
 
 
-def _every_write(store: SQLiteStore) -> list[object]:
+def _every_write(store: MemoryStore) -> list[object]:
     vector = unit_vectors(1)[0]
     calls = [
         lambda: store.add_video(Video("v9", "/x.mp4")),
@@ -165,7 +166,8 @@ def _every_write(store: SQLiteStore) -> list[object]:
         lambda: store.rename_entity(1, "x"),
         lambda: store.delete_memory(1),
         lambda: store.adjust_weight(1, 1.0),
-        lambda: store.compact(),
+        *([lambda: store.compact()] if isinstance(store, SQLiteStore) else []),
+        lambda: store.merge_entities(1, 2),
     ]
 
     def write_clip() -> None:
@@ -175,11 +177,11 @@ def _every_write(store: SQLiteStore) -> list[object]:
     return [*calls, write_clip]
 
 
-def test_readonly_open_reads_but_refuses_every_write(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_readonly_open_reads_but_refuses_every_write(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     ids = fill(store, unit_vectors(20))
     store.close()
-    with open_store(str(tmp_path / "memory.db"), readonly=True) as ro:
+    with open_store(store.url, readonly=True) as ro:
         assert [m.id for m in ro.memories()] == ids
         assert ro.vector_search(unit_vectors(1, seed=5)[0], 3)
         for write in _every_write(ro):  # type: ignore[arg-type]
@@ -253,8 +255,8 @@ def test_spec_forms_and_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert isinstance(store, SQLiteStore) and store.path == absolute
 
 
-def test_embedding_model_is_recorded_and_guarded(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "m.db"))
+def test_embedding_model_is_recorded_and_guarded(store_url: Callable[[], str]) -> None:
+    store = open_store(store_url())
     assert store.embedding_model() is None
     store.add_video(Video("v1", "/x.mp4"))
     with pytest.raises(IntegrityError), store.clip(clip_of("v1", 0)) as writer:
@@ -269,3 +271,4 @@ def test_embedding_model_is_recorded_and_guarded(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError), store.clip(clip_of("v2", 5)) as writer:
         writer.add_memory(memory(clip_of("v2", 5), "wrong dim", unit_vectors(1, dim=8)[0]))
     assert store.embedding_model() == ("a", DIM)
+    store.close()

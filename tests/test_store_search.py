@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from m3agent.domain import EntityKind, Memory, MemoryKind, SearchFilter, Video
 from m3agent.store import memory_vectors, open_store
+from m3agent.store.protocol import MemoryStore
 from m3agent.store.sqlite import SQLiteStore
 from m3agent.store.sqlite_rows import fts_query
 from store_helpers import clip_of, fill, memory, new_store, unit_vectors
@@ -51,15 +54,15 @@ def exact_top(vectors: np.ndarray, ids: list[int], query: np.ndarray, allowed: s
 
 
 @pytest.fixture
-def small(tmp_path: Path) -> tuple[SQLiteStore, np.ndarray, list[int]]:
-    store = new_store(tmp_path)
+def small(make_store: Callable[[], Any]) -> tuple[MemoryStore, np.ndarray, list[int]]:
+    store = make_store()
     vectors = unit_vectors(600, seed=21)
     ids = fill(store, vectors, videos=VIDEOS, per_clip=20)
     return store, vectors, ids
 
 
 def test_vector_search_is_exact_and_best_first_on_a_small_store(
-    small: tuple[SQLiteStore, np.ndarray, list[int]],
+    small: tuple[MemoryStore, np.ndarray, list[int]],
 ) -> None:
     store, vectors, ids = small
     everything = set(ids)
@@ -74,23 +77,21 @@ def test_vector_search_is_exact_and_best_first_on_a_small_store(
     assert top.memory.id == ids[123] and top.score == pytest.approx(1.0, abs=1e-5)
 
 
-@pytest.mark.parametrize("flt", FILTERS)
-def test_filters_follow_their_semantics_everywhere(
-    small: tuple[SQLiteStore, np.ndarray, list[int]], flt: SearchFilter
-) -> None:
+def test_filters_follow_their_semantics_everywhere(small: tuple[MemoryStore, np.ndarray, list[int]]) -> None:
     store, vectors, ids = small
     everything = store.memories()
-    allowed = {m.id for m in everything if passes(m, flt, {})}
-    assert {m.id for m in store.memories(flt=flt)} == allowed
     query = unit_vectors(1, seed=5)[0]
-    got = [s.memory.id for s in store.vector_search(query, 15, flt)]
-    assert got == exact_top(vectors, ids, query, allowed, 15)
-    assert {i for i, _ in store.iter_memory_vectors(flt)} == allowed
-    assert {s.memory.id for s in store.keyword_search("memory number", 1000, flt)} == allowed
+    for flt in FILTERS:  # one store for all filters: filling it is the slow part
+        allowed = {m.id for m in everything if passes(m, flt, {})}
+        assert {m.id for m in store.memories(flt=flt)} == allowed, flt
+        got = [s.memory.id for s in store.vector_search(query, 15, flt)]
+        assert got == exact_top(vectors, ids, query, allowed, 15), flt
+        assert {i for i, _ in store.iter_memory_vectors(flt)} == allowed, flt
+        assert {s.memory.id for s in store.keyword_search("memory number", 1000, flt)} == allowed, flt
 
 
-def test_entity_filter_and_neighbourhood(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_entity_filter_and_neighbourhood(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4"))
     vectors = unit_vectors(30, seed=8)
     linked: dict[int, set[int]] = {}
@@ -113,8 +114,9 @@ def test_entity_filter_and_neighbourhood(tmp_path: Path) -> None:
     assert store.memories_of_entities([]) == []
 
 
-def test_keyword_search_ranks_by_bm25_and_escapes_user_text(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_keyword_search_ranks_and_escapes_user_text(make_store: Callable[[], Any]) -> None:
+    """BM25 on SQLite, ts_rank_cd on PostgreSQL: the same order on these texts."""
+    store = make_store()
     store.add_video(Video("v1", "/x.mp4"))
     texts = [
         "<face_3> pours coffee into a red mug",
@@ -243,8 +245,8 @@ def test_snapshot_is_persisted_reloaded_and_caught_up(
     assert ids[7] not in {s.memory.id for s in reopened.vector_search(vectors[7], 10)}
 
 
-def test_search_inside_a_clip_sees_its_rows_and_survives_rollback(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_search_inside_a_clip_sees_its_rows_and_survives_rollback(make_store: Callable[[], Any]) -> None:
+    store = make_store()
     fill(store, unit_vectors(50, seed=1))
     store.vector_search(unit_vectors(1)[0], 1)  # index synced up to the committed rows
     clip = clip_of("v1", 10)
@@ -255,7 +257,7 @@ def test_search_inside_a_clip_sees_its_rows_and_survives_rollback(tmp_path: Path
         raise RuntimeError
     with store.clip(clip) as w:
         rid = w.add_memory(memory(clip, "real", real))
-    assert rid == pid  # the id was reused after the rollback ...
+    assert rid == pid or not isinstance(store, SQLiteStore)  # SQLite reuses the id after the rollback ...
     top = store.vector_search(phantom, 1)[0]
     assert top.memory.text != "phantom" and store.vector_search(real, 1)[0].memory.text == "real"  # ... safely
 

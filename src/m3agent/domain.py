@@ -101,6 +101,9 @@ class FaceObservation:
 
     ``track`` groups observations of one clip that belong to one face track;
     ``embedding`` is set only for the crops chosen to represent the track.
+    ``mouth_motion`` is the active-speaker cue of :mod:`m3agent.perception.asd`: how much
+    the mouth moved, beyond the rest of the face, since the track's previous sampled frame
+    (``None`` when not measured, e.g. on a track's first frame).
     """
 
     clip_index: int
@@ -113,6 +116,22 @@ class FaceObservation:
     crop_jpeg: bytes | None = None
     entity_id: int | None = None
     id: int = 0  # store row id (0 until stored); what ``split_entity`` takes
+    mouth_motion: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MouthMotion:
+    """Active-speaker cue: mouth movement of face track ``track`` between two sampled frames.
+
+    ``motion`` is the mouth region's normalised change from ``start_s`` to ``end_s`` minus that
+    of the upper face (eyes, brow), so head movement and lighting changes cancel out; it is
+    comparable over time for one face, not between faces (see :mod:`m3agent.perception.asd`).
+    """
+
+    track: int
+    start_s: float
+    end_s: float
+    motion: float
 
 
 @dataclass(frozen=True, slots=True)

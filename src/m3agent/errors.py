@@ -123,3 +123,26 @@ class UnsafePickleError(M3AgentError):
     """A pickle asked for a class outside the allow-list; it was not loaded."""
 
     default_hint = "only memory graphs released with M3-Bench can be imported; this file was refused"
+
+
+class ServerRequestError(M3AgentError):
+    """The server refused a request (a path, an upload); the HTTP status says which kind."""
+
+    status_code: int = 400
+
+
+class AccessDeniedError(ServerRequestError):
+    """A server-side path lies outside the folders the server may read."""
+
+    status_code = 403
+    default_hint = "put the file in a folder listed in server.allowed_folders, or upload it"
+
+
+class UploadTooLargeError(ServerRequestError):
+    status_code = 413
+    default_hint = "raise server.max_upload_mb, or ingest the file by path from an allowed folder"
+
+
+class UnsupportedUploadError(ServerRequestError):
+    status_code = 415
+    default_hint = "upload a video or audio file (see server.upload_extensions)"

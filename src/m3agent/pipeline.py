@@ -14,7 +14,7 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,8 +61,13 @@ class IngestReport:
 
 
 def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, perception_only: bool = False,
-                  max_clips: int | None = None, show_progress: bool = True) -> IngestReport:
-    """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip."""
+                  max_clips: int | None = None, show_progress: bool = True,
+                  on_clip: Callable[[IngestReport], None] | None = None) -> IngestReport:
+    """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
+
+    ``on_clip(report)`` runs after each clip is committed (or recorded as failed): the server's
+    job progress. An exception it raises stops the ingest there; the clips done so far stay.
+    """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
     from m3agent.memorize.embedding import ensure_embedding_model
@@ -84,6 +89,8 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
             for media, perception in perceived:
                 _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
+                if on_clip is not None:
+                    on_clip(report)
     return report
 
 
@@ -256,9 +263,18 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
 
             voices = pool.submit(timed, "voices", perceive_audio, media, settings)
         tracks = faces.result() if faces else ()
+        if tracks and settings.perception.active_speaker:
+            tracks = timed("asd", _active_speaker, media, tracks, settings.media.frame_fps)
         segments = voices.result() if voices else ()
         scene = senses.result() if senses else ClipSenses()
     return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings, senses=scene)
+
+
+def _active_speaker(media: ClipMedia, tracks: Any, fps: float) -> Any:
+    """The tracks with each sighting's mouth motion (:mod:`m3agent.perception.asd`)."""
+    from m3agent.perception.asd import mouth_motion, with_mouth_motion
+
+    return with_mouth_motion(tracks, mouth_motion(media, tracks, fps))
 
 
 @contextmanager

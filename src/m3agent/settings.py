@@ -11,13 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from m3agent.domain import ControlModeSetting
 from m3agent.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "m3agent.toml"
+# Face distances for perception.face_embedder = "dlib" (docs/benchmarks.md, Identity calibration).
+DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, "face_photo_distance": 0.5}
 
 
 class MediaSettings(BaseModel):
@@ -33,17 +35,28 @@ class PerceptionSettings(BaseModel):
     asr_model: str = Field("base", description="'base', 'tiny.en', a CTranslate2 model folder")
     asr_beam: int = Field(1, ge=1)
     min_face_px: int = Field(40, ge=8)
+    face_embedder: Literal["dlib", "dlib+sface"] = Field(
+        "dlib+sface", description="face identity descriptor: dlib ResNet alone, or dlib and SFace side by side "
+        "(joins one person across videos where dlib alone cannot; docs/benchmarks.md, Identity across videos). "
+        "A memory keeps the descriptor it was built with",
+    )
     face_match_distance: float = Field(
-        0.4, gt=0,
-        description="dlib distance (unit vectors) for a face track to join an existing entity across clips; "
-        "0.4 = cosine 0.92, calibrated in docs/benchmarks.md (Identity calibration)",
+        0.75, gt=0,
+        description="distance (unit vectors) for a face track to join an existing entity across clips and videos; "
+        "0.75 = cosine 0.72 for dlib+sface (different people score at most 0.686, one person in two videos or "
+        "photo sets at least 0.747); 0.4 (cosine 0.92) for dlib, the default when face_embedder is dlib",
     )
     min_face_observations: int = Field(
         3, ge=1, description="a face track needs this many sightings to found a new entity (it may join one earlier)"
     )
     face_detector: str = Field("mtcnn", description="face detector: mtcnn | hog")
     face_merge_distance: float = Field(
-        0.55, gt=0, description="mean dlib distance under which face tracks of one clip merge"
+        0.75, gt=0, description="mean descriptor distance under which face tracks of one clip merge "
+        "(0.55 for dlib, the default when face_embedder is dlib)",
+    )
+    face_photo_distance: float = Field(
+        0.85, gt=0, description="average-linkage distance that groups photos into identities "
+        "(0.5 for dlib, the default when face_embedder is dlib)",
     )
     voice_match_similarity: float = Field(0.75, gt=0, lt=1)
     voice_snippet_seconds: float = Field(
@@ -60,11 +73,35 @@ class PerceptionSettings(BaseModel):
         description="a face-voice link counts (characters, identity vetoes) from this confidence on; "
         "a lower one is kept as evidence only",
     )
+    active_speaker: bool = Field(
+        True, description="measure mouth motion of every face track (active speaker detection) so a voice links "
+        "to the face whose lips move with it, also when several faces are on screen",
+    )
+    lip_sync_min: float = Field(
+        0.1, ge=-1, le=1, description="a voice links by lip sync only to a face whose mouth motion correlates with "
+        "its speech at least this much",
+    )
+    lip_sync_margin: float = Field(
+        0.25, ge=0, le=2, description="... and by this much more than the next face's (measured separation: "
+        "0.4-0.6 on the debate and interview clips, docs/benchmarks.md)",
+    )
+    lip_sync_samples: int = Field(
+        10, ge=3, description="sampled frame pairs a face needs while a voice is heard before lip sync counts",
+    )
     threads: int = Field(
         1, ge=1,
         description="CPU threads per perception stage; faces and voices already run side by side, and two "
         "threads each made voices up to 8x slower on 2 cores (docs/benchmarks.md, Perception)",
     )
+
+    @model_validator(mode="after")
+    def _thresholds_of_the_embedder(self) -> PerceptionSettings:
+        """Face distances not set explicitly follow the embedder (their defaults are for dlib+sface)."""
+        if self.face_embedder == "dlib":
+            for name, value in DLIB_FACE_DISTANCES.items():
+                if name not in self.model_fields_set:
+                    setattr(self, name, value)
+        return self
 
 
 class SensesSettings(BaseModel):
@@ -132,6 +169,53 @@ class ControlSettings(BaseModel):
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
 
 
+class ExecutorSettings(BaseModel):
+    """How many videos are ingested at once, and where: in this process, or as tasks on a Ray cluster."""
+
+    kind: Literal["local", "ray"] = Field("local", description="local: one video after another; ray: Ray tasks")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join (ray://head:10001, or 'auto'); unset: start a local one")
+    workers: int = Field(2, ge=1, description="videos at once on a local Ray cluster (each a task of cpus_per_task)")
+    cpus_per_task: float = Field(
+        2.0, gt=0, description="CPUs a video task declares: its faces and voices are perceived side by side")
+    gpus_per_task: float = Field(0.0, ge=0, description="GPUs a video task declares (perception on a GPU node)")
+    retries: int = Field(
+        2, ge=0, description="times a failed video is tried again; it resumes after its committed clips")
+
+
+class ServerSettings(BaseModel):
+    """``m3agent serve`` and ``m3agent mcp``: where to listen, who may call, what may be read and uploaded."""
+
+    host: str = Field("127.0.0.1", description="address to bind; anything but loopback requires `token`")
+    port: int = Field(8765, ge=0, le=65535, description="TCP port (0: any free port)")
+    token: str | None = Field(
+        None, min_length=16,
+        description="bearer token every request must carry (`Authorization: Bearer ...`); required off loopback",
+    )
+    allowed_folders: list[Path] = Field(
+        default_factory=list,
+        description="server-side folders an ingest job may read by path (symlinks resolved; nothing else is read)",
+    )
+    allow_urls: bool = Field(True, description="ingest jobs may read network sources (http(s), rtsp, ...)")
+    max_upload_mb: float = Field(2048.0, gt=0, description="largest uploaded media file")
+    upload_extensions: list[str] = Field(
+        default_factory=lambda: [".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".wav", ".mp3", ".m4a",
+                                 ".flac", ".ogg", ".opus"],
+        description="file name endings an upload may have",
+    )
+    data_dir: Path | None = Field(
+        None, description="the server's own files (uploads, job journal); default: MEMORY-server/ beside the memory"
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="browser origins allowed by CORS; none: off")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host headers accepted besides the loopback names (DNS-rebinding guard); '*' accepts any",
+    )
+    read_stores: int = Field(
+        2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
+    )
+
+
 class ImportSettings(BaseModel):
     """Bounds on reading an untrusted memory-graph pickle (``m3agent import-m3``); a file over one is refused
     before anything is written. The defaults fit the graphs released with M3-Bench with a wide margin."""
@@ -159,7 +243,7 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    memory: str = Field("m3agent.db", description="memory store: a path or sqlite:///x.db")
+    memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
         "none",
@@ -181,6 +265,8 @@ class Settings(BaseSettings):
     senses: SensesSettings = SensesSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
+    executor: ExecutorSettings = ExecutorSettings()
+    server: ServerSettings = ServerSettings()
     importer: ImportSettings = ImportSettings()
 
     _config_file: Path | None = None

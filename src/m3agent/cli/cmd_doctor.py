@@ -6,20 +6,23 @@ import sys
 
 import click
 
-from m3agent.cli.common import json_option
+from m3agent.cli.common import build_settings, json_option, memory_option
 from m3agent.cli.output import console, print_json
 
 
 @click.command()
 @click.option("--deep", is_flag=True, help="also load the text embedder and run it once")
+@memory_option
 @json_option
-def doctor(deep: bool, as_json: bool) -> None:
-    """Check installed backends, models and extras, with the fix for each missing one."""
+@click.pass_context
+def doctor(ctx: click.Context, deep: bool, memory: str | None, as_json: bool) -> None:
+    """Check installed backends, models and extras, with the fix for each missing one; a PostgreSQL memory
+    (--memory postgresql://...) is connected to and checked."""
     from rich.table import Table
 
     from m3agent.doctor import run_checks
 
-    checks = run_checks(deep=deep)
+    checks = run_checks(deep=deep, memory=build_settings(ctx, memory=memory).memory)
     if as_json:
         print_json({"ok": all(c.status == "ok" for c in checks if c.category != "optional"),
                     "checks": [c.to_dict() for c in checks]})

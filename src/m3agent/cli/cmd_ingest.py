@@ -1,15 +1,19 @@
-"""``m3agent ingest``: watch a video or stream and write its memory."""
+"""``m3agent ingest``: watch videos or a stream and write their memory (many at once with --executor ray)."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
-from m3agent.cli.common import build_settings, json_option, memory_option
-from m3agent.cli.output import print_json
+from m3agent.cli.common import COUNT, build_settings, json_option, memory_option
+from m3agent.cli.output import console, print_json
+from m3agent.terminal import markup_literal as escape
 
 
 @click.command()
-@click.argument("source")
+@click.argument("sources", nargs=-1, required=True)
 @memory_option
 @click.option("--video-id", default=None, help="id of the video in the memory (default: from the file name)")
 @click.option("--writer", type=click.Choice(["perception", "mllm", "local"]), default=None,
@@ -19,23 +23,63 @@ from m3agent.cli.output import print_json
 @click.option("--clip-seconds", type=float, default=None, help="clip length (default 30)")
 @click.option("--fps", "frame_fps", type=float, default=None, help="frames per second sampled for faces")
 @click.option("--asr-model", default=None, help="base (default), tiny.en, or a CTranslate2 model folder")
-@click.option("--max-clips", type=int, default=None, help="stop after this many new clips")
+@click.option("--max-clips", type=int, default=None, help="stop after this many new clips (per video)")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="local: one video after another (default); ray: one Ray task per video")
+@click.option("--workers", type=COUNT, default=None, help="videos at once on a local Ray cluster (default 2)")
+@click.option("--ray-address", default=None, help="Ray cluster to join (default: start a local one)")
 @json_option
 @click.pass_context
-def ingest(ctx: click.Context, source: str, memory: str | None, video_id: str | None, writer: str | None,
-           writer_llm: str | None, perception_only: bool, clip_seconds: float | None, frame_fps: float | None,
-           asr_model: str | None, max_clips: int | None, as_json: bool) -> None:
-    """Ingest SOURCE (a file, URL or device) into the memory; rerun to resume where it stopped."""
-    from m3agent.pipeline import ingest_source
+def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, video_id: str | None,
+           writer: str | None, writer_llm: str | None, perception_only: bool, clip_seconds: float | None,
+           frame_fps: float | None, asr_model: str | None, max_clips: int | None, executor: str | None,
+           workers: int | None, ray_address: str | None, as_json: bool) -> None:
+    """Ingest SOURCES (files, folders of videos, URLs or a device) into the memory; rerun to resume.
+
+    With several videos, each is reported as it finishes; a failed video is retried (it resumes
+    after its committed clips) and the command exits non-zero if any video still failed.
+    """
+    from m3agent.executor import ingest_videos, video_jobs
 
     media = {k: v for k, v in {"clip_seconds": clip_seconds, "frame_fps": frame_fps}.items() if v is not None}
     perception = {"asr_model": asr_model} if asr_model else {}
-    settings = build_settings(ctx, memory=memory, writer=writer, writer_llm=writer_llm,
-                              media=media or None, perception=perception or None)
+    run = {k: v for k, v in {"kind": executor, "workers": workers, "ray_address": ray_address}.items()
+           if v is not None}
+    settings = build_settings(ctx, memory=memory, writer=writer, writer_llm=writer_llm, media=media or None,
+                              perception=perception or None, executor=run or None)
+    jobs = video_jobs(sources, video_id)
+    if len(jobs) == 1 and settings.executor.kind == "local":
+        _single(settings, jobs[0].source, jobs[0].video_id, perception_only, max_clips, as_json)
+        return
+    outcomes = ingest_videos(settings, jobs, perception_only=perception_only, max_clips=max_clips,
+                             on_outcome=None if as_json else _print_outcome)
+    if as_json:
+        print_json({"videos": [o.to_dict() for o in outcomes], "failed": sum(not o.ok for o in outcomes)})
+    if not all(o.ok for o in outcomes):
+        sys.exit(1)
+
+
+def _single(settings: Any, source: str, video_id: str, perception_only: bool, max_clips: int | None,
+            as_json: bool) -> None:
+    """One video here, with a progress bar (the report as before)."""
+    from m3agent.pipeline import ingest_source
+
     report = ingest_source(settings, source, video_id=video_id, perception_only=perception_only,
                            max_clips=max_clips, show_progress=not as_json)
     if as_json:
         print_json(report)
+
+
+def _print_outcome(outcome: Any) -> None:
+    if outcome.ok:
+        r = outcome.report
+        failed = len(r.get("clips_failed", []))
+        console().print(f"[green]done[/] {escape(outcome.video_id)}: {r.get('clips_done', 0)} clips"
+                        f" (+{r.get('clips_already_done', 0)} before), {r.get('memories_written', 0)} memories,"
+                        f" {failed} clips failed, {outcome.wall_seconds:.1f} s, attempt {outcome.attempts}")
+    else:
+        console().print(f"[red]failed[/] {escape(outcome.video_id)} after {outcome.attempts} attempts:"
+                        f" {escape(outcome.error)}")
 
 
 COMMANDS = [ingest]

@@ -32,7 +32,7 @@ def json_option(func: F) -> F:
 
 def memory_option(func: F) -> F:
     return click.option(
-        "--memory", "-m", default=None, help="memory file: FILE.db or sqlite:///FILE.db"
+        "--memory", "-m", default=None, help="memory: FILE.db, sqlite:///FILE.db or postgresql://..."
     )(func)
 
 

@@ -60,9 +60,20 @@ def main(ctx: click.Context, config_file: Path | None, debug: bool) -> None:
 
 
 def _register_commands() -> None:
-    from m3agent.cli import cmd_ask, cmd_bench, cmd_doctor, cmd_import, cmd_ingest, cmd_manage, cmd_serve, cmd_show
+    from m3agent.cli import (
+        cmd_ask,
+        cmd_bench,
+        cmd_doctor,
+        cmd_import,
+        cmd_ingest,
+        cmd_manage,
+        cmd_migrate,
+        cmd_serve,
+        cmd_show,
+    )
 
-    for module in (cmd_ingest, cmd_ask, cmd_show, cmd_bench, cmd_serve, cmd_doctor, cmd_manage, cmd_import):
+    for module in (cmd_ingest, cmd_ask, cmd_show, cmd_bench, cmd_serve, cmd_doctor, cmd_manage, cmd_import,
+                   cmd_migrate):
         for command in module.COMMANDS:
             main.add_command(command)
 

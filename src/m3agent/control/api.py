@@ -26,6 +26,7 @@ from m3agent.control.steps import Answer, Step
 from m3agent.errors import ConfigError, M3AgentError
 
 if TYPE_CHECKING:
+    from m3agent.control.characters import CharacterIndex
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
     from m3agent.settings import Settings
@@ -53,13 +54,15 @@ def answer_steps(
     before_clip: int | None = None,
     chat: ChatModel | None = None,
     embedder: Embedder | None = None,
+    index: CharacterIndex | None = None,
     **overrides: Any,
 ) -> Iterator[Step]:
     """The steps of answering ``question`` as ``m3agent ask`` does with ``settings``.
 
     ``overrides`` are control settings for this question (``mode``, ``rounds``, ...;
     ``None`` values ignored). ``chat`` and ``embedder`` default to the ones the
-    settings name (``settings.llm``, and the embedder the store was built with).
+    settings name (``settings.llm``, and the embedder the store was built with); ``index`` is a
+    prebuilt character index of the same scope (built from the store when ``None``).
     Builds the models before the first step is taken, so setting errors surface here.
     """
     from m3agent.embed import embedder_for_store
@@ -69,7 +72,8 @@ def answer_steps(
     if chat is None and uses_llm(settings.llm):
         chat = chat_model_from_settings(settings)
     embedder = embedder or embedder_for_store(store.embedding_model(), settings.embedder)
-    return answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip, config=config)
+    return answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip, config=config,
+                           index=index)
 
 
 def answer(question: str, store: MemoryStore, settings: Settings, **options: Any) -> Answer:
@@ -89,6 +93,7 @@ def answer_question(
     baseline: bool = False,
     mode: str | None = None,
     config: AgentConfig | None = None,
+    index: CharacterIndex | None = None,
 ) -> Iterator[Step]:
     """Answer ``question`` from ``store``; yields Thought/Action/Observation steps, then one Answer.
 
@@ -103,7 +108,7 @@ def answer_question(
         raise ConfigError("the question is empty", hint="ask a question in words")
     if chat is None and config.mode != "select":
         raise ConfigError(f"the {config.mode} mode needs a chat model", hint="pass --llm, or use --mode select")
-    run = RunContext(store, embedder, chat, question.strip(), video_id, before_clip, config)
+    run = RunContext(store, embedder, chat, question.strip(), video_id, before_clip, config, index)
     return MODE_STEPS[config.mode](run)
 
 

@@ -23,6 +23,7 @@ from m3agent.llm import ChatModel, ChatReply, Usage
 from m3agent.text import clock
 
 if TYPE_CHECKING:
+    from m3agent.control.characters import CharacterIndex
     from m3agent.control.config import AgentConfig
     from m3agent.control.results import Hit, SearchResult
     from m3agent.embed import Embedder
@@ -44,6 +45,7 @@ class RunContext:
     video_id: str | None
     before_clip: int | None
     config: AgentConfig
+    index: CharacterIndex | None = None  # a prebuilt character index (a server caches it between questions)
     searcher: MemorySearcher = field(init=False)
     usage: Usage = field(default_factory=Usage)
     searches: list[SearchResult] = field(default_factory=list)
@@ -56,6 +58,7 @@ class RunContext:
             self.embedder,
             video_id=self.video_id,
             before_clip=self.before_clip,
+            index=self.index,
             min_similarity=self.config.min_similarity,
         )
 

@@ -1,12 +1,23 @@
-"""Face<->voice equivalence from audio-visual co-occurrence, accumulated over clips.
+"""Face<->voice equivalence from audio-visual evidence, accumulated over clips.
 
-While a voice speaks, the faces on screen collect credit: each sampled
+Two kinds of evidence, strongest first:
+
+* **Lip sync** (active speaker detection): each face sighting carries the
+  mouth-motion cue of :mod:`m3agent.perception.asd`; per (face, voice) pair,
+  its Pearson correlation with how much of each sampling interval the voice
+  speaks. When at least two faces were watched long enough while the voice
+  spoke, the voice links to the face whose lips move with it, if that face's
+  correlation is positive and beats the next face's by a margin. This is what
+  tells two people apart who are on screen together all the time.
+* **Co-presence**: while a voice speaks, the faces on screen collect credit: each sampled
 frame inside a voice segment gives ``1/fps`` seconds, split evenly among
 the faces visible in it (a lone face gets all of it, two faces half each).
 A voice is linked to a face when that face holds most of the voice's
 speech time, clearly more than any other face, and the voice is also the
 best voice for that face (mutual best). Confidence is the face's share of
-the voice's speech time. Links are recomputed from all evidence after every
+the voice's speech time. A voice the lips settle is not decided by co-presence.
+
+Links are recomputed from all evidence after every
 clip, so a link that later evidence contradicts is revoked (confidence 0).
 """
 
@@ -14,36 +25,71 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
 
+if TYPE_CHECKING:
+    from m3agent.settings import PerceptionSettings
 
 @dataclass(frozen=True, slots=True)
 class LinkRule:
+    """Co-presence: ``min_share``, ``min_seconds``, ``dominance``; lip sync: the ``lip_*`` fields."""
+
     min_share: float = 0.5
     min_seconds: float = 1.5
     dominance: float = 1.5
+    lip_min_r: float = 0.1
+    lip_margin: float = 0.25
+    lip_min_samples: int = 10
+
+    @classmethod
+    def from_settings(cls, perception: PerceptionSettings) -> LinkRule:
+        return cls(lip_min_r=perception.lip_sync_min, lip_margin=perception.lip_sync_margin,
+                   lip_min_samples=perception.lip_sync_samples)
+
+
+@dataclass(frozen=True, slots=True)
+class LipSync:
+    """Correlation ``r`` of a face's mouth motion with a voice's speech over ``samples`` intervals,
+    in which the voice spoke ``speech_seconds``."""
+
+    r: float
+    samples: int
+    speech_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
 class AVEvidence:
-    """Seconds each (face, voice) pair co-occurred, and seconds each voice spoke."""
+    """Seconds each (face, voice) pair co-occurred, seconds each voice spoke, and lip sync per pair."""
 
     co_seconds: dict[tuple[int, int], float]
     speech_seconds: dict[int, float]
+    lip_sync: dict[tuple[int, int], LipSync] = field(default_factory=dict)
 
 
 def collect_evidence(faces: Iterable[FaceObservation], voices: Iterable[VoiceSegment], fps: float) -> AVEvidence:
-    """Credit visible faces for every sampled frame that falls inside a voice segment."""
+    """Credit visible faces for every sampled frame that falls inside a voice segment; lip sync too."""
+    faces = [f for f in faces if f.entity_id is not None]
     sightings = [(f.time_s, f.entity_id) for f in faces if f.entity_id is not None]
+    motions = [(f.time_s, f.entity_id, f.mouth_motion) for f in faces
+               if f.entity_id is not None and f.mouth_motion is not None]
     spans = [(v.start_s, v.end_s, v.entity_id) for v in voices if v.entity_id is not None]
-    return evidence_from(sightings, spans, fps)
+    return evidence_from(sightings, spans, fps, motions)
 
 
 def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[tuple[float, float, int]],
-                  fps: float) -> AVEvidence:
-    """:func:`collect_evidence` over ``(time, face)`` sightings and ``(start, end, voice)`` spans."""
+                  fps: float, motions: Iterable[tuple[float, int, float]] = ()) -> AVEvidence:
+    """:func:`collect_evidence` over ``(time, face)`` sightings, ``(start, end, voice)`` spans and
+    ``(time, face, mouth motion)`` samples (the motion over the sampling interval ending at ``time``)."""
+    spans = list(spans)
+    co, speech = _co_presence(sightings, spans, fps)
+    return AVEvidence(co, speech, lip_sync(motions, spans, 1.0 / fps))
+
+
+def _co_presence(sightings: Iterable[tuple[float, int]], spans: Sequence[tuple[float, float, int]],
+                 fps: float) -> tuple[dict[tuple[int, int], float], dict[int, float]]:
     frames: dict[float, set[int]] = defaultdict(set)
     for time_s, face_id in sightings:
         frames[round(time_s, 3)].add(face_id)
@@ -59,7 +105,75 @@ def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[tuple[
             visible = frames[t]
             for face_id in visible:
                 co[(face_id, voice_id)] += step / len(visible)
-    return AVEvidence(dict(co), dict(speech))
+    return dict(co), dict(speech)
+
+
+def lip_sync(motions: Iterable[tuple[float, int, float]], spans: Sequence[tuple[float, float, int]],
+             step: float) -> dict[tuple[int, int], LipSync]:
+    """Per (face, voice): correlation of the face's mouth motion with the voice's share of each interval.
+
+    The interval of a sample at ``t`` is ``[t - step, t]``. Pairs whose voice is silent in all of the
+    face's intervals, or speaks in all of them (nothing to correlate), get no entry.
+    """
+    import numpy as np
+
+    by_face: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for time_s, face_id, value in motions:
+        by_face[face_id].append((time_s, value))
+    speech = _speech_clocks(spans)
+    out: dict[tuple[int, int], LipSync] = {}
+    for face_id, samples in by_face.items():
+        times = np.array([t for t, _ in samples])
+        motion = np.array([m for _, m in samples])
+        for voice_id, clock in speech.items():
+            share = (clock(times) - clock(times - step)) / step
+            r = _pearson(motion, share)
+            if r is not None:
+                out[(face_id, voice_id)] = LipSync(round(r, 4), len(samples), round(float(share.sum()) * step, 2))
+    return out
+
+
+def _speech_clocks(spans: Sequence[tuple[float, float, int]]) -> dict[int, Any]:
+    """Per voice, a function giving the seconds it has spoken up to each of an array of times."""
+    import numpy as np
+
+    by_voice: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for start, end, voice_id in spans:
+        if end > start:
+            by_voice[voice_id].append((start, end))
+    clocks = {}
+    for voice_id, pieces in by_voice.items():
+        merged = _union(sorted(pieces))
+        starts = np.array([a for a, _ in merged])
+        lengths = np.array([b - a for a, b in merged])
+        before = np.concatenate([[0.0], np.cumsum(lengths)])
+
+        def clock(times: Any, starts: Any = starts, lengths: Any = lengths, before: Any = before) -> Any:
+            index = np.searchsorted(starts, times, side="right") - 1
+            inside = np.clip(times - starts[np.maximum(index, 0)], 0.0, lengths[np.maximum(index, 0)])
+            return np.where(index >= 0, before[np.maximum(index, 0)] + inside, 0.0)
+
+        clocks[voice_id] = clock
+    return clocks
+
+
+def _union(pieces: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted intervals with overlaps joined."""
+    merged: list[tuple[float, float]] = []
+    for start, end in pieces:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _pearson(a: Any, b: Any) -> float | None:
+    import numpy as np
+
+    da, db = a - a.mean(), b - b.mean()
+    norm = float(np.sqrt((da * da).sum() * (db * db).sum()))
+    return float((da * db).sum()) / norm if norm > 1e-12 else None
 
 
 def _times_within(times: Sequence[float], start: float, end: float) -> list[float]:
@@ -71,7 +185,7 @@ def _times_within(times: Sequence[float], start: float, end: float) -> list[floa
 
 
 def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[FaceVoiceLink]:
-    """Mutual-best face<->voice pairs that meet the share, time and dominance rules."""
+    """Lip-sync links where the lips settle it, else mutual-best co-presence pairs that meet the rules."""
     by_voice: dict[int, list[tuple[float, int]]] = defaultdict(list)
     by_face: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for (face_id, voice_id), seconds in evidence.co_seconds.items():
@@ -79,6 +193,10 @@ def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[FaceVoiceLink]:
         by_face[face_id].append((seconds, voice_id))
     links = []
     for voice_id, candidates in by_voice.items():
+        lips = lip_link(evidence, voice_id, rule)
+        if lips is not None:
+            links.append(lips)
+            continue
         candidates.sort(reverse=True)
         best_s, face_id = candidates[0]
         runner_up = candidates[1][0] if len(candidates) > 1 else 0.0
@@ -89,6 +207,27 @@ def decide_links(evidence: AVEvidence, rule: LinkRule) -> list[FaceVoiceLink]:
             links.append(FaceVoiceLink(face_id, voice_id, confidence=round(min(share, 1.0), 3),
                                        source=LinkSource.AV, evidence=describe(evidence, face_id, voice_id)))
     return links
+
+
+def lip_link(evidence: AVEvidence, voice_id: int, rule: LinkRule) -> FaceVoiceLink | None:
+    """The face whose lips move with the voice, when at least two faces were watched while it spoke.
+
+    Confidence is 0.5 plus the margin over the next face (at most 0.95): a margin of
+    ``rule.lip_margin`` or more clears the default link bar of 0.5 with room to spare.
+    """
+    ranked = sorted(((sync.r, face_id) for (face_id, voice), sync in evidence.lip_sync.items()
+                     if voice == voice_id and sync.samples >= rule.lip_min_samples
+                     and sync.speech_seconds >= rule.min_seconds), reverse=True)
+    if len(ranked) < 2:
+        return None
+    (best, face_id), (runner_up, _) = ranked[0], ranked[1]
+    if best < rule.lip_min_r or best - runner_up < rule.lip_margin:
+        return None
+    confidence = round(min(0.95, 0.5 + best - runner_up), 3)
+    sync = evidence.lip_sync[(face_id, voice_id)]
+    words = (f"lips move with the voice (r {best:.2f} against {runner_up:.2f} for the next face, "
+             f"{sync.samples} samples); {describe(evidence, face_id, voice_id)}")
+    return FaceVoiceLink(face_id, voice_id, confidence=confidence, source=LinkSource.AV, evidence=words)
 
 
 def describe(evidence: AVEvidence, face_id: int, voice_id: int) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrack, VoiceSegment
+from m3agent.errors import ConfigError
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
 from m3agent.identity.linking import LinkRule, decide_links, evidence_from, revisions
 from m3agent.media.snippets import voice_snippets
@@ -37,7 +38,7 @@ class IdentityRules:
         return cls(
             face=MatchRule(threshold=face_similarity, margin=0.02, top=3, cap=10),
             voice=MatchRule(threshold=settings.perception.voice_match_similarity, margin=0.03, top=3, cap=20),
-            link=LinkRule(),
+            link=LinkRule.from_settings(settings.perception),
             fps=settings.media.frame_fps,
             min_face_observations=settings.perception.min_face_observations,
             snippet_seconds=settings.perception.voice_snippet_seconds,
@@ -113,6 +114,7 @@ def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates:
     """
     entities = store.entities(kind)
     banks = [_bank(store, e.id) for e in entities]
+    _same_descriptor(kind, candidates, banks)
     scores = score_matrix(candidates, banks, rule.top)
     for i, entity_id in vetoes or ():
         for j, entity in enumerate(entities):
@@ -133,6 +135,15 @@ def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates:
             matched.append(entity_id)
             result.append(entity_id)
     return result
+
+
+def _same_descriptor(kind: EntityKind, candidates: Sequence[Matrix], banks: Sequence[Matrix]) -> None:
+    """Refuse to compare descriptors of different models (a memory built with another face embedder)."""
+    dims = {c.shape[1] for c in candidates} | {b.shape[1] for b in banks if len(b)}
+    if len(dims) > 1:
+        raise ConfigError(f"this memory's {kind} entities were embedded with another model ({sorted(dims)} values "
+                          "per vector)", hint="ingest with the memory's own perception.face_embedder "
+                          "(e.g. M3AGENT_PERCEPTION__FACE_EMBEDDER=dlib) or start a new memory")
 
 
 def _face_times(tracks: Sequence[FaceTrack]) -> dict[int, set[float]]:
@@ -201,7 +212,7 @@ def refresh_links(store: MemoryStore, writer: ClipWriter, video_id: str, rules: 
     from this video says nothing about a pair that never met in it.
     """
     sightings, spans = store.face_sightings(video_id), store.voice_spans(video_id)
-    evidence = evidence_from(sightings, spans, rules.fps)
+    evidence = evidence_from(sightings, spans, rules.fps, store.mouth_motions(video_id))
     decided = decide_links(evidence, rules.link)
     faces, voices = {face for _, face in sightings}, {voice for _, _, voice in spans}
     current = [link for link in store.links() if link.face_id in faces and link.voice_id in voices]

@@ -161,8 +161,10 @@ class _Reader:
     def _get_cutter(self, first_time_s: float) -> ClipCutter:
         """The cutter, created at the first decoded frame (live sources take their origin from it)."""
         if self._cutter is None:
-            if self._origin is None or self._live:
+            if self._live or (self._origin is None and self._start_s == 0):
                 self._origin = first_time_s
+            elif self._origin is None:  # a seeked file that declares no start time: its timeline starts at 0
+                self._origin = 0.0
             self._cutter = ClipCutter(self._media, self._plan, self._origin - self._shift)
         return self._cutter
 

@@ -1,4 +1,4 @@
-"""Memory stores: the single-file SQLite store. ``postgresql://`` is registered only to fail clearly."""
+"""Memory stores: the single-file SQLite store (default) and PostgreSQL + pgvector (shared, many workers)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 STORES: Registry[MemoryStore] = Registry("memory store")
 STORES.register("sqlite", "m3agent.store.sqlite:open_sqlite", "single-file SQLite memory (default)")
-STORES.register("postgresql", "m3agent.store.postgres:open_postgres", "PostgreSQL + pgvector (not available yet)")
-STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql (not available yet)")
+STORES.register("postgresql", "m3agent.store.postgres:open_postgres",
+                "PostgreSQL + pgvector: one memory for many workers (extra [postgres])")
+STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql")
 
 
 def open_store(spec: str, *, readonly: bool = False, create: bool = True,

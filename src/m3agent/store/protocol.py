@@ -1,4 +1,4 @@
-"""The memory-store contract every backend fulfils (today the SQLite file; PostgreSQL is planned).
+"""The memory-store contract every backend fulfils (the SQLite file and PostgreSQL + pgvector).
 
 Conventions:
 - Entity ids (faces and voices) share one id space, so ``<face_3>`` and
@@ -203,6 +203,11 @@ class MemoryStore(Protocol):
 
         The narrow view face-voice linking reads after every clip: no embeddings, no crops.
         """
+        ...
+
+    def mouth_motions(self, video_id: str) -> list[tuple[float, int, float]]:
+        """``(time_s, entity_id, mouth_motion)`` of every identified face sighting of a video whose
+        mouth motion was measured, in time order (the active-speaker cue face-voice linking reads)."""
         ...
 
     def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:

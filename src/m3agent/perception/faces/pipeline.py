@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from m3agent.perception.faces.detect import Detection, FaceDetector
+    from m3agent.perception.faces.embed import FaceEmbedder
     from m3agent.perception.faces.models import FaceModels
     from m3agent.perception.faces.quality import FaceQuality
     from m3agent.perception.faces.track import Track
@@ -72,7 +73,8 @@ def perceive_faces_timed(
         qualities, tracks = _track(images, found)
     with _timed(timings, "embed_s"):
         limit = max(1, min(MAX_EXEMPLARS, EMBED_BUDGET // max(len(tracks), 1)))
-        exemplars = [_embed_track(t, images, found, qualities, models, limit) for t in tracks]
+        exemplars = [_embed_track(t, images, found, qualities, models, limit, settings.face_embedder)
+                     for t in tracks]
     with _timed(timings, "merge_s"):
         labels = merge_tracks(tracks, exemplars, settings.face_merge_distance)
     result = _build(media, found, qualities, tracks, exemplars, labels)
@@ -139,6 +141,7 @@ def _embed_track(
     qualities: Sequence[Sequence[FaceQuality]],
     models: FaceModels,
     limit: int,
+    embedder: FaceEmbedder = "dlib+sface",
 ) -> list[_Exemplar]:
     """Embed the track's best crops: one for a single sighting, two for short tracks, else ``limit``."""
     from m3agent.perception.faces.embed import crop_jpeg, embed_face
@@ -149,7 +152,7 @@ def _embed_track(
     out = []
     for frame, index in choose_exemplars(track.members, quality, count):
         det = found[frame][index]
-        vector = embed_face(images[frame], det, models, JITTERS)
+        vector = embed_face(images[frame], det, models, JITTERS, embedder)
         out.append(_Exemplar((frame, index), vector, crop_jpeg(images[frame], det.bbox)))
     return out
 

@@ -1,0 +1,102 @@
+"""``/api/entities`` and ``/api/characters``: who is in the memory; crops, snippets, rename, merge, split."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+
+from m3agent import inspect
+from m3agent.domain import EntityKind
+from m3agent.errors import NotFoundError
+from m3agent.server import schemas, service
+from m3agent.server.deps import Ctx, Limit, Offset
+
+router = APIRouter(tags=["entities and characters"])
+EntityId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <face_N>/<voice_N>")]
+CharacterId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <character_N>")]
+MediaIndex = Annotated[int, Path(ge=0, le=15)]
+MEDIA: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"image/jpeg": {}, "audio/wav": {}}}, 404: {"model": schemas.Problem}}
+
+
+@router.get("/api/entities", response_model=schemas.Page[schemas.EntityOut], summary="List face/voice entities")
+def list_entities(ctx: Ctx, kind: Annotated[Literal["face", "voice"] | None, Query()] = None,
+                  offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+    with ctx.stores.read() as store:
+        character_of, _ = inspect.character_names(store)
+        rows = [service.entity_out(e, character_of)
+                for e in store.entities(EntityKind(kind) if kind else None)]
+    return service.page(rows, offset, limit)
+
+
+@router.get("/api/entities/{entity_id}", response_model=schemas.EntityDetail,
+            summary="One entity with its observations (the ids a split takes)")
+def get_entity(ctx: Ctx, entity_id: EntityId) -> schemas.EntityDetail:
+    return service.entity_detail(ctx, entity_id)
+
+
+@router.get("/api/entities/{entity_id}/media/{index}", response_class=Response, responses=MEDIA,
+            summary="Face crop N (JPEG) of a face entity, or voice snippet N (WAV) of a voice entity")
+def get_entity_media(ctx: Ctx, entity_id: EntityId, index: MediaIndex) -> Response:
+    with ctx.stores.read() as store:
+        entity = store.get_entity(entity_id)
+        media = service.entity_media(store, entity, index + 1)
+    if index >= len(media):
+        what = "face crop" if entity.kind == EntityKind.FACE else "voice snippet"
+        raise NotFoundError(f"{entity.tag} has no {what} {index}", hint="GET /api/entities/{id} says how many")
+    media_type = "image/jpeg" if entity.kind == EntityKind.FACE else "audio/wav"
+    return Response(media[index], media_type=media_type, headers={"cache-control": "no-store"})
+
+
+@router.patch("/api/entities/{entity_id}", response_model=schemas.EntityOut, summary="Rename an entity")
+def rename_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Rename) -> schemas.EntityOut:
+    with ctx.write() as store:
+        store.rename_entity(entity_id, body.name.strip())
+        character_of, _ = inspect.character_names(store)
+        return service.entity_out(store.get_entity(entity_id), character_of)
+
+
+@router.post("/api/entities/{entity_id}/merge", response_model=schemas.EntityOut,
+             summary="Fold another entity into this one (the same person recognised twice)")
+def merge_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Merge) -> schemas.EntityOut:
+    with ctx.write() as store:
+        store.merge_entities(entity_id, body.absorb)
+        character_of, _ = inspect.character_names(store)
+        return service.entity_out(store.get_entity(entity_id), character_of)
+
+
+@router.post("/api/entities/{entity_id}/split", response_model=schemas.EntityOut, status_code=201,
+             summary="Move observations to a new entity (two people taken for one); returns the new entity")
+def split_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Split) -> schemas.EntityOut:
+    with ctx.write() as store:
+        new = store.split_entity(entity_id, body.observation_ids)
+        character_of, _ = inspect.character_names(store)
+        return service.entity_out(new, character_of)
+
+
+@router.delete("/api/entities/{entity_id}", response_model=schemas.Forgotten, summary="Forget an entity")
+def delete_entity(ctx: Ctx, entity_id: EntityId) -> schemas.Forgotten:
+    return service.forget(ctx, schemas.ForgetRequest(entity=entity_id))
+
+
+@router.get("/api/characters", response_model=schemas.Page[schemas.CharacterOut],
+            summary="Characters: entities linked face-to-voice into one person")
+def list_characters(ctx: Ctx, video_id: Annotated[str | None, Query()] = None,
+                    offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+    with ctx.stores.read() as store:
+        rows = service.characters(store, video_id)
+    return service.page(rows, offset, limit)
+
+
+@router.get("/api/characters/{character_id}", response_model=schemas.CharacterDetail,
+            summary="A character: its faces and voices, facts, and appearances across videos")
+def get_character(ctx: Ctx, character_id: CharacterId) -> schemas.CharacterDetail:
+    return service.character_detail(ctx, character_id)
+
+
+@router.patch("/api/characters/{character_id}", response_model=schemas.CharacterOut,
+              summary="Rename a character (all its entities)")
+def rename_character(ctx: Ctx, character_id: CharacterId, body: schemas.Rename) -> schemas.CharacterOut:
+    return service.rename_character(ctx, character_id, body.name)

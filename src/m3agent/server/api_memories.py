@@ -1,0 +1,90 @@
+"""``/api/memories``, ``/api/search``, ``/api/ask`` (JSON and SSE) and ``/api/forget``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+
+from m3agent import inspect
+from m3agent.domain import MemoryKind, SearchFilter
+from m3agent.errors import M3AgentError
+from m3agent.server import schemas, service
+from m3agent.server.deps import Ctx, Limit, Offset
+from m3agent.server.failures import error_body
+
+router = APIRouter(tags=["memories, search and ask"])
+MemoryId = Annotated[int, Path(ge=0, le=schemas.MAX_ID)]
+
+
+@router.get("/api/memories", response_model=schemas.Page[schemas.MemoryOut], summary="List memories")
+def list_memories(ctx: Ctx, video_id: Annotated[str | None, Query()] = None,
+                  clip: Annotated[int | None, Query(ge=0, le=schemas.MAX_ID)] = None,
+                  kind: Annotated[Literal["episodic", "semantic"] | None, Query()] = None,
+                  offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+    flt = SearchFilter(kinds=(MemoryKind(kind),)) if kind else None
+    with ctx.stores.read() as store:
+        if video_id is not None:
+            store.get_video(video_id)
+        memories = store.memories(video_id, clip, flt)
+        character_of, names = inspect.character_names(store)
+        rows = [schemas.MemoryOut(**inspect.memory_row(m, character_of, names))
+                for m in memories[offset:offset + limit]]
+    return {"items": rows, "total": len(memories), "offset": offset, "limit": limit}
+
+
+@router.get("/api/memories/{memory_id}", response_model=schemas.MemoryOut, summary="One memory")
+def get_memory(ctx: Ctx, memory_id: MemoryId) -> schemas.MemoryOut:
+    with ctx.stores.read() as store:
+        return service.memory_out(store, memory_id)
+
+
+@router.delete("/api/memories/{memory_id}", response_model=schemas.Forgotten, summary="Forget a memory")
+def delete_memory(ctx: Ctx, memory_id: MemoryId) -> schemas.Forgotten:
+    return service.forget(ctx, schemas.ForgetRequest(memory=memory_id))
+
+
+@router.post("/api/search", response_model=dict[str, Any],
+             summary="Hybrid (vector + keyword) memory search, as the agent's search tools run it")
+def search(ctx: Ctx, body: schemas.SearchRequest) -> dict[str, Any]:
+    return service.search(ctx, body).to_dict()
+
+
+@router.post("/api/ask", response_model=dict[str, Any], summary="Answer a question with cited evidence")
+def ask(ctx: Ctx, body: schemas.AskRequest) -> dict[str, Any]:
+    return service.ask(ctx, body)
+
+
+@router.post("/api/ask/stream", response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}},
+             summary="Answer as Server-Sent Events: one event per step (thought, action, observation, answer)")
+async def ask_stream(ctx: Ctx, body: schemas.AskRequest) -> StreamingResponse:
+    if body.video_id is not None:
+        await run_in_threadpool(_check_video, ctx, body.video_id)
+    return StreamingResponse(_events(ctx, body), media_type="text/event-stream",
+                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+def _check_video(ctx: Ctx, video_id: str) -> None:
+    with ctx.stores.read() as store:
+        store.get_video(video_id)
+
+
+def _events(ctx: Ctx, body: schemas.AskRequest) -> Iterator[str]:
+    """SSE frames; an error after the stream began is sent as an ``error`` event, then the stream ends."""
+    try:
+        for step in service.ask_steps(ctx, body):
+            data = step.to_dict()
+            yield f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+    except M3AgentError as exc:
+        yield f"event: error\ndata: {json.dumps(error_body(exc))}\n\n"
+
+
+@router.post("/api/forget", response_model=schemas.Forgotten,
+             summary="Forget a video, an entity or a memory, and everything derived from it")
+def forget(ctx: Ctx, body: schemas.ForgetRequest) -> schemas.Forgotten:
+    return service.forget(ctx, body)

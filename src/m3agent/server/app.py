@@ -1,0 +1,93 @@
+"""The FastAPI app: REST API, OpenAPI docs, MCP over streamable HTTP (``/mcp``) and the web inspector.
+
+Built from one :class:`~m3agent.settings.Settings`, like the CLI; the
+lifespan creates the memory if needed, starts the job runner (resuming
+interrupted jobs) and the MCP session manager, and stops them on shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+
+from m3agent import __version__
+from m3agent.server import api_entities, api_jobs, api_memories, api_videos, failures, schemas
+from m3agent.server.context import ServerContext
+from m3agent.server.deps import Ctx
+from m3agent.server.security import GuardMiddleware, UploadLimitMiddleware
+
+if TYPE_CHECKING:
+    from m3agent.settings import Settings
+
+DESCRIPTION = """Long-term multimodal memory over HTTP: ingest videos, look inside the memory, search it,
+ask it questions with cited evidence, fix who is who, and forget. Errors answer
+`{"error", "message", "hint"}`; the hint says what to do next."""
+
+
+def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) -> FastAPI:
+    """The app serving ``settings.memory`` (``mcp``/``inspector``: mount ``/mcp`` and the web pages)."""
+    ctx = ServerContext(settings)
+    mcp_server = None
+    if mcp:
+        from m3agent.server.mcp_tools import build_mcp
+
+        mcp_server = build_mcp(ctx)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(ctx.start)
+        async with AsyncExitStack() as stack:
+            if mcp_server is not None:
+                await stack.enter_async_context(mcp_server.session_manager.run())
+            try:
+                yield
+            finally:
+                await run_in_threadpool(ctx.stop)
+
+    app = FastAPI(title="m3agent", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  responses={400: {"model": schemas.Problem}, 404: {"model": schemas.Problem}})
+    app.state.ctx = ctx
+    failures.install(app)
+    _add_health(app)
+    for module in (api_videos, api_jobs, api_entities, api_memories):
+        app.include_router(module.router)
+    if mcp_server is not None:
+        app.mount("/mcp", mcp_server.streamable_http_app(streamable_http_path="/", host=settings.server.host))
+    if inspector:
+        from m3agent.server import inspector as pages
+
+        pages.install(app)
+    _add_middleware(app, settings)
+    return app
+
+
+def _add_health(app: FastAPI) -> None:
+    @app.get("/health", response_model=schemas.Health, tags=["health"], summary="The process is up")
+    def health() -> schemas.Health:
+        return schemas.Health(status="ok", version=__version__)
+
+    @app.get("/ready", response_model=schemas.Readiness, tags=["health"],
+             summary="The memory can be read (503 while it cannot)")
+    def ready(ctx: Ctx) -> schemas.Readiness:
+        jobs = ctx.require_jobs().all()
+        with ctx.stores.read() as store:
+            model = store.embedding_model()
+            return schemas.Readiness(ready=True, memory=store.url, videos=len(store.videos()),
+                                     embedding_model=None if model is None else f"{model[0]}/{model[1]}",
+                                     jobs_active=sum(1 for j in jobs if j.state in ("queued", "running")))
+
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Outermost first: Host and token guard, then CORS (only when origins are configured), then upload limit."""
+    app.add_middleware(UploadLimitMiddleware, limit=int(settings.server.max_upload_mb * (1 << 20)))
+    if settings.server.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=settings.server.cors_origins,
+                           allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                           allow_headers=["authorization", "content-type"])
+    app.add_middleware(GuardMiddleware, server=settings.server)

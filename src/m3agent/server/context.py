@@ -1,0 +1,198 @@
+"""What every request shares: the settings, a small pool of read stores, the models, the job runner.
+
+Read-only store connections are kept open in a pool so each keeps its vector
+index in memory (loading it per request would cost a snapshot read at 10^5
+memories); edits open a writable store for the one call, as the CLI does, so
+the store is never held open for writing between requests. The text embedder
+and the chat model are loaded on first use and kept for the process.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from m3agent.control.characters import CharacterIndex
+    from m3agent.embed import Embedder
+    from m3agent.llm import ChatModel
+    from m3agent.server.jobs import JobRunner
+    from m3agent.settings import Settings
+    from m3agent.store.protocol import MemoryStore
+
+
+def memory_path(settings: Settings) -> Path | None:
+    """The file of a SQLite memory (``None`` for a database URL)."""
+    spec = settings.memory
+    if spec.lower().startswith("sqlite:"):
+        spec = spec[len("sqlite:"):]
+        spec = spec[2:] if spec.startswith("//") else spec
+    elif "://" in spec:
+        return None
+    return Path(spec).expanduser().resolve()
+
+
+def data_dir(settings: Settings) -> Path:
+    """The server's own folder (uploads, job journal): ``server.data_dir`` or ``MEMORY-server/`` beside the file."""
+    if settings.server.data_dir is not None:
+        return settings.server.data_dir.expanduser().resolve()
+    path = memory_path(settings)
+    if path is None:
+        return (settings.resolved_cache_dir() / "server").resolve()
+    return path.with_name(f"{path.stem}-server")
+
+
+class StorePool:
+    """``size`` read-only stores, opened on first use and lent one request at a time."""
+
+    def __init__(self, settings: Settings, size: int) -> None:
+        self._settings = settings
+        self._idle: queue.LifoQueue[MemoryStore] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._all: list[MemoryStore] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def read(self) -> Iterator[MemoryStore]:
+        """A read-only store for the ``with`` block (waits while all are lent)."""
+        with self._slots:
+            try:
+                store = self._idle.get_nowait()
+            except queue.Empty:
+                store = self._open()
+            try:
+                yield store
+            finally:
+                self._idle.put(store)
+
+    def _open(self) -> MemoryStore:
+        from m3agent.store import open_memory
+
+        store = open_memory(self._settings, readonly=True, create=False)
+        with self._lock:
+            self._all.append(store)
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            for store in self._all:
+                store.close()
+            self._all.clear()
+        while not self._idle.empty():
+            self._idle.get_nowait()
+
+
+class ServerContext:
+    """The settings, stores, models and jobs of one served memory."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.data_dir = data_dir(settings)
+        self.stores = StorePool(settings, settings.server.read_stores)
+        self._models_lock = threading.Lock()
+        self._embedder: Embedder | None = None
+        self._chat: ChatModel | None = None
+        self._chat_loaded = False
+        self.jobs: JobRunner | None = None
+        self._generation = 0
+        self._index_lock = threading.Lock()
+        self._indexes: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
+
+    def start(self) -> None:
+        """Create the memory (empty) if it does not exist yet and bring its vector index snapshot up to date
+        (read-only stores cannot save one, and building it per store costs ~25 s at 10^5 memories), then start
+        the job runner (resuming jobs)."""
+        from m3agent.server.jobs import JobRunner
+        from m3agent.store import open_memory
+
+        with open_memory(self.settings, create=True) as store:
+            build_index = getattr(store, "build_vector_index", None)  # SQLite: save the snapshot read stores load
+            if callable(build_index):
+                build_index()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.stores.read() as reader:  # warm: the index snapshot and the whole-memory character index
+            self.character_index(reader, None, None)
+        self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed)
+        self.jobs.start()
+
+    def stop(self) -> None:
+        if self.jobs is not None:
+            self.jobs.stop()
+        self.stores.close()
+
+    def require_jobs(self) -> JobRunner:
+        if self.jobs is None:
+            raise RuntimeError("the server context was not started")
+        return self.jobs
+
+    @contextmanager
+    def write(self) -> Iterator[MemoryStore]:
+        """A writable store for one edit (rename, merge, delete), closed after it."""
+        from m3agent.store import open_memory
+
+        try:
+            with open_memory(self.settings, create=False) as store:
+                yield store
+        finally:
+            self.changed()
+
+    def changed(self) -> None:
+        """Note a write made by this process (cached derived views are rebuilt on next use)."""
+        with self._models_lock:
+            self._generation += 1
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """Changes whenever the memory may have changed: this process's writes, or the file's (and its WAL's)
+        modification time and size, which any writer's commit moves."""
+        path = memory_path(self.settings)
+        stats: list[object] = [self._generation]
+        if path is not None:
+            for file in (path, path.with_name(path.name + "-wal")):
+                try:
+                    info = file.stat()
+                    stats += [info.st_mtime_ns, info.st_size]
+                except OSError:
+                    stats.append(None)
+        return tuple(stats)
+
+    def character_index(self, store: MemoryStore, video_id: str | None, before_clip: int | None) -> CharacterIndex:
+        """The searchers' character index of this scope, reused until the memory changes (building it reads
+        every semantic memory: seconds at 10^5 memories)."""
+        from m3agent.control.characters import build_index
+
+        key, stamp = (video_id, before_clip), self.fingerprint()
+        with self._index_lock:  # concurrent first requests build it once
+            cached = self._indexes.get(key)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            index = build_index(store, video_id=video_id, before_clip=before_clip)
+            if len(self._indexes) >= 64:
+                self._indexes.clear()
+            self._indexes[key] = (stamp, index)
+            return index
+
+    def embedder(self, store: MemoryStore) -> Embedder:
+        """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""
+        from m3agent.embed import embedder_for_store
+
+        recorded = store.embedding_model()
+        with self._models_lock:
+            current = self._embedder
+            if current is None or (recorded is not None and recorded != (current.name, current.dim)):
+                self._embedder = current = embedder_for_store(recorded, self.settings.embedder)
+            return current
+
+    def chat(self) -> ChatModel | None:
+        """The control LLM of the settings (``None`` for ``llm = "none"``), loaded once."""
+        from m3agent.control.modes import uses_llm
+        from m3agent.llm import chat_model_from_settings
+
+        with self._models_lock:
+            if not self._chat_loaded:
+                self._chat = chat_model_from_settings(self.settings) if uses_llm(self.settings.llm) else None
+                self._chat_loaded = True
+            return self._chat

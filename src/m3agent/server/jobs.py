@@ -1,0 +1,240 @@
+"""Ingest jobs: one worker thread per served memory, a journal beside it, resumed after a restart.
+
+A job is queued by the API (a path, an upload or a URL), run by
+:func:`m3agent.pipeline.ingest_source` in the worker thread (so it survives
+client disconnects), and reports progress after every committed clip.
+Cancelling takes effect at the next clip boundary; the clips committed so far
+stay. The journal (``jobs.json`` in the server's data folder, rewritten
+atomically) lists every job; at start-up, jobs that were queued or running
+are queued again, and the ingest resumes after the last clip the store holds,
+as ``m3agent ingest`` does when rerun.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from m3agent.errors import M3AgentError, NotFoundError
+
+if TYPE_CHECKING:
+    from m3agent.pipeline import IngestReport
+    from m3agent.settings import Settings
+
+log = logging.getLogger(__name__)
+
+JOURNAL = "jobs.json"
+SourceKind = Literal["path", "upload", "url"]
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+
+
+class Job(BaseModel, frozen=True):
+    """One ingest job as the API shows it; replaced (never mutated) as it progresses."""
+
+    id: str = Field(description="job id")
+    source: str = Field(description="what is ingested: a server path, a stored upload, or a URL")
+    source_kind: SourceKind
+    video_id: str
+    max_clips: int | None = None
+    perception_only: bool = False
+    state: JobState = JobState.QUEUED
+    clips_total: int | None = Field(None, description="clips the source holds (unknown for live streams)")
+    clips_done: int = Field(0, description="clips committed by this job")
+    clips_already_done: int = Field(0, description="clips the store held before this run")
+    clips_failed: int = 0
+    memories_written: int = 0
+    rtf: float = Field(0.0, description="wall seconds per media second so far")
+    error: str | None = None
+    hint: str | None = None
+    resumed: int = Field(0, description="how many times a restart resumed this job")
+    created_at: float = Field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class Cancelled(Exception):
+    """Raised from the progress hook to stop an ingest at a clip boundary."""
+
+
+class JobRunner:
+    """Queue, worker thread and journal of the ingest jobs of one memory."""
+
+    def __init__(self, settings: Settings, folder: Path, on_change: Callable[[], None] = lambda: None) -> None:
+        self.settings = settings
+        self.on_change = on_change
+        self.folder = folder
+        self._jobs: dict[str, Job] = {}
+        self._cancel: set[str] = set()
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._lock = threading.RLock()
+        self._thread: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping: set[str] = set()
+
+    # lifecycle --------------------------------------------------------------
+    def start(self) -> None:
+        """Load the journal, queue again what was queued or running, start the worker."""
+        for job in self._load():
+            if job.state in ACTIVE:
+                job = job.model_copy(update={"state": JobState.QUEUED, "resumed": job.resumed + 1})
+                self._queue.put(job.id)
+                self._idle.clear()
+            self._jobs[job.id] = job
+        self._save()
+        self._thread = threading.Thread(target=self._work, name="m3agent-jobs", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the running job to stop at its next clip and end the worker; unfinished jobs stay active in the
+        journal, so the next start resumes them."""
+        with self._lock:
+            running = [j.id for j in self._jobs.values() if j.state == JobState.RUNNING]
+            self._stopping.update(running)
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # API ----------------------------------------------------------------------
+    def submit(self, source: str, kind: SourceKind, video_id: str, *, max_clips: int | None = None,
+               perception_only: bool = False) -> Job:
+        job = Job(id=uuid.uuid4().hex[:12], source=source, source_kind=kind, video_id=video_id,
+                  max_clips=max_clips, perception_only=perception_only)
+        with self._lock:
+            self._jobs[job.id] = job
+            self._save()
+        self._idle.clear()
+        self._queue.put(job.id)
+        return job
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise NotFoundError(f"no job {job_id}", hint="list jobs with GET /api/jobs")
+        return job
+
+    def all(self) -> list[Job]:
+        with self._lock:
+            return sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a queued job now, a running one at its next clip boundary; finished jobs are left as they are."""
+        with self._lock:
+            job = self.get(job_id)
+            if job.state == JobState.QUEUED:
+                job = self._update(job_id, state=JobState.CANCELLED, finished_at=time.time())
+            elif job.state == JobState.RUNNING:
+                self._cancel.add(job_id)
+            return job
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no job is queued or running (tests, shutdown)."""
+        return self._idle.wait(timeout)
+
+    # worker -------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            job_id = self._queue.get()
+            if job_id is None:
+                return
+            with self._lock:
+                job = self._jobs.get(job_id)
+                if job is None or job.state != JobState.QUEUED:
+                    self._mark_idle()
+                    continue
+                self._update(job_id, state=JobState.RUNNING, started_at=time.time())
+            self._run(job)
+            with self._lock:
+                self._mark_idle()
+
+    def _mark_idle(self) -> None:
+        if all(j.state not in ACTIVE for j in self._jobs.values()):
+            self._idle.set()
+
+    def _run(self, job: Job) -> None:
+        from m3agent.pipeline import ingest_source
+
+        try:
+            total = self._clips_total(job.source)
+            self._update(job.id, clips_total=total)
+            report = ingest_source(self.settings, job.source, video_id=job.video_id,
+                                   perception_only=job.perception_only, max_clips=job.max_clips,
+                                   show_progress=False, on_clip=lambda r: self._progress(job.id, r))
+            self._progress(job.id, report, final=True)
+            self._update(job.id, state=JobState.DONE, finished_at=time.time())
+        except Cancelled:
+            if job.id in self._stopping:
+                log.info("job %s interrupted by shutdown; it resumes at the next start", job.id)
+                return
+            self._update(job.id, state=JobState.CANCELLED, finished_at=time.time())
+        except M3AgentError as exc:
+            self._update(job.id, state=JobState.FAILED, error=exc.message, hint=exc.hint, finished_at=time.time())
+        except Exception as exc:  # a job must end recorded, whatever went wrong in it
+            log.exception("ingest job %s crashed", job.id)
+            self._update(job.id, state=JobState.FAILED, error=f"{type(exc).__name__}: {exc}",
+                         hint="see the server log; rerun the job to resume after the last committed clip",
+                         finished_at=time.time())
+        finally:
+            self._cancel.discard(job.id)
+
+    def _clips_total(self, source: str) -> int | None:
+        from m3agent.media import probe
+
+        duration = probe(source).duration_s
+        return None if not duration else max(1, int(-(-duration // self.settings.media.clip_seconds)))
+
+    def _progress(self, job_id: str, report: IngestReport, *, final: bool = False) -> None:
+        self.on_change()
+        self._update(job_id, clips_done=report.clips_done, clips_failed=len(report.clips_failed),
+                     clips_already_done=report.clips_already_done, memories_written=report.memories_written,
+                     rtf=round(report.rtf, 3))
+        if not final and (job_id in self._cancel or job_id in self._stopping):
+            raise Cancelled(job_id)
+
+    # journal --------------------------------------------------------------------
+    def _update(self, job_id: str, **changes: Any) -> Job:
+        with self._lock:
+            job = self._jobs[job_id].model_copy(update=changes)
+            self._jobs[job_id] = job
+            self._save()
+            return job
+
+    def _load(self) -> list[Job]:
+        path = self.folder / JOURNAL
+        if not path.exists():
+            return []
+        try:
+            rows = json.loads(path.read_text())
+            return [Job.model_validate(row) for row in rows]
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable job journal %s: %s", path, exc)
+            return []
+
+    def _save(self) -> None:
+        path = self.folder / JOURNAL
+        tmp = path.with_suffix(".tmp")
+        rows = [job.model_dump(mode="json") for job in self._jobs.values()]
+        tmp.write_text(json.dumps(rows, indent=1))
+        os.replace(tmp, path)

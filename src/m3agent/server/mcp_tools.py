@@ -1,0 +1,129 @@
+"""MCP tools over a served memory (official ``mcp`` SDK): remember, job_status, recall, ask, forget,
+list_characters, rename_character.
+
+The same operations as the REST API (:mod:`m3agent.server.service`). Served
+over stdio by ``m3agent mcp`` and over streamable HTTP at ``/mcp`` by
+``m3agent serve``. An m3agent error becomes an MCP tool error whose text is
+the message followed by the hint (what to do next).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import Field
+
+from m3agent.errors import M3AgentError
+from m3agent.server import schemas, service
+from m3agent.server.jobs import Job
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from m3agent.server.context import ServerContext
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+INSTRUCTIONS = """A long-term memory of videos: who was seen and heard, what they said and did.
+Use `recall` to search memories, `ask` for an answer with cited evidence, `remember` to ingest a new video
+(then `job_status`), `list_characters`/`rename_character` to name people, and `forget` to delete."""
+
+MISSING_HINT = "check the id: list_characters lists people, recall finds memories with their video ids"
+VideoId = Annotated[str | None, Field(description="restrict to one video id (default: all videos)")]
+BeforeClip = Annotated[int | None, Field(ge=0, description="hide clips after this index (inclusive)")]
+
+
+def _hinted(func: F) -> F:
+    """Turn an m3agent error into an MCP tool error carrying the message and the hint."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except M3AgentError as exc:
+            raise ToolError(f"{exc.message}. What to do: {exc.hint or MISSING_HINT}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build_mcp(ctx: ServerContext) -> MCPServer[Any]:
+    """The MCP server whose tools act on ``ctx``'s memory (started and stopped by the caller)."""
+    from mcp.server.mcpserver import MCPServer
+
+    server: MCPServer[Any] = MCPServer("m3agent", instructions=INSTRUCTIONS)
+    for tool in _tools(ctx):
+        server.add_tool(_hinted(tool), name=tool.__name__, description=tool.__doc__)
+    return server
+
+
+def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
+    def remember(
+        source: Annotated[str, Field(description="a file inside the server's allowed folders, or a URL")],
+        video_id: Annotated[str | None, Field(description="id for the video (default: the file name)")] = None,
+        max_clips: Annotated[int | None, Field(ge=1, description="stop after this many new clips")] = None,
+    ) -> Job:
+        """Ingest (watch) a video or audio source into the memory in the background; returns the job.
+
+        Poll `job_status` with the job id until its state is done; rerunning resumes where it stopped."""
+        from m3agent.server.api_jobs import create_job
+
+        is_url = "://" in source
+        request = schemas.JobRequest(path=None if is_url else source, url=source if is_url else None,
+                                     video_id=video_id, max_clips=max_clips)
+        return create_job(ctx, request)
+
+    def job_status(job_id: Annotated[str, Field(description="the id `remember` returned")]) -> Job:
+        """State and progress of an ingest job (clips done, real-time factor, error and hint)."""
+        return ctx.require_jobs().get(job_id)
+
+    def recall(
+        query: Annotated[str, Field(min_length=1, description="what to look for, in words; names work")],
+        k: Annotated[int, Field(ge=1, le=100, description="memories returned")] = 10,
+        video_id: VideoId = None,
+        before_clip: BeforeClip = None,
+    ) -> dict[str, Any]:
+        """Search the memory (vector + keyword), grouped by clip, with times and the people involved."""
+        return service.search(ctx, schemas.SearchRequest(query=query, k=k, video_id=video_id,
+                                                         before_clip=before_clip)).to_dict()
+
+    def ask(
+        question: Annotated[str, Field(min_length=1, description="a question about what the memory saw/heard")],
+        video_id: VideoId = None,
+        before_clip: BeforeClip = None,
+    ) -> dict[str, Any]:
+        """Answer a question from the memory; the answer lists the memories it relied on as evidence."""
+        answer = service.ask(ctx, schemas.AskRequest(question=question, video_id=video_id, before_clip=before_clip))
+        keep = ("text", "answered", "evidence", "clips", "mode", "rounds", "failure")
+        return {key: answer[key] for key in keep}
+
+    def forget(
+        video: Annotated[str | None, Field(description="a video id to delete")] = None,
+        entity: Annotated[int | None, Field(ge=0, description="an entity id (the N of <face_N>/<voice_N>)")] = None,
+        memory: Annotated[int | None, Field(ge=0, description="a memory id")] = None,
+    ) -> schemas.Forgotten:
+        """Delete exactly one video, entity or memory and everything derived from it. Irreversible."""
+        try:
+            request = schemas.ForgetRequest(video=video, entity=entity, memory=memory)
+        except ValueError:
+            from m3agent.errors import ConfigError
+
+            raise ConfigError("forget takes exactly one of video, entity, memory",
+                              hint="e.g. forget(video='interview')") from None
+        return service.forget(ctx, request)
+
+    def list_characters(video_id: VideoId = None) -> list[schemas.CharacterOut]:
+        """The people in the memory: each character groups a face and a voice entity, with its name if known."""
+        with ctx.stores.read() as store:
+            return service.characters(store, video_id)
+
+    def rename_character(
+        character_id: Annotated[int, Field(ge=0, description="the N of <character_N>")],
+        name: Annotated[str, Field(min_length=1, max_length=200, description="the person's name")],
+    ) -> schemas.CharacterOut:
+        """Name a character; answers and memories then use the name."""
+        return service.rename_character(ctx, character_id, name)
+
+    return [remember, job_status, recall, ask, forget, list_characters, rename_character]

@@ -1,0 +1,50 @@
+"""Running the servers: ``m3agent serve`` (uvicorn) and ``m3agent mcp`` (stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from m3agent.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    from m3agent.settings import Settings
+
+
+def require_server_extra() -> None:
+    """Raise :class:`MissingExtraError` unless FastAPI, uvicorn, python-multipart and mcp are importable."""
+    import importlib.util
+
+    for module, package in (("fastapi", "fastapi"), ("uvicorn", "uvicorn"), ("multipart", "python-multipart"),
+                            ("mcp", "mcp")):
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(f"the server ({package})", "server", package=package)
+
+
+def serve(settings: Settings, *, log_level: str = "info") -> None:
+    """Serve REST, ``/mcp`` and the inspector on ``settings.server.host:port`` until interrupted."""
+    from m3agent.server.security import check_bind
+
+    require_server_extra()
+    check_bind(settings.server)
+    import uvicorn
+
+    from m3agent.server.app import create_app
+
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level=log_level,
+                timeout_graceful_shutdown=15)
+
+
+def serve_stdio(settings: Settings) -> None:
+    """Serve the MCP tools over stdin/stdout; returns when stdin closes."""
+    require_server_extra()
+    from m3agent.server.context import ServerContext
+    from m3agent.server.mcp_tools import build_mcp
+
+    ctx = ServerContext(settings)
+    ctx.start()
+    try:
+        asyncio.run(build_mcp(ctx).run_stdio_async())
+    finally:
+        ctx.stop()

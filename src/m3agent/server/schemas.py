@@ -1,0 +1,230 @@
+"""Request and response bodies of the REST API (their JSON Schemas are the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field, model_validator
+
+from m3agent.domain import ControlModeSetting
+
+T = TypeVar("T")
+VIDEO_ID = r"^[^/\x00]+$"  # ids appear in API paths, so no slash
+MAX_ID = 2**62  # ids are SQLite INTEGERs; larger path values are refused as invalid, not looked up
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list: ``items[offset : offset + limit]`` of ``total``."""
+
+    items: list[T]
+    total: int
+    offset: int
+    limit: int
+
+
+class Problem(BaseModel):
+    """Every error answer: what went wrong and what to do next."""
+
+    error: str
+    message: str
+    hint: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+
+
+class Readiness(BaseModel):
+    ready: bool
+    memory: str
+    videos: int
+    embedding_model: str | None
+    jobs_active: int
+
+
+class VideoOut(BaseModel):
+    video_id: str
+    source: str
+    duration_s: float | None
+    title: str
+    clips_done: int
+    clips_recorded: int
+    playable: bool = Field(description="the source file can be streamed by GET /api/videos/{id}/media")
+
+
+class ClipOut(BaseModel):
+    index: int
+    start_s: float
+    end_s: float
+    status: str
+    reason: str
+
+
+class VideoDetail(VideoOut):
+    clips: list[ClipOut]
+    memories: int
+
+
+class MemoryOut(BaseModel):
+    id: int
+    kind: str
+    video_id: str
+    clip: int
+    start_s: float
+    end_s: float
+    text: str = Field(description="the memory with tags rewritten to characters and their names")
+    raw_text: str = Field(description="the memory as stored, with <face_N>/<voice_N> tags")
+    entities: list[int]
+    weight: float
+    confidence: float
+
+
+class FaceGroup(BaseModel):
+    entity: int | None
+    character: int | None
+    observations: int
+    first_s: float
+    last_s: float
+
+
+class VoiceLine(BaseModel):
+    start_s: float
+    end_s: float
+    entity: int | None
+    character: int | None
+    text: str
+
+
+class ClipDetail(BaseModel):
+    video_id: str
+    clip: int
+    status: str
+    reason: str
+    memories: list[MemoryOut]
+    faces: list[FaceGroup]
+    voices: list[VoiceLine]
+
+
+class EntityOut(BaseModel):
+    id: int
+    tag: str
+    kind: Literal["face", "voice"]
+    name: str
+    video_id: str | None
+    first_clip: int | None
+    last_clip: int | None
+    observations: int
+    character: int | None = None
+
+
+class ObservationOut(BaseModel):
+    """One face sighting or voice segment of an entity; its ``id`` is what a split takes."""
+
+    id: int
+    video_id: str
+    clip_index: int
+    start_s: float
+    end_s: float
+    text: str = ""
+
+
+class EntityDetail(EntityOut):
+    media: int = Field(description="face crops (JPEG) or voice snippets (WAV) available, numbered from 0")
+    observations_list: list[ObservationOut]
+
+
+class CharacterOut(BaseModel):
+    id: int
+    tag: str
+    name: str
+    entities: list[int]
+
+
+class Appearance(BaseModel):
+    video_id: str
+    clip_index: int
+    start_s: float
+    end_s: float
+
+
+class CharacterDetail(CharacterOut):
+    members: list[EntityOut]
+    facts: list[MemoryOut] = Field(description="semantic memories about the character")
+    events: int = Field(description="episodic memories naming the character")
+    appearances: list[Appearance] = Field(description="clips where a face or voice of the character occurs")
+
+
+class Rename(BaseModel):
+    name: str = Field(min_length=1, max_length=200, pattern=r"\S", description="the new name")
+
+
+class Merge(BaseModel):
+    absorb: int = Field(ge=0, le=MAX_ID, description="the entity folded into this one")
+
+
+class Split(BaseModel):
+    observation_ids: list[int] = Field(min_length=1, max_length=10000,
+                                       description="face/voice observation ids moved to a new entity")
+
+    @model_validator(mode="after")
+    def _ids_in_range(self) -> Split:
+        if any(not 0 <= i <= MAX_ID for i in self.observation_ids):
+            raise ValueError("observation ids are non-negative integers")
+        return self
+
+
+class JobRequest(BaseModel):
+    """Ingest a server-side file (inside ``server.allowed_folders``) or a network source; exactly one."""
+
+    path: str | None = Field(None, max_length=4096, description="a file inside an allowed folder")
+    url: str | None = Field(None, max_length=4096, description="http(s)/rtsp/rtmp/srt/... source")
+    video_id: str | None = Field(None, min_length=1, max_length=200, pattern=VIDEO_ID,
+                                 description="default: the file name stem (of the URL's path for a URL)")
+    max_clips: int | None = Field(None, ge=1, le=1_000_000, description="stop after this many new clips")
+    perception_only: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JobRequest:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("give exactly one of path and url")
+        return self
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
+    k: int = Field(10, ge=1, le=200, description="memories returned")
+    video_id: str | None = Field(None, description="search one video only")
+    before_clip: int | None = Field(None, ge=0, le=MAX_ID, description="hide clips after this one (inclusive)")
+    tool: Literal["search_memory", "search_clip"] = Field(
+        "search_memory", description="memories by relevance, or whole clips by their best memory")
+
+
+class AskRequest(BaseModel):
+    question: str = Field(min_length=1, max_length=2000, pattern=r"\S")
+    video_id: str | None = None
+    before_clip: int | None = Field(None, ge=0, le=MAX_ID)
+    mode: ControlModeSetting | None = Field(None, description="default: control.mode of the settings")
+    rounds: int | None = Field(None, ge=1, le=20)
+
+
+class ForgetRequest(BaseModel):
+    """Exactly one of the three; everything derived from it is deleted too."""
+
+    video: str | None = Field(None, min_length=1)
+    entity: int | None = Field(None, ge=0, le=MAX_ID)
+    memory: int | None = Field(None, ge=0, le=MAX_ID)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ForgetRequest:
+        if sum(v is not None for v in (self.video, self.entity, self.memory)) != 1:
+            raise ValueError("give exactly one of video, entity, memory")
+        return self
+
+
+class Forgotten(BaseModel):
+    deleted: Literal["video", "entity", "memory"]
+    id: str
+
+
+JSONObject = dict[str, Any]

@@ -1,0 +1,207 @@
+"""The operations the REST API, the MCP tools and the inspector share, over one :class:`ServerContext`.
+
+Reads take a pooled read-only store; edits open a writable store for the
+call. Everything returns plain schema values or m3agent domain values.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent import inspect
+from m3agent.errors import NotFoundError
+from m3agent.server import schemas
+from m3agent.server.security import inside
+
+if TYPE_CHECKING:
+    from m3agent.control.results import SearchResult
+    from m3agent.control.steps import Step
+    from m3agent.domain import Entity, Video
+    from m3agent.server.context import ServerContext
+    from m3agent.store.protocol import MemoryStore
+
+_ASK_LOCK = threading.Lock()  # one chat model per process; local models are not re-entrant
+
+
+# videos -----------------------------------------------------------------------
+def video_out(ctx: ServerContext, store: MemoryStore, video: Video) -> schemas.VideoOut:
+    clips = store.clips(video.video_id)
+    return schemas.VideoOut(
+        video_id=video.video_id, source=video.source, duration_s=video.duration_s, title=video.title,
+        clips_done=sum(1 for _, status, _ in clips if status.value == "done"), clips_recorded=len(clips),
+        playable=media_file(ctx, video) is not None)
+
+
+def video_detail(ctx: ServerContext, video_id: str) -> schemas.VideoDetail:
+    with ctx.stores.read() as store:
+        video = store.get_video(video_id)
+        base = video_out(ctx, store, video)
+        clips = [schemas.ClipOut(index=c.index, start_s=c.start_s, end_s=c.end_s, status=s.value, reason=r)
+                 for c, s, r in store.clips(video_id)]
+        return schemas.VideoDetail(**base.model_dump(), clips=clips, memories=len(store.memories(video_id)))
+
+
+def media_file(ctx: ServerContext, video: Video) -> Path | None:
+    """The video's source file, if the server may serve it: inside the allowed folders or its own uploads."""
+    if "://" in video.source:
+        return None
+    path = Path(video.source)
+    folders = [*ctx.settings.server.allowed_folders, ctx.data_dir / "uploads"]
+    return path.resolve() if path.is_file() and inside(path, folders) else None
+
+
+# memories and search -----------------------------------------------------------
+def memory_out(store: MemoryStore, memory_id: int) -> schemas.MemoryOut:
+    memory = store.get_memory(memory_id)
+    character_of, names = inspect.character_names(store)
+    return schemas.MemoryOut(**inspect.memory_row(memory, character_of, names))
+
+
+def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
+    """The hybrid (vector + keyword) search the agent's tools run, with the request's filters."""
+    from m3agent.control import MemorySearcher
+
+    with ctx.stores.read() as store:
+        if request.video_id is not None:
+            store.get_video(request.video_id)
+        index = ctx.character_index(store, request.video_id, request.before_clip)
+        searcher = MemorySearcher(store, ctx.embedder(store), video_id=request.video_id,
+                                  before_clip=request.before_clip, index=index,
+                                  min_similarity=ctx.settings.control.min_similarity)
+        return searcher.search(request.tool, request.query, request.k)
+
+
+def ask_steps(ctx: ServerContext, request: schemas.AskRequest) -> Iterator[Step]:
+    """The typed steps of answering, as ``m3agent ask`` takes them; the last one is the Answer."""
+    from m3agent.control.api import answer_steps
+
+    with ctx.stores.read() as store:
+        if request.video_id is not None:
+            store.get_video(request.video_id)
+        chat = ctx.chat()
+        lock = _ASK_LOCK if chat is not None else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            yield from answer_steps(request.question, store, ctx.settings, video_id=request.video_id,
+                                    before_clip=request.before_clip, chat=chat, embedder=ctx.embedder(store),
+                                    index=ctx.character_index(store, request.video_id, request.before_clip),
+                                    mode=request.mode, rounds=request.rounds)
+        finally:
+            if lock is not None:
+                lock.release()
+
+
+def ask(ctx: ServerContext, request: schemas.AskRequest) -> dict[str, Any]:
+    from m3agent.control.api import run_to_answer
+
+    return run_to_answer(ask_steps(ctx, request)).to_dict()
+
+
+def forget(ctx: ServerContext, request: schemas.ForgetRequest) -> schemas.Forgotten:
+    """Delete a video, entity or memory with everything derived from it."""
+    with ctx.write() as store:
+        if request.video is not None:
+            store.delete_video(request.video)
+            return schemas.Forgotten(deleted="video", id=request.video)
+        if request.entity is not None:
+            store.delete_entity(request.entity)
+            return schemas.Forgotten(deleted="entity", id=str(request.entity))
+        assert request.memory is not None
+        store.delete_memory(request.memory)
+        return schemas.Forgotten(deleted="memory", id=str(request.memory))
+
+
+# entities and characters ----------------------------------------------------------
+def entity_out(entity: Entity, character_of: dict[int, int]) -> schemas.EntityOut:
+    return schemas.EntityOut(id=entity.id, tag=entity.tag, kind=entity.kind.value, name=entity.name,
+                             video_id=entity.video_id, first_clip=entity.first_clip, last_clip=entity.last_clip,
+                             observations=entity.n_observations, character=character_of.get(entity.id))
+
+
+def entity_detail(ctx: ServerContext, entity_id: int) -> schemas.EntityDetail:
+    with ctx.stores.read() as store:
+        entity = store.get_entity(entity_id)
+        character_of, _ = inspect.character_names(store)
+        media = entity_media(store, entity, 16)
+        return schemas.EntityDetail(**entity_out(entity, character_of).model_dump(), media=len(media),
+                                    observations_list=observations(store, entity))
+
+
+def entity_media(store: MemoryStore, entity: Entity, limit: int) -> list[bytes]:
+    """Face crops (JPEG) of a face entity, voice snippets (WAV) of a voice entity."""
+    if entity.kind.value == "face":
+        return store.entity_crops(entity.id, limit)
+    return store.entity_snippets(entity.id, limit)
+
+
+def observations(store: MemoryStore, entity: Entity) -> list[schemas.ObservationOut]:
+    """Every sighting (face) or segment (voice) of ``entity``, in time order, across videos."""
+    rows: list[schemas.ObservationOut] = []
+    for video in store.videos():
+        if entity.kind.value == "face":
+            rows += [schemas.ObservationOut(id=f.id, video_id=video.video_id, clip_index=f.clip_index,
+                                            start_s=f.time_s, end_s=f.time_s)
+                     for f in store.faces(video.video_id) if f.entity_id == entity.id]
+        else:
+            rows += [schemas.ObservationOut(id=v.id, video_id=video.video_id, clip_index=v.clip_index,
+                                            start_s=v.start_s, end_s=v.end_s, text=v.text)
+                     for v in store.voices(video.video_id) if v.entity_id == entity.id]
+    return rows
+
+
+def characters(store: MemoryStore, video_id: str | None = None) -> list[schemas.CharacterOut]:
+    if video_id is not None:
+        store.get_video(video_id)
+    return [schemas.CharacterOut(**row) for row in inspect.list_characters(store, video_id)]
+
+
+def character_detail(ctx: ServerContext, character_id: int) -> schemas.CharacterDetail:
+    with ctx.stores.read() as store:
+        character = _character(store, character_id)
+        character_of, names = inspect.character_names(store)
+        members = [entity_out(store.get_entity(e), character_of) for e in character.entity_ids]
+        memories = store.memories_of_entities(character.entity_ids)
+        facts = [schemas.MemoryOut(**inspect.memory_row(m, character_of, names))
+                 for m in memories if m.kind.value == "semantic"]
+        return schemas.CharacterDetail(
+            id=character.id, tag=character.tag, name=character.name, entities=list(character.entity_ids),
+            members=members, facts=facts, events=sum(1 for m in memories if m.kind.value == "episodic"),
+            appearances=_appearances(store, set(character.entity_ids)))
+
+
+def _character(store: MemoryStore, character_id: int) -> Any:
+    for character in store.characters():
+        if character.id == character_id:
+            return character
+    raise NotFoundError(f"no character {character_id}", hint="list characters with GET /api/characters")
+
+
+def _appearances(store: MemoryStore, entity_ids: set[int]) -> list[schemas.Appearance]:
+    rows = []
+    for video in store.videos():
+        seen = {f.clip_index for f in store.faces(video.video_id) if f.entity_id in entity_ids}
+        seen |= {v.clip_index for v in store.voices(video.video_id) if v.entity_id in entity_ids}
+        rows += [schemas.Appearance(video_id=video.video_id, clip_index=clip.index, start_s=clip.start_s,
+                                    end_s=clip.end_s)
+                 for clip, _, _ in store.clips(video.video_id) if clip.index in seen]
+    return rows
+
+
+def rename_character(ctx: ServerContext, character_id: int, name: str) -> schemas.CharacterOut:
+    """Give every entity of the character the name (a character is named by its members)."""
+    with ctx.write() as store:
+        character = _character(store, character_id)
+        for entity_id in character.entity_ids:
+            store.rename_entity(entity_id, name.strip())
+        renamed = _character(store, character_id)
+        return schemas.CharacterOut(id=renamed.id, tag=renamed.tag, name=renamed.name,
+                                    entities=list(renamed.entity_ids))
+
+
+def page(items: list[Any], offset: int, limit: int) -> dict[str, Any]:
+    return {"items": items[offset:offset + limit], "total": len(items), "offset": offset, "limit": limit}
+
