@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import ClipMedia, ClipPerception, ClipStatus
+from m3agent.domain import ClipMedia, ClipPerception, ClipSenses, ClipStatus
 from m3agent.errors import M3AgentError, StoreError, StoreFullError
 
 if TYPE_CHECKING:
@@ -139,6 +139,8 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
     try:
         if isinstance(perception, Exception):
             raise perception
+        report.problems.extend(f"clip {media.clip.index}: {skip.stage} skipped: {skip.reason}"
+                               for skip in perception.senses.skipped)
         with store.clip(media.clip) as writer:
             memories = _write_clip(store, writer, memorizer, settings, perception, report)
             for stage, seconds in perception.timings.items():
@@ -258,13 +260,14 @@ def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, se
         return 0
     started = time.perf_counter()
     _, stats = memorize_clip(store, writer, memorizer.writer, perception.media, resolved, memorizer.embedder,
-                             fps=settings.media.frame_fps, rules=memorizer.rules)
+                             fps=settings.media.frame_fps, rules=memorizer.rules, senses=perception.senses)
     writer.record_timing("memorize", time.perf_counter() - started)
     return int(stats.inserted)
 
 
 def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
-    """Faces and voices of one clip, computed concurrently; per-stage wall times in ``timings``."""
+    """Faces, voices and the scene stages of one clip, computed concurrently; per-stage wall times in
+    ``timings``."""
     timings: dict[str, float] = {}
 
     def timed(name: str, func: Any, *args: Any) -> Any:
@@ -274,8 +277,11 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
         finally:
             timings[name] = time.perf_counter() - started
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    from m3agent.perception.senses import any_enabled, perceive_senses
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
         faces = voices = None
+        senses = pool.submit(perceive_senses, media, settings, timings) if any_enabled(settings) else None
         if settings.perception.faces and media.frames:
             from m3agent.perception.faces import perceive_faces
 
@@ -288,7 +294,8 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
         if tracks and settings.perception.active_speaker:
             tracks = timed("asd", _active_speaker, media, tracks, settings.media.frame_fps)
         segments = voices.result() if voices else ()
-    return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings)
+        scene = senses.result() if senses else ClipSenses()
+    return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings, senses=scene)
 
 
 def _active_speaker(media: ClipMedia, tracks: Any, fps: float) -> Any:
