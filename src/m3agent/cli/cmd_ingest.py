@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from m3agent.cli.common import COUNT, build_settings, json_option, memory_option
-from m3agent.cli.output import console, print_json
+from m3agent.cli.output import console, err_console, print_json
 from m3agent.terminal import markup_literal as escape
+
+if TYPE_CHECKING:
+    from m3agent.pipeline import IngestReport
+
+EXIT_CLIPS_FAILED = 6  # documented in the help above and in the README
 
 
 @click.command()
@@ -37,7 +42,12 @@ def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, vid
     """Ingest SOURCES (files, folders of videos, URLs or a device) into the memory; rerun to resume.
 
     With several videos, each is reported as it finishes; a failed video is retried (it resumes
-    after its committed clips) and the command exits non-zero if any video still failed.
+    after its committed clips). A second ingest of the same video into the same memory waits
+    until the first one ends.
+
+    Exit status: 0 when every clip of this run was stored; 6 when some clips failed (disk full, endpoint
+    error, malformed reply, ...): they are named on stderr with their reason, recorded in the memory, and
+    retried by the next run; 1 when a whole video failed (several videos). --json prints the same report.
     """
     from m3agent.executor import ingest_videos, video_jobs
 
@@ -57,6 +67,8 @@ def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, vid
         print_json({"videos": [o.to_dict() for o in outcomes], "failed": sum(not o.ok for o in outcomes)})
     if not all(o.ok for o in outcomes):
         sys.exit(1)
+    if any(o.report.get("clips_failed") for o in outcomes):
+        sys.exit(EXIT_CLIPS_FAILED)
 
 
 def _single(settings: Any, source: str, video_id: str, perception_only: bool, max_clips: int | None,
@@ -68,6 +80,21 @@ def _single(settings: Any, source: str, video_id: str, perception_only: bool, ma
                            max_clips=max_clips, show_progress=not as_json)
     if as_json:
         print_json(report)
+    if report.clips_failed:
+        _report_failures(report)
+        sys.exit(EXIT_CLIPS_FAILED)
+
+
+def _report_failures(report: IngestReport) -> None:
+    """One summary line naming the failed clips and why, then what to do (stderr)."""
+    done = report.clips_done + len(report.clips_failed)
+    failed = "; ".join(f"clip {f['clip']}: {escape(str(f['reason']))}" for f in report.clips_failed)
+    con = err_console()
+    video = escape(repr(report.video_id))
+    con.print(f"[bold red]error:[/] {len(report.clips_failed)} of {done} clips of {video} failed ({failed})",
+              markup=True)
+    con.print("[bold]what to do:[/] fix the cause, then rerun the same command: it retries only the failed "
+              "clips", markup=True)
 
 
 def _print_outcome(outcome: Any) -> None:

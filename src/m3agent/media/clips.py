@@ -121,6 +121,8 @@ class ClipCutter:
         index = self._next
         if index * self._L >= true_end - 1e-6:
             return None
+        if index > 0 and index * self._L + TAIL_MERGE_S > true_end:
+            return None  # a pass from the start merged this tail into the clip before (resumed after it)
         while (index + 1) * self._L + TAIL_MERGE_S <= true_end:
             index += 1
         return index

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +49,13 @@ def iter_clips(
     """Yield consecutive clips of ``media.clip_seconds`` from ``source``, starting at ``start_clip``.
 
     Frames are sampled at ``media.frame_fps`` as upright RGB; audio is mono
-    float32 at ``media.audio_rate``. A file is seeked to ``start_clip`` (exactly,
-    by decoding from the keyframe before it); a live source cannot seek, so its
-    clips are numbered from ``start_clip`` with time counted from that clip's start.
+    float32 at ``media.audio_rate``. The clips of a file are the same whatever
+    ``start_clip`` is (so a resumed ingest reproduces an uninterrupted one): its
+    audio is always decoded from the start, because decoder and resampler state
+    after a seek would shift every later sample, and its video from the keyframe
+    a seek to ``start_clip`` lands on (decoding from a keyframe is exact). A live
+    source cannot seek, so its clips are numbered from ``start_clip`` with time
+    counted from that clip's start.
     """
     if start_clip < 0:
         raise MediaError(f"start_clip must be >= 0, got {start_clip}", hint="pass the index of a clip")
@@ -92,11 +97,13 @@ class _Reader:
         self._media = media
         self._plan = plan
         self._cutter: ClipCutter | None = None
+        self._opts = opts
+        self._video_from: _Keyframe | None = None  # video packets before this one are not decoded
 
     def run(self) -> Iterator[ClipMedia]:
         self._prepare_decoders()
         if self._start_s > 0 and not self._live:
-            self._seek(self._start_s)
+            self._skip_video_before(self._start_s)
         stopped = yield from self._decode_all()
         cutter = self._get_cutter(0.0)
         if stopped is None:
@@ -132,16 +139,24 @@ class _Reader:
     def _decode_packet(self, packet: Any) -> None:
         import av
 
+        if packet.stream is self._video and self._skips(packet):
+            return
         try:
             frames = packet.decode()
         except av.error.FFmpegError:
-            self._get_cutter(0.0).note_damaged_packet()
+            if not self._before_start(packet):  # damage in clips already done belongs to them
+                self._get_cutter(0.0).note_damaged_packet()
             return
         for frame in frames:
             if packet.stream is self._video:
                 self._add_video(frame)
             else:
                 self._get_cutter(self._stream_time(frame) or 0.0).add_audio(frame)
+
+    def _before_start(self, packet: Any) -> bool:
+        if self._live or packet.pts is None or packet.time_base is None:
+            return False
+        return float(packet.pts * packet.time_base) - self._origin_s() < self._start_s - 1.0
 
     def _add_video(self, frame: Any) -> None:
         raw = self._stream_time(frame)
@@ -181,14 +196,22 @@ class _Reader:
             if rate and float(rate) > 4 * self._media.frame_fps:
                 self._video.codec_context.skip_frame = "NONREF"
 
-    def _seek(self, start_s: float) -> None:
-        import av
+    def _skip_video_before(self, start_s: float) -> None:
+        """Find the keyframe a seek to ``start_s`` lands on; video before it is demuxed but not decoded."""
+        self._video_from = _resume_keyframe(self._text, self._opts, start_s + self._origin_s(), self._video)
+        if self._video_from is None and self._video is not None:
+            log.info("cannot find the keyframe before %.2f s in %s; decoding its video from the start",
+                     start_s, self._text)
 
-        target = int((start_s + self._origin_s()) * 1_000_000)
-        try:
-            self._c.seek(target, backward=True, any_frame=False)
-        except (av.error.FFmpegError, OSError) as exc:
-            log.info("cannot seek %s (%s); decoding from the start instead", self._text, exc)
+    def _skips(self, packet: Any) -> bool:
+        """Whether a video packet lies before the resume keyframe (and is not decoded)."""
+        key = self._video_from
+        if key is None:
+            return False
+        if packet.dts is None or packet.dts < key.dts or (packet.dts == key.dts and not packet.is_keyframe):
+            return True
+        self._video_from = None
+        return False
 
     def _check_truncation(self, cutter: ClipCutter) -> None:
         declared = self._c.duration
@@ -201,6 +224,35 @@ class _Reader:
                 f"the file ends early: decoded up to {decoded:.2f} s of the {declared_s:.2f} s "
                 "its header declares (truncated or damaged tail)"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyframe:
+    """The first video packet decoded when resuming: its decode timestamp (stream time base)."""
+
+    dts: int
+
+
+def _resume_keyframe(text: str, opts: OpenOptions, time_s: float, video: Any) -> _Keyframe | None:
+    """The keyframe packet a backward seek to ``time_s`` lands on, found in a second opening of the source."""
+    import av
+
+    if video is None:
+        return None
+    try:
+        with closing(open_source(text, opts)) as probe:
+            stream = next((s for s in probe.streams.video if s.index == video.index), None)
+            if stream is None:
+                return None
+            probe.seek(int(time_s * 1_000_000), backward=True, any_frame=False)
+            for packet in probe.demux(stream):
+                if packet.dts is not None and packet.is_keyframe:
+                    return _Keyframe(int(packet.dts))
+                if packet.dts is not None:
+                    return None  # the seek did not land on a keyframe; decode everything
+    except (MediaError, av.error.FFmpegError, OSError) as exc:
+        log.info("cannot seek %s (%s)", text, exc)
+    return None
 
 
 def _pick_video(container: InputContainer) -> Any:

@@ -12,7 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import Character, Clip, FaceObservation, FaceTrack, FaceVoiceLink, Frame, Memory, VoiceSegment
+from m3agent.domain import (
+    Character,
+    Clip,
+    ClipSenses,
+    FaceObservation,
+    FaceTrack,
+    FaceVoiceLink,
+    Frame,
+    Memory,
+    VoiceSegment,
+)
 from m3agent.llm import Usage
 
 if TYPE_CHECKING:
@@ -29,7 +39,8 @@ class ClipInput:
     established); ``frames`` are RGB arrays; ``audio`` is the clip's mono
     float32 signal at ``audio_rate`` Hz starting at ``clip.start_s``;
     ``names`` maps entity ids of this clip to names known so far;
-    ``characters`` are the video's characters up to this clip.
+    ``characters`` are the video's characters up to this clip;
+    ``senses`` holds the scene stages' outputs (shots, on-screen text, objects, sounds).
     """
 
     clip: Clip
@@ -41,6 +52,7 @@ class ClipInput:
     fps: float = 2.0
     names: Mapping[int, str] = field(default_factory=dict)
     characters: tuple[Character, ...] = ()
+    senses: ClipSenses = field(default_factory=ClipSenses)
 
     def face_ids(self) -> tuple[int, ...]:
         """Face entities of the clip, in order of first appearance."""
@@ -88,7 +100,8 @@ class WriterOutput:
     attempts: int = 0
 
 
-def clip_input(store: MemoryStore, media: ClipMedia, resolved: ResolvedClip, fps: float) -> ClipInput:
+def clip_input(store: MemoryStore, media: ClipMedia, resolved: ResolvedClip, fps: float,
+               senses: ClipSenses | None = None) -> ClipInput:
     """The writer input of a clip whose identities ``resolved`` has just assigned (same transaction)."""
     clip = media.clip
     characters = tuple(store.characters(before_clip=clip.index, video_id=clip.video_id))
@@ -96,7 +109,7 @@ def clip_input(store: MemoryStore, media: ClipMedia, resolved: ResolvedClip, fps
     names = known_names(store, clip, set(base.tag_kinds()), characters)
     return ClipInput(clip=clip, tracks=resolved.tracks, voices=resolved.voices, frames=media.frames,
                      audio=media.audio, audio_rate=media.audio_rate, fps=fps, names=names,
-                     characters=characters)
+                     characters=characters, senses=senses or ClipSenses())
 
 
 def known_names(store: MemoryStore, clip: Clip, present: set[int], characters: tuple[Character, ...]) -> dict[int, str]:

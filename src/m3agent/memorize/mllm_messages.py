@@ -3,7 +3,8 @@
 Layout of the user message (OpenAI content parts, adjacent texts merged, a
 plain string when there is no media part so text-only servers get clean text):
 clip header and what earlier clips established; frames (``[m:ss]`` then the
-image); each face tag then its crop; transcript lines ``<voice_7> [0:12-0:15]: ...``;
+image); each face tag then its crop; transcript lines ``<voice_7> [0:12-0:15]: ...``; the scene
+stages' findings (on-screen text, objects, sounds, shots) as lines;
 optionally each voice tag then its audio; the task line. When the endpoint
 limits images per request, faces come first (they tie tags to people), then
 frames.
@@ -62,6 +63,7 @@ def build_messages(inp: ClipInput, prompts: PromptSet, budget: MediaBudget) -> l
     parts += _frame_parts(inp, prompts, n_frames, budget.frame_side)
     parts += _face_parts(inp, prompts, faces, n_faces)
     parts.append(text_part(_voice_text(inp, prompts)))
+    parts.append(text_part(_scene_text(inp, prompts)))
     if budget.audio:
         parts += _audio_parts(inp, prompts)
     parts.append(text_part(prompts.render("task")))
@@ -149,6 +151,14 @@ def _voice_text(inp: ClipInput, prompts: PromptSet) -> str:
         words = " ".join(seg.text.split()) or "(no words recognised)"
         lines.append(f"{who} [{clock(seg.start_s)}-{clock(seg.end_s)}]: {words}")
     return prompts.render("voices", lines="\n".join(lines)) if lines else prompts.render("no_voices")
+
+
+def _scene_text(inp: ClipInput, prompts: PromptSet) -> str:
+    """The scene stages' findings as lines (the perception writer's scene memories); empty when none."""
+    from m3agent.memorize.scene_memories import scene_memories
+
+    lines = [f"- {m.text}" for m in scene_memories(inp.clip, inp.senses, inp.tracks)]
+    return prompts.render("scene", lines="\n".join(lines)) if lines else ""
 
 
 def _audio_parts(inp: ClipInput, prompts: PromptSet) -> list[Part]:

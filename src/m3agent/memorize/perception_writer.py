@@ -31,8 +31,13 @@ class PerceptionWriter:
     face-voice links come from audio-visual evidence in identity resolution)."""
 
     def write(self, clip_input: ClipInput) -> WriterOutput:
+        from m3agent.memorize.scene_memories import scene_memories
+
         inp = clip_input
-        return WriterOutput(memories=tuple(write_clip(inp.clip, inp.tracks, inp.voices, inp.fps)))
+        memories = write_clip(inp.clip, inp.tracks, inp.voices, inp.fps)
+        memories += scene_memories(inp.clip, inp.senses, inp.tracks)  # text, objects, sounds, shots
+        memories.sort(key=lambda m: (m.start_s, m.kind.value))
+        return WriterOutput(memories=tuple(memories))
 
 
 def create(spec: BackendSpec, **_: Any) -> PerceptionWriter:

@@ -39,7 +39,7 @@ from m3agent.memorize.facts import Relation, canonical, relation
 from m3agent.memorize.links import record_equivalences
 
 if TYPE_CHECKING:
-    from m3agent.domain import ClipMedia
+    from m3agent.domain import ClipMedia, ClipSenses
     from m3agent.embed import Embedder
     from m3agent.identity.resolver import ResolvedClip
     from m3agent.memorize import MemoryWriter
@@ -180,7 +180,8 @@ def _cosine(a: Memory, b: Memory) -> float:
 
 def memorize_clip(store: MemoryStore, writer: ClipWriter, memory_writer: MemoryWriter, media: ClipMedia,
                   resolved: ResolvedClip, embedder: Embedder, *, fps: float,
-                  rules: WriteRules | None = None) -> tuple[WriterOutput, WriteStats]:
+                  rules: WriteRules | None = None,
+                  senses: ClipSenses | None = None) -> tuple[WriterOutput, WriteStats]:
     """Build the clip's writer input, write its memories and apply the rules (inside ``writer``'s transaction).
 
     Errors of the memory writer (:class:`~m3agent.errors.MalformedReplyError`,
@@ -188,6 +189,6 @@ def memorize_clip(store: MemoryStore, writer: ClipWriter, memory_writer: MemoryW
     """
     from m3agent.memorize.inputs import clip_input
 
-    inp = clip_input(store, media, resolved, fps)
+    inp = clip_input(store, media, resolved, fps, senses)
     output = memory_writer.write(inp)
     return output, apply_write_rules(store, writer, inp, output, embedder, rules)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 MIGRATION_LOCK = 0x4D334701  # advisory lock keys ("M3G" + n): schema changes,
 IDENTITY_LOCK = 0x4D334702  # identity decisions (entity matching and creation),
 MODEL_LOCK = 0x4D334703  # and the embedding model / vector column
+VIDEO_LOCK_SPACE = 0x4D334704  # writer locks of videos: this key plus a hash of the video id
 POOL_SIZE = 4  # connections per store (one per thread that holds a clip, plus readers)
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -217,3 +218,11 @@ class SimplePool:
     def close(self) -> None:
         while not self._idle.empty():
             self._idle.get_nowait().close()
+
+
+def video_lock_key(video_id: str) -> int:
+    """The advisory-lock key of a video's writer lock (a stable 63-bit hash, not Python's salted hash)."""
+    import hashlib
+
+    digest = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:7], "big")
+    return (VIDEO_LOCK_SPACE << 24) ^ digest

@@ -276,10 +276,38 @@ class PostgresStore:
 
     @_guarded
     def mark_clip(self, clip: Clip, status: ClipStatus, reason: str = "") -> None:
+        """Record a clip's status; a stored (done) clip is never downgraded by a late failure report."""
         with self._tx() as db:
             if db.execute("SELECT 1 FROM videos WHERE video_id = %s", (clip.video_id,)).fetchone() is None:
                 raise NotFoundError(f"no video {clip.video_id!r}", hint="add_video before writing its clips")
+            row = db.execute("SELECT status FROM clips WHERE video_id = %s AND clip_index = %s FOR UPDATE",
+                             (clip.video_id, clip.index)).fetchone()
+            if row is not None and row[0] == ClipStatus.DONE.value and ClipStatus(status) != ClipStatus.DONE:
+                return
             _set_clip(db, clip, ClipStatus(status).value, reason)
+
+    @contextmanager
+    def video_lock(self, video_id: str, *, wait: bool = True,
+                   on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """The writer lock of ``video_id``: a session advisory lock on a pooled connection held for the run.
+
+        PostgreSQL frees it when the holder's connection ends, so a killed ingest never leaves it behind.
+        """
+        self._require_writable()
+        assert self._pool is not None
+        key = pg_schema.video_lock_key(video_id)
+        with self._pool.connection() as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                message = f"another ingest of {video_id!r} is running on this memory; waiting for it to finish"
+                if not wait:
+                    raise StoreError(f"video {video_id!r} is being ingested by another process",
+                                     hint="wait for that ingest to finish, or stop it")
+                (on_wait or (lambda _m: None))(message)
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     @_guarded
     def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:

@@ -121,7 +121,17 @@ class MemoryStore(Protocol):
         ...
 
     def mark_clip(self, clip: Clip, status: ClipStatus, reason: str = "") -> None:
-        """Record a clip as failed/skipped (in its own transaction)."""
+        """Record a clip as failed/skipped (in its own transaction); a done clip stays done."""
+        ...
+
+    def video_lock(self, video_id: str, *, wait: bool = True,
+                   on_wait: Callable[[str], None] | None = None) -> AbstractContextManager[None]:
+        """The writer lock of a video, across processes; held by an ingest for its whole run.
+
+        Busy: with ``wait``, ``on_wait`` gets a message naming the holder and the
+        call blocks until it is free; without, :class:`StoreError` is raised.
+        A lock of a process that died is free again.
+        """
         ...
 
     def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:

@@ -52,6 +52,7 @@ from m3agent.store import sqlite_search
 from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.memory_vectors import MemoryVectors
 from m3agent.store.sqlite_errors import translated
+from m3agent.store.sqlite_locks import video_lock
 from m3agent.store.sqlite_rows import (
     ENTITY_COLUMNS,
     FACE_COLUMNS,
@@ -273,10 +274,7 @@ class SQLiteStore:
             raise IntegrityError(f"invalid clip {clip}")
         if db.execute("SELECT 1 FROM videos WHERE video_id = ?", (clip.video_id,)).fetchone() is None:
             raise NotFoundError(f"no video {clip.video_id!r}", hint="add_video before writing its clips")
-        status = db.execute(
-            "SELECT status FROM clips WHERE video_id = ? AND clip_index = ?", (clip.video_id, clip.index)
-        ).fetchone()
-        if status is not None and status[0] == ClipStatus.DONE.value:
+        if self._clip_status(db, clip) == ClipStatus.DONE.value:
             raise IntegrityError(
                 f"clip {clip.index} of {clip.video_id!r} is already stored",
                 hint="delete the video to ingest it again",
@@ -294,10 +292,30 @@ class SQLiteStore:
 
     @_guarded
     def mark_clip(self, clip: Clip, status: ClipStatus, reason: str = "") -> None:
+        """Record ``status``; a done clip keeps its rows and stays done (a late failure report is dropped)."""
         with self._tx() as db:
             if db.execute("SELECT 1 FROM videos WHERE video_id = ?", (clip.video_id,)).fetchone() is None:
                 raise NotFoundError(f"no video {clip.video_id!r}", hint="add_video before writing its clips")
+            if self._clip_status(db, clip) == ClipStatus.DONE.value:
+                return
             self._set_clip(db, clip, ClipStatus(status).value, reason)
+
+    @staticmethod
+    def _clip_status(db: sqlite3.Connection, clip: Clip) -> str | None:
+        row = db.execute(
+            "SELECT status FROM clips WHERE video_id = ? AND clip_index = ?", (clip.video_id, clip.index)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    @contextmanager
+    def video_lock(self, video_id: str, *, wait: bool = True,
+                   on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """The writer lock of ``video_id`` (see :mod:`m3agent.store.sqlite_locks`); the store lock is not held."""
+        with self._lock:
+            self._require_open()
+            self._require_writable()
+        with video_lock(self.path, video_id, wait=wait, on_wait=on_wait):
+            yield
 
     @_guarded
     def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:
@@ -319,8 +337,15 @@ class SQLiteStore:
             timings.setdefault(clip_index, {})[stage] = seconds
         return timings
 
-    @_guarded
     def delete_video(self, video_id: str) -> None:
+        """Delete ``video_id``; refused (:class:`StoreError`) while another process ingests it."""
+        self.get_video(video_id)  # a missing video is reported before any lock file is made for it
+        self._require_writable()
+        with video_lock(self.path, video_id, wait=False):
+            self._delete_video(video_id)
+
+    @_guarded
+    def _delete_video(self, video_id: str) -> None:
         with self._tx() as db:
             if db.execute("SELECT 1 FROM videos WHERE video_id = ?", (video_id,)).fetchone() is None:
                 raise NotFoundError(f"no video {video_id!r}")

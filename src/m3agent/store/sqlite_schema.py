@@ -64,7 +64,12 @@ def utc_now() -> str:
 
 
 def check_file(path: Path) -> None:
-    """Refuse a file that is not SQLite or is shorter than its header says (truncated)."""
+    """Refuse a file that is not SQLite or is shorter than its header says (truncated).
+
+    With a non-empty write-ahead log beside it the size is not checked: a checkpoint cut short
+    (disk full, a kill) leaves the file short while the log still holds every page, and SQLite
+    recovers from it on open.
+    """
     size = path.stat().st_size
     if size == 0:
         return
@@ -76,8 +81,13 @@ def check_file(path: Path) -> None:
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
     header_count_valid = head[24:28] == head[92:96]
-    if header_count_valid and size < pages * page_size:
+    if header_count_valid and size < pages * page_size and not _has_wal(path):
         raise StoreCorruptError(f"{path} is truncated: {size} bytes, header says {pages * page_size}")
+
+
+def _has_wal(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    return wal.exists() and wal.stat().st_size > 0
 
 
 def is_writable(path: Path) -> bool:

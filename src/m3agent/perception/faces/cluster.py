@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-DEFAULT_PHOTO_THRESHOLD = 0.5
 
 
 def agglomerate(
@@ -95,8 +94,9 @@ def euclidean_distances(vectors: Any) -> npt.NDArray[np.float64]:
     return out
 
 
-def cluster_embeddings(vectors: Any, threshold: float = DEFAULT_PHOTO_THRESHOLD) -> list[int]:
-    """Identity labels for face descriptors (one per photo/face), average linkage at ``threshold``."""
+def cluster_embeddings(vectors: Any, threshold: float) -> list[int]:
+    """Identity labels for face descriptors (one per photo/face), average linkage at ``threshold``
+    (``settings.perception.face_photo_distance`` for photos: it depends on the face descriptor)."""
     if len(vectors) == 0:
         return []
     return agglomerate(euclidean_distances(vectors), threshold)

