@@ -35,7 +35,8 @@ ask() {
   echo "==> m3agent ask \"$1\"" >&2
   "$M" ask --memory "$DB" "$1"
 }
-# Written by the packaged Qwen2.5-0.5B (grounded mode): a short answer citing the memories it used.
+# Embedded default (select mode): the reranker quotes the answering memory, with evidence.
+# Written answers: add --llm llamacpp:qwen-0.5b (grounded mode; see README, Models).
 ask "Who said they were a senator from New York?"
 ask "Who is in DC for new member orientation?"
 ask "What did the two debaters say about being a senator?"   # needs two memories (two speakers)

