@@ -9,8 +9,6 @@ nothing else).
 from __future__ import annotations
 
 import base64
-import io
-import wave
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -54,20 +52,6 @@ def frame_jpeg(image: Any, max_side: int) -> bytes:
     if not data:
         raise ValueError("could not encode a frame as JPEG")
     return data
-
-
-def wav_bytes(samples: Any, rate: int) -> bytes:
-    """16-bit mono WAV of float samples in [-1, 1]."""
-    import numpy as np
-
-    pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0) * 32767.0).astype("<i2")
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(pcm.tobytes())
-    return buffer.getvalue()
 
 
 def voice_audio(inp: ClipInput, entity_id: int, max_seconds: float) -> Any | None:

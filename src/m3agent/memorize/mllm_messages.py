@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
+from m3agent.media.snippets import wav_bytes
 from m3agent.memorize.media_parts import (
     Part,
     audio_part,
@@ -25,7 +26,6 @@ from m3agent.memorize.media_parts import (
     pick_frames,
     text_part,
     voice_audio,
-    wav_bytes,
 )
 from m3agent.text import clock
 

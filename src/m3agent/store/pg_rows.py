@@ -15,19 +15,6 @@ MEMORY_COLUMNS = (
     "m.provenance, m.last_clip_index, m.embedding, "
     "ARRAY(SELECT e.entity_id FROM edges e WHERE e.memory_id = m.id ORDER BY e.entity_id)"
 )
-FACE_COLUMNS = (
-    "f.id, f.clip_index, f.time_s, f.x1, f.y1, f.x2, f.y2, f.det_score, f.quality, f.track, "
-    "f.embedding, b.data, f.entity_id, f.mouth_motion"
-)
-VOICE_COLUMNS = (
-    "v.id, v.clip_index, v.start_s, v.end_s, v.text, v.speaker, v.embedding, v.words, v.entity_id, v.language"
-)
-ENTITY_COLUMNS = (
-    "n.id, n.kind, n.name, n.first_clip, n.last_clip, n.video_id, "
-    "(SELECT count(*) FROM faces f WHERE f.entity_id = n.id)"
-    " + (SELECT count(*) FROM voices v WHERE v.entity_id = n.id)"
-)
-
 
 def placeholders(count: int) -> str:
     return ", ".join(["%s"] * count)

@@ -16,9 +16,6 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent.errors import (
@@ -30,7 +27,7 @@ from m3agent.errors import (
     StoreReadOnlyError,
     StoreVersionError,
 )
-from m3agent.store.sqlite_schema import check_numbering
+from m3agent.store.sqlite_schema import Migration, packaged_migrations
 
 if TYPE_CHECKING:
     import psycopg
@@ -40,28 +37,11 @@ IDENTITY_LOCK = 0x4D334702  # identity decisions (entity matching and creation),
 MODEL_LOCK = 0x4D334703  # and the embedding model / vector column
 VIDEO_LOCK_SPACE = 0x4D334704  # writer locks of videos: this key plus a hash of the video id
 POOL_SIZE = 4  # connections per store (one per thread that holds a clip, plus readers)
-_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-
-
-@cache
 def migrations() -> tuple[Migration, ...]:
     """The packaged PostgreSQL migrations in version order."""
-    folder = resources.files("m3agent.store").joinpath("pg_migrations")
-    found = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
-    found.sort(key=lambda m: m.version)
-    check_numbering([m.version for m in found])
-    return tuple(found)
+    return packaged_migrations("pg_migrations")
 
 
 def latest_version() -> int:

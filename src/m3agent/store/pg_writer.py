@@ -17,6 +17,7 @@ from m3agent.errors import IntegrityError, NotFoundError, StoreError
 from m3agent.store.pg_rows import as_array
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
+from m3agent.store.sqlite_writer import check_link
 from m3agent.store.vectors import normalized, to_blob
 
 if TYPE_CHECKING:
@@ -183,14 +184,7 @@ class PgClipWriter:
     # identity evidence and timings ------------------------------------------
     def set_link(self, link: FaceVoiceLink) -> None:
         db = self._db()
-        if not 0.0 <= link.confidence <= 1.0:
-            raise IntegrityError(f"link confidence must be in [0, 1], got {link.confidence}")
-        for entity_id, role in ((link.face_id, EntityKind.FACE), (link.voice_id, EntityKind.VOICE)):
-            if require_entity(db, entity_id) != role.value:
-                raise IntegrityError(
-                    f"entity {entity_id} is not a {role.value}: a link joins face_id (a face) and voice_id (a voice)",
-                    hint="pass the face entity as face_id and the voice entity as voice_id",
-                )
+        check_link(link, lambda entity_id: require_entity(db, entity_id))
         db.execute(
             "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s)",

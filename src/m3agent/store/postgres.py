@@ -49,17 +49,17 @@ from m3agent.errors import ConfigError, IntegrityError, NotFoundError, StoreErro
 from m3agent.store import pg_entities as ops
 from m3agent.store import pg_schema
 from m3agent.store.characters import default_link_confidence, group_characters
-from m3agent.store.pg_rows import (
+from m3agent.store.pg_rows import MEMORY_COLUMNS, as_array, filter_sql, memory_from_row
+from m3agent.store.pg_writer import PgClipWriter
+from m3agent.store.sqlite_rows import (
     ENTITY_COLUMNS,
     FACE_COLUMNS,
-    MEMORY_COLUMNS,
     VOICE_COLUMNS,
-    as_array,
-    filter_sql,
-    memory_from_row,
+    entity_from_row,
+    face_from_row,
+    video_from_row,
+    voice_from_row,
 )
-from m3agent.store.pg_writer import PgClipWriter
-from m3agent.store.sqlite_rows import entity_from_row, face_from_row, video_from_row, voice_from_row
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import normalized
 

@@ -35,10 +35,15 @@ class Migration:
     sql: str
 
 
-@cache
 def migrations() -> tuple[Migration, ...]:
-    """The packaged migrations in version order."""
-    folder = resources.files("m3agent.store").joinpath("sqlite_migrations")
+    """The packaged SQLite migrations in version order."""
+    return packaged_migrations("sqlite_migrations")
+
+
+@cache
+def packaged_migrations(folder_name: str) -> tuple[Migration, ...]:
+    """The numbered ``NNNN_name.sql`` files of a folder of :mod:`m3agent.store`, in version order (checked)."""
+    folder = resources.files("m3agent.store").joinpath(folder_name)
     found = []
     for entry in folder.iterdir():
         match = _MIGRATION_NAME.match(entry.name)

@@ -9,7 +9,7 @@ not belong to the clip, and :class:`StoreError` once the writer is closed.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Memory, VoiceSegment
@@ -212,14 +212,7 @@ class SQLiteClipWriter:
     # identity evidence and timings ------------------------------------------
     def set_link(self, link: FaceVoiceLink) -> None:
         db = self._db()
-        if not 0.0 <= link.confidence <= 1.0:
-            raise IntegrityError(f"link confidence must be in [0, 1], got {link.confidence}")
-        for entity_id, role in ((link.face_id, EntityKind.FACE), (link.voice_id, EntityKind.VOICE)):
-            if require_entity(db, entity_id) != role.value:
-                raise IntegrityError(
-                    f"entity {entity_id} is not a {role.value}: a link joins face_id (a face) and voice_id (a voice)",
-                    hint="pass the face entity as face_id and the voice entity as voice_id",
-                )
+        check_link(link, lambda entity_id: require_entity(db, entity_id))
         db.execute(
             "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -233,6 +226,22 @@ class SQLiteClipWriter:
             " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds",
             (self.clip.video_id, self.clip.index, stage, float(seconds)),
         )
+
+
+def check_link(link: FaceVoiceLink, kind_of: Callable[[int], str]) -> None:
+    """Refuse a link whose confidence is outside [0, 1] or whose ids do not have their roles.
+
+    ``kind_of(entity_id)`` is the stored kind (raising NotFoundError for an unknown id); shared
+    by the SQLite and PostgreSQL writers so both enforce one rule.
+    """
+    if not 0.0 <= link.confidence <= 1.0:
+        raise IntegrityError(f"link confidence must be in [0, 1], got {link.confidence}")
+    for entity_id, role in ((link.face_id, EntityKind.FACE), (link.voice_id, EntityKind.VOICE)):
+        if kind_of(entity_id) != role.value:
+            raise IntegrityError(
+                f"entity {entity_id} is not a {role.value}: a link joins face_id (a face) and voice_id (a voice)",
+                hint="pass the face entity as face_id and the voice entity as voice_id",
+            )
 
 
 def require_entity(db: sqlite3.Connection, entity_id: int) -> str:

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
-
 def agglomerate(
     distances: Any,
     threshold: float,
