@@ -63,7 +63,7 @@ def run_row(
     db = settings.resolved_cache_dir() / "bench" / f"locomo-{embedder.name}.db"
     with open_store(str(db)) as store:
         ensure_ingested(store, embedder, sorted({s for s, _, _ in items}, key=lambda s: s.sample_id), 30.0, False)
-        for sample, index, item in items:
+        for sample, index, item in interleaved(items):
             qid = f"{sample.sample_id}#{index}"
             if qid in done:
                 continue
@@ -82,6 +82,16 @@ def run_row(
             print(f"[{tag}] {len(done)}/{len(items)} c{item.category} {seconds:.1f}s f1={record['f1']:.2f} "
                   f"{text[:60]!r} / {item.answer!r}", file=sys.stderr, flush=True)  # fmt: skip
     return [done[f"{s.sample_id}#{i}"] for s, i, _ in items]
+
+
+def interleaved(items: list[tuple[Any, int, Any]]) -> list[tuple[Any, int, Any]]:
+    """``items`` in the order to answer them: adversarial ones spread among the others, so that a run
+    stopped early holds a proportional prefix of both (a later ``--limit`` reuses it)."""
+    answerable = [x for x in items if x[2].category != 5]
+    bait = [x for x in items if x[2].category == 5]
+    ranked = [((i + 1) / (len(answerable) + 1), x) for i, x in enumerate(answerable)]
+    ranked += [((i + 1) / (len(bait) + 1) - 1e-9, x) for i, x in enumerate(bait)]
+    return [x for _, x in sorted(ranked, key=lambda pair: pair[0])]
 
 
 def summarise(mode: str, llm: str, records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -27,10 +27,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from m3agent import tags
 from m3agent.control.prompts import load_prompt_set
+from m3agent.control.ranking import keyword_text
 from m3agent.control.render import clip_label, render_result
 from m3agent.control.replies import GroundedReply
-from m3agent.control.rerank import Candidate, rank_candidates
+from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
@@ -40,13 +42,17 @@ if TYPE_CHECKING:
 
 GROUNDED_PROMPT = "control_grounded"
 NOT_IN_MEMORY = "The memory does not say."
-GROUNDED_MAX_TOKENS = 96
-MAX_MEMORY_CHARS = 320
+GROUNDED_MAX_TOKENS = 64
+MAX_MEMORY_CHARS = 220
+"""Memories are cut to this many characters: six of them keep the prompt near 400 tokens."""
 _ABSTAIN_RE = re.compile(
     r"^\W*(not in (the )?memory|unknown|none|n/?a|no (answer|information|memory)|(it is )?not (mentioned|stated|said)"
     r"|the memor(y|ies) (does|do) not say|i (do not|don't) know)\W*$",
     re.IGNORECASE,
 )
+_WHO_RE = re.compile(r"^\W*who\b", re.IGNORECASE)
+_SPEAKER_RE = re.compile(r"^(?:At [\d:.]+ )?(<character_\d+>) (?:says|said)\b")
+_CAPITALISED_RE = re.compile(r"\b[A-Z][\w'-]*")
 _BACKEND_ERRORS = (M3AgentError, ValueError, RuntimeError, OSError)
 
 
@@ -101,7 +107,7 @@ def _ground(run: RunContext, candidates: list[Candidate]) -> Grounded:
         return _fallback(candidates, "", "no chat model; the reranker chose")
     shown = labels(candidates)
     prompts = load_prompt_set(GROUNDED_PROMPT)
-    messages = [
+    messages = [  # the system text is fixed, so llama.cpp reuses its cached prefix from the last question
         {"role": "system", "content": prompts.render("system")},
         {"role": "user", "content": prompts.render(
             "user", memories=_memory_lines(run, candidates, shown), question=run.question,
@@ -116,7 +122,20 @@ def _ground(run: RunContext, candidates: list[Candidate]) -> Grounded:
         parsed = GroundedReply.read(reply)
     except MalformedReplyError as exc:
         return _fallback(candidates, reply.text, f"the model's reply was unusable ({exc.message}); the reranker chose")
-    return _judge(run.chat.name if run.chat else RERANK, parsed, candidates, shown, reply.text)
+    judged = _judge(run.chat.name if run.chat else RERANK, parsed, candidates, shown, reply.text)
+    return replace(judged, text=who_answer(run.question, judged.text, judged.used)) if judged.used else judged
+
+
+def who_answer(question: str, answer: str, cited: tuple[Candidate, ...]) -> str:
+    """A who-question is answered by a person. When the answer names nobody (no character tag, no
+    capitalised word the question lacks) and the cited memories have one speaker, an unnamed character,
+    that speaker is the answer (small models tend to answer "who is in DC?" with "DC")."""
+    if not _WHO_RE.match(question) or tags.find_tags(answer):
+        return answer
+    if any(word not in question for word in _CAPITALISED_RE.findall(answer)):
+        return answer
+    speakers = {m.group(1) for c in cited if (m := _SPEAKER_RE.match(c.text))}
+    return speakers.pop() if len(speakers) == 1 else answer
 
 
 def _judge(name: str, reply: GroundedReply, candidates: list[Candidate], shown: list[str], raw: str) -> Grounded:
@@ -129,8 +148,31 @@ def _judge(name: str, reply: GroundedReply, candidates: list[Candidate], shown: 
         return Grounded(NOT_IN_MEMORY, (), name, raw, abstained=True)
     if not reply.used:
         return _fallback(candidates, raw, "the model answered without naming a memory; the reranker chose")
-    used = tuple(candidates[shown.index(i)] for i in dict.fromkeys(reply.used))
-    return Grounded(reply.answer, used, name, raw)
+    used = [candidates[shown.index(i)] for i in dict.fromkeys(reply.used)]
+    return Grounded(reply.answer, needed(used, candidates, reply.answer), name, raw)
+
+
+MAX_REPAIRED = 2
+"""When none of the memories a model named holds the answer, at most this many shown ones that do are cited."""
+
+
+def needed(used: list[Candidate], shown: list[Candidate], answer: str) -> tuple[Candidate, ...]:
+    """The memories the answer rests on, for ``cited``.
+
+    Those of ``used`` that share a content word or a person tag with the answer (small models tend to
+    list every id shown); when none does but shown memories do, those of them closest to the question (a model that
+    answered right but named the wrong id); else all of ``used`` (a count or a yes/no names no word).
+    """
+    wanted = _words(answer)
+    backing = [c for c in used if wanted & _words(c.text)]
+    if backing:
+        return tuple(backing)
+    elsewhere = sorted((c for c in shown if wanted & _words(c.text)), key=lambda c: -c.overlap)
+    return tuple(elsewhere[:MAX_REPAIRED] or used)
+
+
+def _words(text: str) -> set[str]:
+    return stems(keyword_text(text)) | {str(tag) for tag in tags.find_tags(text)}
 
 
 def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
