@@ -3,7 +3,10 @@
 Reading every sampled frame would cost more than the rest of perception, so detection runs on a
 frame only when (a) a shot starts, (b) the pixels under a line being followed changed (a caption
 was replaced) or strokes appeared where the frame was flat (text may have appeared there), at
-most once per half ``text_interval_s``, or (c) ``text_interval_s`` passed without a detection. A
+most once per half ``text_interval_s``, or (c) ``text_interval_s`` passed without a detection and the
+view changed since (:func:`~m3agent.perception.shots.same_view`), or ``STALE_PERIODS`` intervals
+passed in any case (on the benchmark episode the view test saves the periodic reads of static talking
+heads; (b) and (a) are what find text there). A
 detected line whose pixels did not change since it was last read keeps its text without running
 recognition again. Lines are followed by position and text; each followed line becomes one
 :class:`~m3agent.domain.ScreenText` with the span from its first to its last sighting; spaces that
@@ -40,6 +43,7 @@ SAME_TEXT = 0.8
 MIN_CHARS = 4
 REJOIN_PERIODS = 2.0
 THUMB = (96, 16)
+STALE_PERIODS = 3.0
 
 
 @dataclass
@@ -83,22 +87,26 @@ class _Reader:
         self.closed: list[_Line] = []
         self.last_detect = float("-inf")
         self.edges: Any = None
+        self.view: Any = None
 
     def add(self, frame: Frame, shot_start: bool) -> None:
+        from m3agent.perception.shots import same_view, signature
+
         bgr, grey = _images(frame.image)
         t = frame.time_s
         changed = [line for line in self.active if _changed(line.thumb, _thumb(grey, line.box))]
-        edges = _edges(grey)
+        edges, view = _edges(grey), signature(frame.image)
         appeared = self.edges is not None and _strokes_appeared(self.edges, edges)
         since = t - self.last_detect + SLACK_S
         interval = self.cfg.text_interval_s
-        due = shot_start or since >= interval or ((changed or appeared) and since >= interval / 2)
+        periodic = since >= interval and (not same_view(self.view, view) or since >= STALE_PERIODS * interval)
+        due = shot_start or periodic or ((changed or appeared) and since >= interval / 2)
         if not due:
             for line in self.active:
                 if line not in changed:
                     line.last = t
             return
-        self.last_detect, self.edges = t, edges
+        self.last_detect, self.edges, self.view = t, edges, view
         self._detect(bgr, grey, t)
 
     def _detect(self, bgr: Image, grey: Image, t: float) -> None:
