@@ -386,3 +386,27 @@ def test_a_failing_stage_costs_only_that_stage_of_the_clip(media_dir: Path, tmp_
         texts = [m.text for m in store.memories()]
     assert any(" says: " in t for t in texts), "speech memories were written"
     assert any(t.startswith("Shot 0:00") and "speaking <voice_" in t for t in texts), texts
+
+
+def test_text_detection_repeats_only_while_the_view_changes() -> None:
+    from m3agent.perception.screen_text import _Reader
+
+    class Counting:
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self.now = 0.0
+
+        def detect(self, bgr: np.ndarray, side: int) -> list[tuple[np.ndarray, float]]:
+            self.times.append(self.now)
+            return []
+
+        def recognize(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+            return [("", 0.0)] * len(crops)
+
+    frames = colour_frames([(120, 120, 120)] * 20 + [(200, 40, 40), (30, 60, 210)] * 4)  # 10 s still, 4 s flicker
+    model = Counting()
+    reader = _Reader(model, Settings().senses)  # type: ignore[arg-type]
+    for index, frame in enumerate(frames):
+        model.now = frame.time_s
+        reader.add(frame, shot_start=index == 0)
+    assert model.times == [0.0, 6.0, 10.0, 12.5], "a still view: every 3 intervals; a new view: after one interval"
