@@ -388,25 +388,42 @@ def test_a_failing_stage_costs_only_that_stage_of_the_clip(media_dir: Path, tmp_
     assert any(t.startswith("Shot 0:00") and "speaking <voice_" in t for t in texts), texts
 
 
-def test_text_detection_repeats_only_while_the_view_changes() -> None:
+class CountingTextModel:
+    """Stands in for the OCR model: records when detection ran, finds nothing."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.now = 0.0
+
+    def detect(self, bgr: np.ndarray, side: int) -> list[tuple[np.ndarray, float]]:
+        self.times.append(self.now)
+        return []
+
+    def recognize(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        return [("", 0.0)] * len(crops)
+
+
+def detection_times(frames: tuple[Frame, ...]) -> list[float]:
     from m3agent.perception.screen_text import _Reader
 
-    class Counting:
-        def __init__(self) -> None:
-            self.times: list[float] = []
-            self.now = 0.0
-
-        def detect(self, bgr: np.ndarray, side: int) -> list[tuple[np.ndarray, float]]:
-            self.times.append(self.now)
-            return []
-
-        def recognize(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
-            return [("", 0.0)] * len(crops)
-
-    frames = colour_frames([(120, 120, 120)] * 20 + [(200, 40, 40), (30, 60, 210)] * 4)  # 10 s still, 4 s flicker
-    model = Counting()
+    model = CountingTextModel()
     reader = _Reader(model, Settings().senses)  # type: ignore[arg-type]
     for index, frame in enumerate(frames):
         model.now = frame.time_s
         reader.add(frame, shot_start=index == 0)
-    assert model.times == [0.0, 6.0, 10.0, 12.5], "a still view: every 3 intervals; a new view: after one interval"
+    return model.times
+
+
+def test_text_detection_repeats_only_while_the_view_changes() -> None:
+    frames = colour_frames([(120, 120, 120)] * 20 + [(200, 40, 40), (30, 60, 210)] * 4)  # 10 s still, 4 s flicker
+    assert detection_times(frames) == [0.0, 6.0, 10.0, 12.5], "still: every 3 intervals; a new view: after one"
+
+
+def test_text_detection_follows_strokes_that_stay_not_ones_that_flash() -> None:
+    flat = np.full((360, 640, 3), 120, np.uint8)
+    lettered = flat.copy()
+    lettered[200:220, 100:540:6] = 20  # a wide band of vertical strokes on flat ground, like a caption line
+    stays = tuple(Frame(k * 0.5, lettered if k >= 2 else flat) for k in range(10))
+    flashes = tuple(Frame(k * 0.5, lettered if k == 2 else flat) for k in range(10))
+    assert detection_times(stays) == [0.0, 1.5], "read one frame after it appeared, once"
+    assert detection_times(flashes) == [0.0], "strokes gone the next frame are no text"
