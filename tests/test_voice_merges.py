@@ -68,6 +68,12 @@ def test_no_merge_without_the_evidence(links: list[FaceVoiceLink], spans: list[t
     assert propose(links, {"v": spans}, {11, 12}, similarity, RULE, refused) == [], why
 
 
+def test_a_third_voice_heard_with_the_merged_ones_stays_apart() -> None:
+    spans = {"v": [(0.0, 2.0, 11), (3.0, 4.0, 12), (3.5, 5.0, 13)]}
+    merges = propose([av(1, 11), av(1, 12), av(1, 13)], spans, {13}, same, RULE)
+    assert [(m.keep, m.absorb) for m in merges] == [(11, 12)]  # 13 talks over 12, who is now 11
+
+
 def test_only_faces_heard_in_this_clip_are_reconsidered() -> None:
     spans = {"v": [(0.0, 2.0, 11), (3.0, 4.0, 12)]}
     assert propose([av(1, 11), av(1, 12)], spans, {99}, same, RULE) == []

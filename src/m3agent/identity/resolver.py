@@ -12,7 +12,7 @@ from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrac
 from m3agent.errors import ConfigError
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
 from m3agent.identity.linking import LinkRule, decide_links, evidence_from, revisions
-from m3agent.identity.voice_merges import MergeRule, propose
+from m3agent.identity.voice_merges import MergeRule, candidate_groups, propose
 from m3agent.media.snippets import voice_snippets
 
 if TYPE_CHECKING:
@@ -94,11 +94,15 @@ def merge_split_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[
     """Merge voice entities of one speaking face (:mod:`.voice_merges`); returns absorbed id -> kept id."""
     assert rules.merge is not None
     heard = {s.entity_id for s in voices if s.entity_id is not None}
-    links = store.links(min_confidence=rules.merge.link_accept)
-    linked = {link.voice_id for link in links}
-    if len(linked & heard) == 0 or len(linked) < 2:
+    if not heard:
         return {}
-    videos = {writer.clip.video_id} | {store.get_entity(v).video_id or writer.clip.video_id for v in linked}
+    links = store.links(min_confidence=rules.merge.link_accept)
+    groups = candidate_groups(links, heard, rule=rules.merge)
+    if not groups:
+        return {}
+    involved = {v for own in groups.values() for v in own}
+    first_seen = {e.id: e.video_id for e in store.entities(EntityKind.VOICE) if e.id in involved}
+    videos = {writer.clip.video_id} | {video for video in first_seen.values() if video}
     spans = {video: store.voice_spans(video) for video in sorted(videos)}
     proposals = propose(links, spans, heard, lambda a, b: _voice_similarity(store, a, b, rules),
                         rules.merge, _undone_pairs(store))

@@ -6,8 +6,9 @@ microphone in another video). The face evidence reconsiders them after each
 clip's linking: voice entities that are
 
 * linked (at least ``link_accept``) to the same face and to no other face,
-* never heard at the same time (overlap at most ``max_overlap_s`` in every
-  video either was heard in; two people talking over each other are two people),
+* never heard at the same time (overlap at most ``max_overlap_s`` in this
+  clip's video and in the videos where either was first heard; two people
+  talking over each other are two people),
 * not clearly different voices (speaker-embedding score at least ``min_similarity``),
 * and not a pair whose earlier merge was undone,
 
@@ -51,21 +52,29 @@ def propose(links: Iterable[FaceVoiceLink], spans_by_video: Mapping[str, Sequenc
             similarity: Callable[[int, int], float], rule: MergeRule,
             refused: Collection[frozenset[int]] = ()) -> list[VoiceMerge]:
     """Merges the face evidence justifies, for faces with a voice in ``heard`` (this clip's voices)."""
-    accepted = [link for link in links if link.confidence >= rule.link_accept]
-    faces_of: dict[int, set[int]] = defaultdict(set)
-    voices_of: dict[int, set[int]] = defaultdict(set)
-    confidence: dict[tuple[int, int], float] = {}
-    for link in accepted:
-        faces_of[link.voice_id].add(link.face_id)
-        voices_of[link.face_id].add(link.voice_id)
-        confidence[(link.face_id, link.voice_id)] = link.confidence
+    links = list(links)
+    confidence = {(link.face_id, link.voice_id): link.confidence for link in links
+                  if link.confidence >= rule.link_accept}
     proposals = []
-    for face, voices in sorted(voices_of.items()):
-        own = sorted(v for v in voices if faces_of[v] == {face})
-        if len(own) < 2 or not heard & set(own):
-            continue
+    for face, own in sorted(candidate_groups(links, heard, rule).items()):
         proposals += _merges_of_face(face, own, spans_by_video, similarity, rule, refused, confidence)
     return proposals
+
+
+def candidate_groups(links: Iterable[FaceVoiceLink], heard: set[int], rule: MergeRule) -> dict[int, list[int]]:
+    """Per face, its own voices (linked to it and no other face), when there are two or more and one is heard."""
+    faces_of: dict[int, set[int]] = defaultdict(set)
+    voices_of: dict[int, set[int]] = defaultdict(set)
+    for link in links:
+        if link.confidence >= rule.link_accept:
+            faces_of[link.voice_id].add(link.face_id)
+            voices_of[link.face_id].add(link.voice_id)
+    groups = {}
+    for face, voices in voices_of.items():
+        own = sorted(v for v in voices if faces_of[v] == {face})
+        if len(own) >= 2 and heard & set(own):
+            groups[face] = own
+    return groups
 
 
 def _merges_of_face(face: int, voices: list[int], spans_by_video: Mapping[str, Sequence[Span]],
