@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from m3agent.memorize.rules import WriteRules, memorize_clip
 from m3agent.settings import Settings, load_settings
 from m3agent.store import open_memory
 from m3agent.store.protocol import MemoryStore
-from store_helpers import clip_of, memory, unit_vectors
+from store_helpers import clip_of, memory, sql, unit_vectors
 from test_identity_links import EMBEDDER, FACE
 
 MakeStore = Callable[[], Any]
@@ -249,3 +250,31 @@ def test_merges_are_listed_and_undone_from_the_command_line(tmp_path: Path) -> N
     assert f'"restored": "<voice_{b}>"' in undone.output
     again = runner.invoke(cli, ["merges", "--memory", path, "--json"])
     assert '"undone_at": "20' in again.output
+
+
+def test_forgetting_reaches_the_merge_records(make_store: MakeStore) -> None:
+    """A deleted memory's text leaves the snapshots; a record whose kept entity is deleted goes; an undone
+    record keeps no copy of what is back in the live tables."""
+    store = make_store()
+    _, a, b, mids = _two_voices_of_one_face(store)
+    with store.clip(clip_of("v1", 1)) as w:
+        first = w.merge_entities(a, b, "both speak through the face")
+    store.delete_memory(mids[0])
+    [(snapshot,)] = sql(store, "SELECT snapshot FROM entity_merges")
+    assert "New York" not in snapshot and str(mids[1]) in json.loads(snapshot)["merged_texts"]
+    assert store.undo_merge(first).id == b
+    assert sql(store, "SELECT snapshot FROM entity_merges") == [("{}",)]
+    assert [m.id for m in store.memories_of_entities([b])] == [mids[1]]
+    with store.clip(clip_of("v1", 2)) as w:
+        w.merge_entities(b, a, "again")
+    store.delete_entity(b)
+    assert [m.id for m in store.entity_merges()] == [first]  # the undone one stays as history
+
+
+def test_deleting_the_video_deletes_its_merge_records(make_store: MakeStore) -> None:
+    store = make_store()
+    _, a, b, _ = _two_voices_of_one_face(store)
+    with store.clip(clip_of("v1", 1)) as w:
+        w.merge_entities(a, b, "both speak through the face")
+    store.delete_video("v1")
+    assert store.entity_merges() == [] and sql(store, "SELECT count(*) FROM entity_merges") == [(0,)]

@@ -11,7 +11,8 @@ memories whose tags the merge rewrites. :func:`record` stores that snapshot
 that, and restores a rewritten memory's text where it is still what the merge
 left (a memory changed since keeps its text and is counted). Evidence that
 arrived after the merge (later clips matched against the merged bank) stays
-with the kept entity. The identity resolver never merges an undone pair
+with the kept entity. Forgetting reaches the records (:func:`prune`), and an
+undone record keeps only who merged what and why. The identity resolver never merges an undone pair
 automatically again.
 
 The SQL is written once with ``?`` parameters; :class:`Dialect` adapts it.
@@ -124,8 +125,30 @@ def undo(d: Dialect, db: Any, merge_id: int) -> tuple[int, int]:
         role = snap["role"]
         d.run(db, f"UPDATE links SET {role} = ? WHERE {role} = ? AND seq IN ("
               + ", ".join("?" for _ in snap["links"]) + ")", (absorb, keep, *snap["links"]))
-    d.run(db, "UPDATE entity_merges SET undone_at = ? WHERE id = ?", (utc_now(), merge_id))
+    # the snapshot's contents are back in the live tables: keep no second copy
+    d.run(db, "UPDATE entity_merges SET undone_at = ?, snapshot = '{}' WHERE id = ?", (utc_now(), merge_id))
     return absorb, kept
+
+
+def prune(d: Dialect, db: Any) -> None:
+    """Forgetting reaches the records: after a deletion, a record whose kept entity is gone is dropped
+    (nothing is left to undo), and a record keeps no text or edge of a memory that is gone."""
+    rows = d.run(db, "SELECT m.id, m.snapshot, EXISTS (SELECT 1 FROM entities e WHERE e.id = m.keep_id)"
+                 " FROM entity_merges m WHERE m.undone_at IS NULL").fetchall()
+    for merge_id, text, kept in rows:
+        if not kept:
+            d.run(db, "DELETE FROM entity_merges WHERE id = ?", (merge_id,))
+            continue
+        snap = json.loads(text)
+        named = {int(m) for m, _ in snap["edges"]} | {int(m) for m, _ in snap["texts"]}
+        present = {int(r[0]) for r in _rows_in(d, db, "SELECT id FROM memories WHERE 1 = ? AND id IN ({})", (1,),
+                                               sorted(named))}
+        if present == named:
+            continue
+        for key in ("edges", "keep_edges", "texts"):
+            snap[key] = [row for row in snap[key] if int(row[0]) in present]
+        snap["merged_texts"] = {m: t for m, t in snap.get("merged_texts", {}).items() if int(m) in present}
+        d.run(db, "UPDATE entity_merges SET snapshot = ? WHERE id = ?", (json.dumps(snap), merge_id))
 
 
 def _restore_entity(d: Dialect, db: Any, keep: int, absorb: int, snap: dict[str, Any]) -> None:

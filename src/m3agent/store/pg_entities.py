@@ -136,6 +136,7 @@ def delete_entity(db: Conn, entity_id: int) -> None:
         else:
             db.execute("UPDATE memories SET text = %s WHERE id = %s", (_unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = %s", (entity_id,))
+    merge_log.prune(DIALECT, db)
 
 
 def _memories_naming(db: Conn, entity_id: int) -> list[tuple[int, str, set[int]]]:
@@ -170,6 +171,7 @@ def delete_memory(db: Conn, memory_id: int) -> None:
     db.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
     if quoted:
         db.execute("UPDATE voices SET text = '', words = '[]' WHERE id = ANY(%s)", (quoted,))
+    merge_log.prune(DIALECT, db)
 
 
 def orphan_entities_of_video(db: Conn, video_id: str) -> list[int]:

@@ -338,6 +338,7 @@ class PostgresStore:
             db.execute("UPDATE entities SET first_clip = NULL, last_clip = NULL WHERE video_id = %s", (video_id,))
             db.execute("DELETE FROM videos WHERE video_id = %s", (video_id,))
             db.execute("DELETE FROM entities WHERE id = ANY(%s)", (orphans,))
+            merge_log.prune(ops.DIALECT, db)
 
     # entities and characters --------------------------------------------
     @_guarded

@@ -354,6 +354,7 @@ class SQLiteStore:
             db.execute("UPDATE entities SET first_clip = NULL, last_clip = NULL WHERE video_id = ?", (video_id,))
             db.execute("DELETE FROM videos WHERE video_id = ?", (video_id,))
             db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
+            merge_log.prune(ops.DIALECT, db)
         self._purge_keywords()
 
     def _purge_keywords(self) -> None:

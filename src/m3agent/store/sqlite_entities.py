@@ -180,6 +180,7 @@ def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
         else:
             db.execute("UPDATE memories SET text = ? WHERE id = ?", (_unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+    merge_log.prune(DIALECT, db)
 
 
 def _memories_naming(db: sqlite3.Connection, entity_id: int) -> list[tuple[int, str, set[int]]]:
@@ -234,6 +235,7 @@ def delete_memory(db: sqlite3.Connection, memory_id: int) -> None:
     quoted = [(segment_id,) for segment_id, said in segments if said.strip() and said.strip() in text]
     db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
     db.executemany("UPDATE voices SET text = '', words = '[]' WHERE id = ?", quoted)
+    merge_log.prune(DIALECT, db)
 
 
 def orphan_entities_of_video(db: sqlite3.Connection, video_id: str) -> list[int]:
