@@ -278,3 +278,15 @@ def test_deleting_the_video_deletes_its_merge_records(make_store: MakeStore) -> 
         w.merge_entities(a, b, "both speak through the face")
     store.delete_video("v1")
     assert store.entity_merges() == [] and sql(store, "SELECT count(*) FROM entity_merges") == [(0,)]
+
+
+def test_merge_records_travel_with_a_migrated_memory(make_store: MakeStore) -> None:
+    from m3agent.store.transfer import copy_memory
+
+    source, target = make_store("source"), make_store("target")
+    _, a, b, _ = _two_voices_of_one_face(source)
+    with source.clip(clip_of("v1", 1)) as w:
+        merge_id = w.merge_entities(a, b, "both speak through the face")
+    report = copy_memory(source, target)
+    assert report.rows["entity_merges"] == 1 and target.entity_merges() == source.entity_merges()
+    assert target.undo_merge(merge_id).id == b
