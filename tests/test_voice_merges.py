@@ -290,3 +290,20 @@ def test_merge_records_travel_with_a_migrated_memory(make_store: MakeStore) -> N
     report = copy_memory(source, target)
     assert report.rows["entity_merges"] == 1 and target.entity_merges() == source.entity_merges()
     assert target.undo_merge(merge_id).id == b
+
+
+def test_chained_merges_are_undone_last_first(make_store: MakeStore) -> None:
+    store = make_store()
+    _, a, b, mids = _two_voices_of_one_face(store)
+    before = {m: store.get_memory(m).text for m in mids}
+    with store.clip(clip_of("v1", 1)) as w:
+        c = w.add_entity(EntityKind.VOICE, [unit_vectors(1, seed=9)[0]]).id
+        first = w.merge_entities(a, b, "one face")
+    store.merge_entities(keep=c, absorb=a)
+    second = store.entity_merges()[-1].id
+    with pytest.raises(IntegrityError) as refused:
+        store.undo_merge(first)
+    assert "undo that one first" in (refused.value.hint or "")
+    assert store.undo_merge(second).id == a and store.undo_merge(first).id == b
+    assert sorted(e.id for e in store.entities(EntityKind.VOICE)) == [a, b, c]
+    assert {m: store.get_memory(m).text for m in mids} == before

@@ -116,9 +116,13 @@ def undo(d: Dialect, db: Any, merge_id: int) -> tuple[int, int]:
         raise NotFoundError(f"no entity merge {merge_id}")
     keep, absorb, snap = int(row[0]), int(row[1]), json.loads(row[2])
     if row[3] is not None:
-        raise IntegrityError(f"entity merge {merge_id} was already undone ({row[3]})")
+        raise IntegrityError(f"entity merge {merge_id} was already undone ({row[3]})",
+                             hint="m3agent merges lists the merges that can still be undone")
     if d.run(db, "SELECT 1 FROM entities WHERE id = ?", (keep,)).fetchone() is None:
-        raise IntegrityError(f"entity {keep}, which absorbed {absorb}, no longer exists: nothing to undo")
+        raise IntegrityError(f"entity {keep}, which absorbed {absorb}, no longer exists: nothing to undo",
+                             hint="if a later merge absorbed it, undo that one first (m3agent merges)")
+    if d.run(db, "SELECT 1 FROM entities WHERE id = ?", (absorb,)).fetchone() is not None:
+        raise IntegrityError(f"entity {absorb} exists again: cannot bring it back a second time")
     _restore_entity(d, db, keep, absorb, snap)
     kept = _restore_memories(d, db, keep, absorb, snap)
     if snap["links"]:
