@@ -77,6 +77,14 @@ class PerceptionSettings(BaseModel):
         True, description="measure mouth motion of every face track (active speaker detection) so a voice links "
         "to the face whose lips move with it, also when several faces are on screen",
     )
+    voice_merge: bool = Field(
+        True, description="after each clip, merge voice entities that speak through the same face and never at "
+        "the same time (recorded with their evidence, undoable: m3agent merges)",
+    )
+    voice_merge_similarity: float = Field(
+        0.6, ge=-1, le=1, description="... when their speaker embeddings score at least this (a floor against a "
+        "wrong link, not the evidence itself)",
+    )
     lip_sync_min: float = Field(
         0.1, ge=-1, le=1, description="a voice links by lip sync only to a face whose mouth motion correlates with "
         "its speech at least this much",
