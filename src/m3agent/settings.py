@@ -144,6 +144,12 @@ class MemorizeSettings(BaseModel):
     contradiction_penalty: float = Field(0.5, ge=0, description="weight taken from a fact a new one contradicts")
     llm_equivalence_confidence: float = Field(
         0.6, ge=0, le=1, description="confidence of face-voice links a model states")
+    consolidate_llm: str | None = Field(
+        None, description="model of semantic consolidation (`m3agent consolidate`, end of ingest); unset: the "
+        "control `llm` (none: consolidation is skipped)")
+    consolidate_clips: int = Field(
+        1, ge=0, description="clips read by one consolidation call (0: a whole video at once; docs/benchmarks.md, "
+        "Consolidation)")
 
 
 class ControlSettings(BaseModel):

@@ -17,7 +17,7 @@ from m3agent.errors import IntegrityError, NotFoundError, StoreError
 from m3agent.store.pg_rows import as_array
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
-from m3agent.store.sqlite_writer import check_link
+from m3agent.store.sqlite_writer import check_link, check_sources
 from m3agent.store.vectors import normalized, to_blob
 
 if TYPE_CHECKING:
@@ -231,3 +231,25 @@ def store_blob(db: Conn, kind: str, data: bytes | None) -> int | None:
 
 def optional_blob(vector: Vector | None) -> bytes | None:
     return None if vector is None else to_blob(vector)
+
+
+class PgConsolidationWriter(PgClipWriter):
+    """A clip writer inside :meth:`PostgresStore.consolidation`, that also records the sources of facts."""
+
+    def __init__(self, conn: Conn, clip: Clip, memory_dim: int | None, barrier: Callable[[], None]) -> None:
+        super().__init__(conn, clip, memory_dim, barrier)
+        self.notes: list[str] = []
+        self.seconds: float | None = None
+
+    def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
+        db = self._db()
+        unique = sorted(set(source_ids))
+        if not unique:
+            return
+        rows = db.execute(
+            "SELECT id FROM memories WHERE id = ANY(%s) AND kind = 'episodic' AND video_id = %s AND clip_index <= %s",
+            (unique, self.clip.video_id, self.clip.index)).fetchall()
+        check_sources(unique, {int(r[0]) for r in rows}, self.clip)
+        for source_id in unique:
+            db.execute("INSERT INTO memory_sources (memory_id, source_id, clip_index) VALUES (%s, %s, %s)"
+                       " ON CONFLICT DO NOTHING", (memory_id, source_id, self.clip.index))

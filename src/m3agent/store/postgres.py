@@ -34,6 +34,7 @@ from m3agent.domain import (
     Character,
     Clip,
     ClipStatus,
+    ConsolidatedClip,
     Entity,
     EntityKind,
     FaceObservation,
@@ -50,7 +51,7 @@ from m3agent.store import pg_entities as ops
 from m3agent.store import pg_schema
 from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.pg_rows import MEMORY_COLUMNS, as_array, filter_sql, memory_from_row
-from m3agent.store.pg_writer import PgClipWriter
+from m3agent.store.pg_writer import PgClipWriter, PgConsolidationWriter
 from m3agent.store.sqlite_rows import (
     ENTITY_COLUMNS,
     FACE_COLUMNS,
@@ -61,6 +62,7 @@ from m3agent.store.sqlite_rows import (
     voice_from_row,
 )
 from m3agent.store.sqlite_schema import utc_now
+from m3agent.store.sqlite_writer import check_unit
 from m3agent.store.vectors import normalized
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
 
     from m3agent.domain import Vector
     from m3agent.registry import BackendSpec
-    from m3agent.store.protocol import ClipWriter, MemoryStore
+    from m3agent.store.protocol import ClipWriter, ConsolidationWriter, MemoryStore
 
     Conn = psycopg.Connection[Any]
 
@@ -308,6 +310,54 @@ class PostgresStore:
                 yield
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    @contextmanager
+    def consolidation(self, clips: Sequence[Clip], model: str) -> Iterator[ConsolidationWriter]:
+        """One transaction for what ``model`` consolidated from done ``clips``; recorded when it ends cleanly."""
+        self._require_open()
+        self._require_writable()
+        last = check_unit(clips)
+        state = self._local
+        if state.conn is not None:
+            raise StoreError("a clip is already open in this thread", hint="finish one clip before the next")
+        assert self._pool is not None
+        started = time.perf_counter()
+        with pg_schema.translated(self.url), self._pool.connection() as conn, conn.transaction():
+            state.conn, state.locked = conn, False
+            try:
+                for clip in clips:
+                    _begin_consolidation(conn, clip)
+                writer = PgConsolidationWriter(conn, last, self._dim(), self.identity_barrier)
+                try:
+                    yield writer
+                    seconds = (writer.seconds or time.perf_counter() - started) / len(clips)
+                    for clip in clips:
+                        conn.execute(
+                            "INSERT INTO consolidated_clips (video_id, clip_index, model, notes, seconds, created_at)"
+                            " VALUES (%s, %s, %s, %s, %s, %s)",
+                            (clip.video_id, clip.index, model, json.dumps(writer.notes if clip is last else []),
+                             seconds, utc_now()))
+                finally:
+                    writer.close()
+            finally:
+                state.conn, state.locked = None, False
+
+    @_guarded
+    def consolidated_clips(self, video_id: str) -> dict[int, ConsolidatedClip]:
+        with self._read() as db:
+            rows = db.execute("SELECT clip_index, model, notes, seconds FROM consolidated_clips WHERE video_id = %s"
+                              " ORDER BY clip_index", (video_id,)).fetchall()
+        return {r[0]: ConsolidatedClip(video_id, r[0], r[1], tuple(json.loads(r[2])), r[3]) for r in rows}
+
+    @_guarded
+    def memory_sources(self, memory_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+        found: dict[int, list[int]] = {}
+        with self._read() as db:
+            for memory_id, source_id in db.execute(
+                    "SELECT memory_id, source_id FROM memory_sources WHERE memory_id = ANY(%s)"
+                    " ORDER BY memory_id, source_id", (sorted(set(memory_ids)),)):
+                found.setdefault(int(memory_id), []).append(int(source_id))
+        return {k: tuple(v) for k, v in found.items()}
 
     @_guarded
     def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:
@@ -705,3 +755,15 @@ def _clip_scope(
         parts.append(f"{prefix}clip_index {'=' if exact else '<='} %s")
         params.append(clip_index)
     return " AND ".join(parts) or "TRUE", params
+
+
+def _begin_consolidation(db: Conn, clip: Clip) -> None:
+    """Lock the clip's row; refuse a clip that is not stored or is consolidated already."""
+    row = db.execute("SELECT status FROM clips WHERE video_id = %s AND clip_index = %s FOR UPDATE",
+                     (clip.video_id, clip.index)).fetchone()
+    if row is None or row[0] != ClipStatus.DONE.value:
+        raise IntegrityError(f"clip {clip.index} of {clip.video_id!r} is not stored",
+                             hint="ingest the clip before consolidating it")
+    if db.execute("SELECT 1 FROM consolidated_clips WHERE video_id = %s AND clip_index = %s",
+                  (clip.video_id, clip.index)).fetchone():
+        raise IntegrityError(f"clip {clip.index} of {clip.video_id!r} is already consolidated")

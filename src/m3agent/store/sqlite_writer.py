@@ -8,6 +8,7 @@ not belong to the clip, and :class:`StoreError` once the writer is closed.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -271,3 +272,45 @@ def store_blob(db: sqlite3.Connection, kind: str, data: bytes | None) -> int | N
 
 def optional_blob(vector: Vector | None) -> bytes | None:
     return None if vector is None else to_blob(vector)
+
+
+class SQLiteConsolidationWriter(SQLiteClipWriter):
+    """A clip writer inside :meth:`SQLiteStore.consolidation`, that also records the sources of facts."""
+
+    def __init__(self, conn: sqlite3.Connection, clip: Clip, memory_dim: int | None) -> None:
+        super().__init__(conn, clip, memory_dim)
+        self.notes: list[str] = []
+        self.seconds: float | None = None
+
+    def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
+        db = self._db()
+        unique = sorted(set(source_ids))
+        if not unique:
+            return
+        rows = db.execute(
+            f"SELECT id FROM memories WHERE id IN ({', '.join('?' * len(unique))}) AND kind = 'episodic'"
+            " AND video_id = ? AND clip_index <= ?", [*unique, self.clip.video_id, self.clip.index]).fetchall()
+        check_sources(unique, {int(r[0]) for r in rows}, self.clip)
+        db.executemany(
+            "INSERT OR IGNORE INTO memory_sources (memory_id, source_id, clip_index) VALUES (?, ?, ?)",
+            [(memory_id, s, self.clip.index) for s in unique],
+        )
+
+
+def check_sources(wanted: Sequence[int], found: set[int], clip: Clip) -> None:
+    """Refuse sources that are not episodic memories of ``clip``'s video up to ``clip`` (both backends)."""
+    bad = [s for s in wanted if s not in found]
+    if bad:
+        raise IntegrityError(
+            f"memories {bad} are no episodic memories of {clip.video_id!r} up to clip {clip.index}",
+            hint="a consolidated fact rests only on episodic memories of its clip and earlier ones",
+        )
+
+
+def check_unit(clips: Sequence[Clip]) -> Clip:
+    """The last of the clips of one consolidation: at least one, of one video, in increasing index order."""
+    if not clips:
+        raise IntegrityError("a consolidation needs at least one clip")
+    if len({c.video_id for c in clips}) != 1 or any(a.index >= b.index for a, b in itertools.pairwise(clips)):
+        raise IntegrityError("the clips of one consolidation belong to one video, in increasing index order")
+    return clips[-1]
