@@ -201,3 +201,36 @@ def test_an_interrupted_run_resumes_to_the_same_memory(talk: Path, tmp_path: Pat
     assert report.clips_already == 2 and report.clips_consolidated == 2 and resumed.remaining == 0
     assert semantic(talk) == semantic(whole)
     assert run(talk, scripted()).clips_consolidated == 0, "a rerun with nothing pending calls no model"
+
+
+def test_the_command_consolidates_and_reports_rtf(talk: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+
+    replies = tmp_path / "replies.json"  # memory ids are 1..6 in clip order: m1 is "Good morning Ann"
+    replies.write_text(json.dumps([{"facts": [fact("<voice_1>", "name", "Ann", ["m1"])]}, {"facts": []},
+                                   {"facts": []}]))
+    runner = CliRunner()
+    out = runner.invoke(main, ["consolidate", "--memory", str(talk), "--llm", f"scripted:{replies}", "--json"])
+    assert out.exit_code == 0, out.output
+    (report,) = json.loads(out.stdout)["videos"]
+    assert report["video_id"] == VIDEO and report["clips_consolidated"] == 4 and report["facts_written"] == 1
+    assert report["rtf"] >= 0 and report["calls"] == 3
+    again = runner.invoke(main, ["consolidate", "--memory", str(talk), "--llm", f"scripted:{replies}", "--json"])
+    assert json.loads(again.stdout)["videos"][0]["clips_already"] == 4, "resumed: nothing left to do"
+    none = runner.invoke(main, ["consolidate", "--memory", str(talk), "--llm", "none"])
+    assert none.exit_code == 2 and "no LLM to consolidate with" in none.output and "Traceback" not in none.output
+
+
+def test_ingest_skips_consolidation_without_an_llm_and_reports_a_failing_one(talk: Path) -> None:
+    from m3agent.memorize.consolidate_run import SKIPPED
+    from m3agent.pipeline import _consolidate
+    from m3agent.settings import load_settings
+
+    skipped = _consolidate(load_settings(memory=str(talk), llm="none"), minilm(), VIDEO, False, None)
+    assert skipped == {"skipped": SKIPPED} and "m3agent consolidate" in SKIPPED
+    broken = load_settings(memory=str(talk), llm="none", memorize={"consolidate_llm": "llamacpp:/nowhere/x.gguf"})
+    failed = _consolidate(broken, minilm(), VIDEO, False, None)
+    assert "model file not found" in failed["failed"] and "m3agent consolidate" in failed["failed"]
+    assert semantic(talk) == []
