@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from m3agent.domain import Memory
 
 PROMPT = "memorize_consolidate"
-MAX_SHOWN = 32
+MAX_SHOWN = 16
 MAX_KNOWN = 12
 MAX_MEMORY_CHARS = 200
 CONFIDENCE = {"low": 0.4, "medium": 0.6, "high": 0.8}
@@ -107,9 +107,11 @@ class Draft:
 
 
 def shown_memories(new: list[Memory], known: list[Memory]) -> Shown:
-    """At most :data:`MAX_SHOWN` new memories (those naming people first), in time order; the
-    :data:`MAX_KNOWN` weightiest known facts."""
-    kept = sorted(new, key=lambda m: (not m.entity_ids, m.clip_index, m.start_s, m.id))[:MAX_SHOWN]
+    """At most :data:`MAX_SHOWN` new memories, in time order: speech first (where names, roles and likes are
+    said), then others naming people, then the rest (on-screen text, sounds); the :data:`MAX_KNOWN`
+    weightiest known facts. A short prompt keeps a small model on task and fast."""
+    kept = sorted(new, key=lambda m: (" says: " not in m.text, not m.entity_ids, m.clip_index, m.start_s, m.id))
+    kept = kept[:MAX_SHOWN]
     kept.sort(key=lambda m: (m.clip_index, m.start_s, m.id))
     strongest = sorted(known, key=lambda m: (-m.weight, m.id))[:MAX_KNOWN]
     return Shown({f"m{m.id}": m for m in kept}, tuple(sorted(strongest, key=lambda m: m.id)))
