@@ -7,7 +7,7 @@ model calls and tokens, facts written / reinforced / dropped, and the facts them
 The model is loaded before timing. Writes the "Consolidation" section of docs/benchmarks.md.
 
     .venv/bin/python bench/consolidate.py [--source FILE] [--clip-seconds 20] [--llm llamacpp:qwen-0.5b]
-        [--clips-per-call 1 --clips-per-call 3 --clips-per-call 0] [--no-write]
+        [--max-clips N] [--clips-per-call 1 --clips-per-call 3 --clips-per-call 0] [--no-write]
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ SHARED = REPO.parent / "shared"
 DEFAULT_SOURCE = SHARED / "media" / "audio" / "diarization" / "resemblyzer_interview" / "X2zqiX6yL3I.mp3"
 
 
-def base_memory(source: Path, clip_seconds: float, settings: Any) -> Path:
-    """The ingested memory of ``source`` (made once, then reused)."""
+def base_memory(source: Path, clip_seconds: float, max_clips: int | None, settings: Any) -> Path:
+    """The ingested memory of ``source`` (its first ``max_clips`` clips; made once, then reused)."""
     from m3agent.pipeline import ingest_source
     from m3agent.settings import load_settings
 
-    db = settings.resolved_cache_dir() / "bench" / f"consolidate-{source.stem}-{clip_seconds:g}s.db"
+    db = settings.resolved_cache_dir() / "bench" / f"consolidate-{source.stem}-{clip_seconds:g}s-{max_clips}.db"
     if not db.exists():
         db.parent.mkdir(parents=True, exist_ok=True)
         ingest = load_settings(memory=str(db), llm="none", media={"clip_seconds": clip_seconds})
-        report = ingest_source(ingest, str(source), show_progress=False)
+        report = ingest_source(ingest, str(source), show_progress=False, max_clips=max_clips)
         if report.clips_failed:
             raise SystemExit(f"ingest of {source} failed: {report.clips_failed}")
     return db
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--clip-seconds", type=float, default=20.0)
+    parser.add_argument("--max-clips", type=int, default=None, help="only the first clips of the source")
     parser.add_argument("--llm", default="llamacpp:qwen-0.5b")
     parser.add_argument("--clips-per-call", type=int, action="append", default=None)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     settings = load_settings(shared_dir=SHARED)
     load = round(os.getloadavg()[0], 2)
-    base = base_memory(args.source, args.clip_seconds, settings)
+    base = base_memory(args.source, args.clip_seconds, args.max_clips, settings)
     chat = chat_model_from_settings(settings, args.llm)
     chat.chat([{"role": "user", "content": "Hi"}], max_tokens=1)  # load the model before timing
     embedder = create_embedder(settings.embedder)
