@@ -166,6 +166,8 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
     prompts = load_prompt_set(cf.PROMPT)
     shown = cf.shown_memories(new, _known_facts(store, new, last))
     messages = [{"role": "system", "content": prompts.render("system")},
+                {"role": "user", "content": prompts.render("example_user")},  # one worked example (few-shot)
+                {"role": "assistant", "content": prompts.render("example_reply")},
                 {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
     try:
         reply = chat.chat(messages, schema=cf.reply_schema(prompts.schema, shown), max_tokens=options.max_tokens)
