@@ -221,6 +221,15 @@ class SQLiteClipWriter:
              self.clip.video_id, self.clip.index),
         )
 
+    def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
+        """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
+        clip so it can be undone; returns the record id."""
+        from m3agent.store.sqlite_entities import merge_recorded
+
+        db = self._db()
+        return merge_recorded(db, keep, absorb, source="auto", evidence=evidence,
+                              video_id=self.clip.video_id, clip_index=self.clip.index)
+
     def record_timing(self, stage: str, seconds: float) -> None:
         self._db().execute(
             "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (?, ?, ?, ?)"
