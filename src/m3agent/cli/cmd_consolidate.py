@@ -38,7 +38,7 @@ def consolidate(ctx: click.Context, memory: str | None, video_ids: tuple[str, ..
     spec = consolidation_model(settings)
     if spec is None:
         raise ConfigError("no LLM to consolidate with (llm is none)",
-                          hint="pass --llm llamacpp:qwen-0.5b (`m3agent models pull qwen-0.5b` first) or an "
+                          hint="pass --llm llamacpp:qwen-1.5b (`m3agent models pull qwen-1.5b` first) or an "
                                "openai://host/v1?model=NAME endpoint")
     chat = chat_model_from_settings(settings, spec)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 SKIPPED = ("consolidation skipped: no LLM configured (llm is none); to write semantic memories run "
-           "`m3agent consolidate --memory DB --llm llamacpp:qwen-0.5b`")
+           "`m3agent consolidate --memory DB --llm llamacpp:qwen-1.5b`")
 
 
 def consolidation_model(settings: Settings) -> str | None:
