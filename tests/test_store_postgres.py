@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from m3agent.domain import EntityKind, Video
-from m3agent.errors import IntegrityError, StoreError
+from m3agent.errors import ConfigError, IntegrityError, StoreError
 from m3agent.store import open_store
 from m3agent.store.postgres import PostgresStore
 from store_helpers import clip_of, fill, memory, unit_vectors
@@ -136,3 +136,35 @@ def test_doctor_tells_the_truth_about_the_database(pg_url: Callable[[], str]) ->
                if c.name == "memory database (PostgreSQL)"]
     assert down.status == "error" and down.fix and "pw" not in down.detail
     assert not [c for c in run_checks(memory="mem.db") if c.name == "memory database (PostgreSQL)"]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_the_pool_size_setting_bounds_the_connections(pg_url: Callable[[], str], size: int) -> None:
+    """A clip holds a connection until it commits: with one pooled connection a reader waits for it."""
+    from m3agent.settings import Settings
+    from m3agent.store import open_memory
+
+    events: list[str] = []
+    holding, read = threading.Event(), threading.Event()
+    with open_memory(Settings(memory=pg_url(), memory_pool_size=size)) as store:
+        store.add_video(Video("v", "/v.mp4"))
+
+        def reader() -> None:
+            holding.wait(30)
+            assert [v.video_id for v in store.videos()] == ["v"]
+            events.append("read")
+            read.set()
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        with store.clip(clip_of("v", 0)):
+            holding.set()
+            read.wait(2.0 if size == 1 else 30.0)  # with two connections the read needs no wait
+            events.append("commit")
+        thread.join(30)
+    assert events == (["commit", "read"] if size == 1 else ["read", "commit"])
+
+
+def test_a_pool_size_below_one_is_refused(pg_url: Callable[[], str]) -> None:
+    with pytest.raises(ConfigError, match="pool_size"):
+        open_store(pg_url(), pool_size=0)

@@ -83,9 +83,15 @@ EF_SEARCH_MIN = 64  # HNSW candidate list; raised to 4 k for larger k
 
 
 def open_postgres(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
-                  link_confidence: float | None = None) -> PostgresStore:
-    """Connect to (and create or migrate) the memory in the PostgreSQL database ``spec.raw``."""
+                  link_confidence: float | None = None, pool_size: int | None = None) -> PostgresStore:
+    """Connect to (and create or migrate) the memory in the PostgreSQL database ``spec.raw``.
+
+    ``pool_size`` is ``settings.memory_pool_size`` (its default when ``None``).
+    """
     pg_schema.require_psycopg()
+    size = default_pool_size() if pool_size is None else pool_size
+    if size < 1:
+        raise ConfigError(f"pool_size must be at least 1, got {size}", hint="set memory_pool_size to 1 or more")
     accept = default_link_confidence() if link_confidence is None else link_confidence
     if not 0.0 < accept <= 1.0:
         raise ConfigError(f"link_confidence must be in (0, 1], got {accept}",
@@ -93,8 +99,15 @@ def open_postgres(spec: BackendSpec, *, readonly: bool = False, create: bool = T
     url = spec.raw if spec.raw.startswith("postgresql") else "postgresql" + spec.raw[len("postgres"):]
     pg_schema.migrate(url, readonly=readonly, create=create)
     with pg_schema.translated(pg_schema.redacted(url)):
-        pool = pg_schema.open_pool(url, readonly=readonly)
+        pool = pg_schema.open_pool(url, readonly=readonly, size=size)
     return PostgresStore(pool, url, readonly=readonly, link_confidence=accept)
+
+
+def default_pool_size() -> int:
+    """The default of ``memory_pool_size``, for a store opened without settings."""
+    from m3agent.settings import Settings
+
+    return int(Settings.model_fields["memory_pool_size"].default)
 
 
 def _guarded(method: Callable[Concatenate[PostgresStore, P], R]) -> Callable[Concatenate[PostgresStore, P], R]:
