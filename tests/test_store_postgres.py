@@ -5,6 +5,8 @@ The protocol behaviour itself is tested on both backends by the other test_store
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +18,7 @@ from m3agent.domain import EntityKind, Video
 from m3agent.errors import ConfigError, IntegrityError, StoreError
 from m3agent.store import open_store
 from m3agent.store.postgres import PostgresStore
-from store_helpers import clip_of, fill, memory, unit_vectors
+from store_helpers import DIM, clip_of, fill, memory, unit_vectors
 
 pytestmark = pytest.mark.postgres
 
@@ -168,3 +170,35 @@ def test_the_pool_size_setting_bounds_the_connections(pg_url: Callable[[], str],
 def test_a_pool_size_below_one_is_refused(pg_url: Callable[[], str]) -> None:
     with pytest.raises(ConfigError, match="pool_size"):
         open_store(pg_url(), pool_size=0)
+
+
+def test_delete_with_compact_leaves_no_byte_of_the_memory_in_the_table_files(pg_url: Callable[[], str]) -> None:
+    """A plain DELETE (and autovacuum) leaves the text in free space; ``delete --compact`` rewrites the tables."""
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+    from pg_helpers import table_bytes
+
+    mark = "zqxcompactmarkzqx"
+    url = pg_url()
+    with open_store(url) as store:
+        store.set_embedding_model("test-random", DIM)
+        fill(store, unit_vectors(30, seed=9), videos=("v",))
+        with store.clip(clip_of("v", 5)) as writer:
+            doomed = writer.add_memory(memory(clip_of("v", 5), f"she said {mark}", unit_vectors(1, seed=2)[0]))
+        assert mark.encode() in table_bytes(store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("M3AGENT_")}
+    runner = CliRunner(env=env)
+    plain = runner.invoke(main, ["delete", "memory", str(doomed), "--memory", url, "--yes", "--json"])
+    assert plain.exit_code == 0, plain.output
+    with open_store(url) as store:
+        with store._pool.connection() as db:  # type: ignore[attr-defined]
+            db.execute("VACUUM")  # what autovacuum would do
+        assert mark.encode() in table_bytes(store)  # gone from the memory, not from the files
+        with store.clip(clip_of("v", 6)) as writer:
+            again = writer.add_memory(memory(clip_of("v", 6), f"and {mark}", unit_vectors(1, seed=3)[0]))
+    done = runner.invoke(main, ["delete", "memory", str(again), "--memory", url, "--yes", "--compact", "--json"])
+    assert done.exit_code == 0 and json.loads(done.output)["compacted"] is True, done.output
+    with open_store(url) as store:
+        assert mark.encode() not in table_bytes(store)
+        assert len(store.memories()) == 30 and store.check() == []

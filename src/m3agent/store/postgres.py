@@ -652,6 +652,28 @@ class PostgresStore:
 
     # maintenance -----------------------------------------------------------
     @_guarded
+    def compact(self) -> None:
+        """Rewrite every table of this memory (heap, TOAST, indexes) into new files: ``VACUUM (FULL)``.
+
+        After it, what deletions removed is gone from the table files, not merely unreachable: a
+        plain VACUUM leaves dead bytes in free space until they are overwritten. (The server's WAL
+        and any backups keep their own copies until recycled.) Each table is locked exclusively
+        while it is rewritten: run it when no ingest is writing.
+        """
+        from psycopg import sql
+
+        self._require_writable()
+        if self._local.conn is not None:
+            raise StoreError("compact cannot run inside a clip", hint="finish the clip first")
+        assert self._pool is not None
+        with self._pool.connection() as db:  # autocommit: VACUUM runs outside a transaction
+            tables = [r[0] for r in db.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+                " AND relkind = 'r' ORDER BY relname")]
+            for table in tables:
+                db.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(table)))
+
+    @_guarded
     def check(self) -> list[str]:
         """Invariants foreign keys cannot state; an empty list means healthy."""
         with self._read() as db:
