@@ -7,6 +7,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from m3agent.errors import (
 from m3agent.store import STORES, open_store, pg_schema
 from m3agent.store.protocol import ClipWriter, MemoryStore
 from m3agent.store.sqlite import SQLiteStore
-from m3agent.store.sqlite_schema import APPLICATION_ID, latest_version, migrations
+from m3agent.store.sqlite_schema import APPLICATION_ID, connect, latest_version, migrations
 from store_helpers import DIM, clip_of, fill, memory, new_store, sql, unit_vectors
 
 ADJACENCY_INDEXES = {
@@ -272,3 +273,29 @@ def test_embedding_model_is_recorded_and_guarded(store_url: Callable[[], str]) -
         writer.add_memory(memory(clip_of("v2", 5), "wrong dim", unit_vectors(1, dim=8)[0]))
     assert store.embedding_model() == ("a", DIM)
     store.close()
+
+
+
+def test_many_connections_opening_one_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Concurrent first opens: no 'database is locked' (SQLite runs no busy handler for the switch to WAL)
+    and no 'not an m3agent memory' (another opener's first migration committing between two reads)."""
+    errors: list[str] = []
+
+    def open_once(path: Path, barrier: threading.Barrier) -> None:
+        barrier.wait()
+        try:
+            conn, _ = connect(path, readonly=False, create=True)
+            conn.close()
+        except Exception as exc:  # every failure is the finding
+            errors.append(repr(exc))
+
+    for round_ in range(40):
+        barrier = threading.Barrier(8)
+        path = tmp_path / f"race{round_}.db"
+        threads = [threading.Thread(target=open_once, args=(path, barrier)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert raw(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert errors == []

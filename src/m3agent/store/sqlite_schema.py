@@ -14,17 +14,19 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from m3agent.errors import NotFoundError, StoreCorruptError, StoreReadOnlyError, StoreVersionError
+from m3agent.errors import NotFoundError, StoreCorruptError, StoreError, StoreReadOnlyError, StoreVersionError
 from m3agent.store.sqlite_errors import translated
 
 APPLICATION_ID = 0x4D334147  # "M3AG", stamped into the SQLite header of every memory file
 _HEADER = b"SQLite format 3\x00"
+WAL_SWITCH_TIMEOUT_S = 30.0  # as long as a writer may hold the file while another opens it
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -154,17 +156,62 @@ def _configure(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA cache_size = -65536")
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        n_objects = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        app_id, n_objects = _stamp_and_size(conn)
         if n_objects and app_id != APPLICATION_ID:
             raise StoreCorruptError(f"{path} is an SQLite file but not an m3agent memory")
         if readonly:
             _check_version(conn, path, readonly=True)
             return
-        conn.execute("PRAGMA journal_mode = WAL")
+        _ensure_wal(conn, path)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA secure_delete = ON")
         migrate(conn, path)
+
+
+def _stamp_and_size(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The file's application id and number of schema objects, read in one snapshot.
+
+    Read apart, another process's first migration could commit in between
+    (tables seen, stamp not yet), and a new memory would look foreign.
+    """
+    conn.execute("BEGIN")
+    try:
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        n_objects = int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    finally:
+        conn.execute("COMMIT")
+    return app_id, n_objects
+
+
+def _ensure_wal(conn: sqlite3.Connection, path: Path) -> None:
+    """Put the file in WAL mode, retrying while another process holds it.
+
+    SQLite does not run the busy handler for a journal-mode change, so two
+    processes opening one fresh file at once would see "database is locked"
+    at once. WAL is a property of the file: once any opener has switched it,
+    there is nothing left to do, so the mode is read before it is set.
+    """
+    deadline = time.monotonic() + WAL_SWITCH_TIMEOUT_S
+    delay = 0.005
+    while True:
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode == "wal":
+            return
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            mode = "busy"
+        if mode == "wal":
+            return
+        if time.monotonic() > deadline:
+            raise StoreError(
+                f"{path} stays in journal mode {mode!r}: could not switch it to WAL",
+                hint="another program holds the file open; close it and retry",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
