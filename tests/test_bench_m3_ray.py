@@ -92,3 +92,20 @@ def test_ray_questions_read_a_postgres_memory(local_ray: None, pg_server: Any, t
     assert records(tmp_path / "pg") == records(tmp_path / "local")
     assert on_pg["accuracy"] == local["accuracy"] and on_pg["accuracy"]["accuracy"] == 1.0
     assert on_pg["skipped_no_memory"] == ["kitchen_99_Q01"]
+
+
+def test_the_cli_runs_questions_on_ray(local_ray: None, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+
+    memories, annotations = _bench_inputs(tmp_path)
+    llm, judge = specs(tmp_path)
+    env = {"M3AGENT_EMBEDDER": "hash:256", "M3AGENT_SHARED_DIR": str(tmp_path)}
+    result = CliRunner(env=env).invoke(main, [
+        "bench", "m3", "--split", str(annotations), "--memories", str(memories), "--llm", llm, "--judge", judge,
+        "--out", str(tmp_path / "cli"), "--executor", "ray", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output[result.output.index("{"):])
+    assert summary["executor"] == "ray" and summary["failed_tasks"] == []
+    assert summary["accuracy"]["accuracy"] == 1.0 and summary["questions"] == 2
