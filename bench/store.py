@@ -449,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--writers", default="1,2,4", help="postgres: concurrent writer counts to measure")
     parser.add_argument("--bulk", action="store_true",
                         help="postgres: load by COPY and build the index once (sizes the clip writer cannot reach)")
+    parser.add_argument("--ef-search", default="", help="--bulk: also search with these EF_SEARCH_MIN values")
     args = parser.parse_args(argv)
     if args.store == "postgres":
         return main_postgres(args, argv)
@@ -477,7 +478,8 @@ def main_postgres(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     try:
         if args.bulk:
-            results = run_bulk(sizes, args.queries, workdir, args.pg_url)
+            results = run_bulk(sizes, args.queries, workdir, args.pg_url,
+                               [int(v) for v in args.ef_search.split(",") if v])
         else:
             results = run_postgres(sizes, args.queries, workdir, args.pg_url, not args.no_sqlite,
                                    [int(w) for w in args.writers.split(",") if w])

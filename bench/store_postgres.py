@@ -141,8 +141,25 @@ def bulk_load(url: str, corpus: Any, log: Any = print) -> dict[str, Any]:
     return out
 
 
-def run_bulk(sizes: list[int], n_queries: int, workdir: Path, url: str | None) -> dict[str, Any]:
-    """Per size: bulk load, then the store's searches (as ``postgres_search``)."""
+def ef_sweep(url: str, corpus: Any, n_queries: int, values: list[int]) -> dict[str, Any]:
+    """Unfiltered and half-filtered search at other HNSW candidate-list sizes (``EF_SEARCH_MIN``)."""
+    from m3agent.store import open_store, postgres
+
+    kinds = {k: f for k, f in _query_kinds(corpus).items() if k != "video_before_clip"}
+    default, out = postgres.EF_SEARCH_MIN, {}
+    try:
+        with open_store(url) as store:
+            for ef in values:
+                postgres.EF_SEARCH_MIN = ef  # the store reads it on every search
+                out[str(ef)] = {k: _timed_queries(store, corpus, n_queries, f) for k, f in kinds.items()}
+    finally:
+        postgres.EF_SEARCH_MIN = default
+    return out
+
+
+def run_bulk(sizes: list[int], n_queries: int, workdir: Path, url: str | None,
+             ef_values: list[int] | None = None) -> dict[str, Any]:
+    """Per size: bulk load, the store's searches at other ``ef_values``, then as ``postgres_search``."""
     from store import make_corpus
 
     server = None
@@ -154,6 +171,8 @@ def run_bulk(sizes: list[int], n_queries: int, workdir: Path, url: str | None) -
             corpus = make_corpus(n, n_queries)
             target = fresh_schema(url, f"bulk_{n}")
             row = {"load": bulk_load(target, corpus, log=lambda m: print(m, flush=True))}
+            if ef_values:  # before postgres_search, which ends by deleting a video
+                row["ef_sweep"] = ef_sweep(target, corpus, n_queries, ef_values)
             row["search"] = postgres_search(target, corpus, n_queries)
             results["sizes"][str(n)] = row
     finally:
@@ -178,6 +197,14 @@ def render_bulk(results: dict[str, Any], machine: dict[str, Any], date: str, com
         for query in ("unfiltered", "video_before_clip", "before_clip_half"):
             q = r["search"][query]
             lines.append(f"| {int(size):,} | {query} | {q['p50_ms']} | {q['p95_ms']} | {q['recall_at_10']} |")
+    sweeps = [(size, ef, q) for size, r in results["sizes"].items() for ef, q in r.get("ef_sweep", {}).items()]
+    if sweeps:
+        lines += ["", "Other HNSW candidate lists (`EF_SEARCH_MIN` in store/postgres.py, default 64):", "",
+                  "| N | ef_search | query | p50 ms | p95 ms | recall@10 |", "|---|---|---|---|---|---|"]
+        for size, ef, queries in sweeps:
+            for query, q in queries.items():
+                lines.append(f"| {int(size):,} | {ef} | {query} | {q['p50_ms']} | {q['p95_ms']} |"
+                             f" {q['recall_at_10']} |")
     lines += ["", "| N | COPY s | HNSW build s | size GiB | keyword p50/p95 ms | delete one video s |",
               "|---|---|---|---|---|---|"]
     for size, r in results["sizes"].items():
