@@ -2,7 +2,8 @@
 
 Face clustering and split-screen identity come from bench/perception_faces.py, diarization and
 ASR from bench/perception_audio.py; this script adds cross-clip identity on the four HDTF talking
-heads ingested into one memory, and the speed of full perception (decode + faces + voices, run as
+heads ingested into one memory, voice entities per true speaker (talking heads, debate, AMI/pyannote and
+the benchmark episode), and the speed of full perception (decode + faces + voices, run as
 `m3agent ingest` runs them). Writes the "Perception" section of docs/benchmarks.md.
 
     .venv/bin/python bench/perception.py [--no-write] [--skip-quality]
@@ -165,6 +166,14 @@ def voice_entities_audio(settings: Any, workdir: Path) -> dict[str, Any]:
     return out
 
 
+def voice_entities_episode(settings: Any, workdir: Path) -> dict[str, Any]:
+    """Voice entities per true speaker on the ~3-minute benchmark episode (bench/identity_voices.py)."""
+    sys.path.insert(0, str(BENCH))
+    import identity_voices
+
+    return identity_voices.episode_voice_entities(settings, workdir)
+
+
 def cross_video_identity(settings: Any, workdir: Path) -> dict[str, Any]:
     """Debate then Oval Office into one memory: is Trump one face entity, and is nobody else joined?
 
@@ -303,9 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         result.update(av_links_interview(settings, Path(tmp)))
         result.update(cross_video_identity(settings, Path(tmp)))
         result["voice_entities_audio"] = voice_entities_audio(settings, Path(tmp))
+        result["voice_entities_episode"] = voice_entities_episode(settings, Path(tmp))
+    episode = result["voice_entities_episode"]
     counted = [(result["heads_voice_entities_per_speaker"] * len(HEADS), len(HEADS)),
                (result["debate_voice_entities_per_speaker"] * len(DEBATE_SIDES), len(DEBATE_SIDES)),
-               *((row["voice_entities"], row["speakers"]) for row in result["voice_entities_audio"].values())]
+               *((row["voice_entities"], row["speakers"]) for row in result["voice_entities_audio"].values()),
+               (episode["voice_entities_known_parts"], episode["speakers"])]
     result["voice_entities_per_speaker"] = round(sum(v for v, _ in counted) / sum(n for _, n in counted), 2)
     result.update(quality(args.skip_quality))
     if not args.skip_scene:
@@ -337,6 +349,9 @@ def write_section(result: dict[str, Any], command: str) -> None:
                  f"{result['voice_entities']} voices, {result['correct_links']}/{result['links']} correct links) "
                  f"| 4 / 4 / 4 correct | {'yes' if result['identity_talking_heads'] else 'no'} |")
     audio = ", ".join(f"{k} {v['voice_entities']}/{v['speakers']}" for k, v in result["voice_entities_audio"].items())
+    episode = result["voice_entities_episode"]
+    audio += (f", episode {episode['voice_entities_known_parts']}/{episode['speakers']} "
+              f"({episode['false_joins']} false joins, {episode['auto_merges']} automatic merges)")
     lines.append(f"| voice_entities_per_speaker | {result['voice_entities_per_speaker']} (talking heads "
                  f"{result['heads_voice_entities_per_speaker']}, debate {result['debate_voice_entities_per_speaker']}, "
                  f"{audio}) | 1.0 is ideal | - |")

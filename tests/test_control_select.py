@@ -419,3 +419,29 @@ def smollm2() -> Iterator[Any]:
     yield chat
     del chat
     gc.collect()
+
+
+def _hit(memory_id: int, text: str, score: float, entity_ids: tuple[int, ...] = ()) -> Any:
+    from m3agent.control.results import Hit
+
+    memory = Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v", clip_index=0, start_s=0.0, end_s=10.0,
+                    entity_ids=entity_ids, id=memory_id)
+    return Hit(memory, text, score=score)
+
+
+@pytest.mark.parametrize("question", ["Who said they were a senator from New York?",
+                                      "Whose words were about a senator from New York?"])
+def test_a_who_question_prefers_a_memory_that_names_someone(question: str) -> None:
+    """The demo's failure: the on-screen caption matched as well and ranked higher, but names nobody."""
+    from m3agent.control.rerank import rank_candidates
+    from m3agent.control.results import ClipHits, ClipRef, SearchResult
+
+    caption = _hit(1, 'On screen at 0:05: "I WAS A SENATOR FROM NEW YORK"', 1.0)
+    speech = _hit(2, 'At 0:05 <voice_3> says: "I was a senator from New York."', 0.6, (3,))
+    unrelated = _hit(3, "<face_2> is on screen from 0:00 to 0:13 (about 13 s).", 0.9, (2,))
+    hits = (caption, unrelated, speech)
+    result = SearchResult("search_memory", question, (ClipHits(ClipRef("v", 0, 0.0, 10.0), 1.0, hits),))
+    ranked = [c.text for c in rank_candidates(result, question, 3)]
+    assert ranked == [speech.text, caption.text, unrelated.text]
+    what = "What was said about a senator from New York?"
+    assert rank_candidates(result, what, 3)[0].text == caption.text  # no who: the usual order

@@ -13,12 +13,15 @@ from m3agent.domain import (
     Clip,
     ClipMedia,
     ClipSenses,
+    FaceObservation,
+    FaceTrack,
     Frame,
     ObjectTrack,
     ScreenText,
     SenseStage,
     Shot,
     SoundEvent,
+    VoiceSegment,
 )
 from m3agent.settings import Settings
 
@@ -85,16 +88,23 @@ def test_scene_memories_name_spans_and_summarise_each_shot() -> None:
                  ObjectTrack("dog", 50.0, 55.0, 0.8)),
         sounds=(SoundEvent("Music", 70.0, 100.5, 0.8),),
     )
-    texts = [m.text for m in scene_memories(Clip("v", 1, 30.0, 60.0), senses, ())]
+    face = FaceObservation(clip_index=1, time_s=50.0, bbox=BBox(0, 0, 9, 9), det_score=0.99, entity_id=4)
+    tracks = (FaceTrack(clip_index=1, track=0, observations=(face,), best=(face,)),)
+    voices = (VoiceSegment(1, 31.0, 36.0, "I was a senator.", entity_id=7),
+              VoiceSegment(1, 40.0, 41.0, " ", entity_id=8))
+    memories = scene_memories(Clip("v", 1, 30.0, 60.0), senses, tracks, voices)
+    texts = [m.text for m in memories]
     assert texts == [
-        'Shot 0:30–0:47: text "BECAUSE I WAS A SENATOR".',
+        'Shot 0:30–0:47: speaking <voice_7>; text "BECAUSE I WAS A SENATOR".',
         'On screen 0:33–0:39: "BECAUSE I WAS A SENATOR"',
         "Scene change at 0:47: a new shot starts.",
-        "Shot 0:47–1:00 (after a scene change): objects: 2 people, dog.",
+        "Shot 0:47–1:00 (after a scene change): on screen <face_4>; objects: 2 people, dog.",
         "2 people are visible 0:48–0:55.",
         "A dog is visible 0:50–0:55.",
         "Music is heard 1:10–1:40.",
     ]
+    summaries = [m for m in memories if m.text.startswith("Shot")]
+    assert [(m.start_s, m.end_s, m.entity_ids) for m in summaries] == [(30.0, 47.0, (7,)), (47.0, 60.0, (4,))]
 
 
 # -- sounds -------------------------------------------------------------------------------------
@@ -164,11 +174,38 @@ def test_object_sightings_join_per_class_and_shot() -> None:
     box = (0.0, 0.0, 10.0, 10.0)
     person, dog = Detection("person", 0.9, box), Detection("dog", 0.7, box)
     shots = (Shot(0.0, 6.0, cut=False), Shot(6.0, 12.0, cut=True))
-    sightings = [(0.0, [person, person]), (2.0, [person, dog]), (4.0, [person]), (6.0, [person]),
-                 (8.0, [person]), (10.0, [Detection("car", 0.65, box)])]
+    sightings = [(0.0, [person, person], True), (2.0, [person, dog], True), (4.0, [person], True),
+                 (6.0, [person], True), (8.0, [person], True), (10.0, [Detection("car", 0.65, box)], True)]
     tracks = follow(sightings, shots, interval=2.0)
     assert [(t.label, t.start_s, t.end_s, t.count) for t in tracks] == [
         ("person", 0.0, 4.0, 2), ("person", 6.0, 8.0, 1)], "a cut ends a track; single weak sightings are dropped"
+    car = [Detection("car", 0.65, box)]
+    reused = follow([(0.0, car, True), (2.0, car, False), (4.0, car, False)], shots, interval=2.0)
+    assert reused == (), "findings reused for an unchanged view are not new sightings"
+    sure = follow([(0.0, [person], True), (2.0, [person], False)], shots, interval=2.0)
+    assert [(t.start_s, t.end_s, t.sightings) for t in sure] == [(0.0, 2.0, 1)], "but they extend the track"
+
+
+def test_the_object_detector_runs_again_only_when_the_view_changes() -> None:
+    from m3agent.perception.detectors import Detection
+    from m3agent.perception.objects import _sightings
+
+    class Counting:
+        def __init__(self) -> None:
+            self.times: list[int] = []
+
+        def detect(self, rgb: np.ndarray, min_score: float) -> list[Detection]:
+            self.times.append(int(rgb[0, 0, 0]))
+            return [Detection("dog", 0.9, (0.0, 0.0, 5.0, 5.0))]
+
+    frames = colour_frames([(200, 40, 40)] * 16 + [(30, 60, 210)] * 4, step=0.5)
+    detector = Counting()
+    shots = (Shot(0.0, 10.0, cut=False),)
+    found = _sightings(detector, frames, shots, interval=1.0, min_score=0.5)
+    assert [(t, fresh) for t, _, fresh in found] == [
+        (0.0, True), (1.0, False), (2.0, False), (3.0, True), (4.0, False), (5.0, False), (6.0, True),
+        (7.0, False), (8.0, True), (9.0, False)], "same view: reused at most 3 periods; new colours: run again"
+    assert len(detector.times) == 4
 
 
 @pytest.mark.slow
@@ -280,3 +317,113 @@ def test_the_mllm_writer_is_told_the_scene_findings_as_text() -> None:
     told = user_text(ClipInput(clip=clip, senses=senses))
     assert '- On screen 1:03–1:05: "OPEN 24 HOURS"' in told and "- Music is heard 1:10–1:20." in told
     assert "scene detectors" not in user_text(ClipInput(clip=clip)), "no scene section without findings"
+
+
+def test_a_user_detector_that_is_no_detector_or_a_bad_names_file_is_a_skip(tmp_path: Path) -> None:
+    needs("rapidocr-onnxruntime")
+    from m3agent.perception.model_files import OCR, OCR_DET, packaged_file
+    from m3agent.perception.senses import perceive_senses
+
+    names = tmp_path / "names.txt"
+    names.write_text("person\ncar\n")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n")
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe\x00\x81")
+    text_net = str(packaged_file(OCR, OCR_DET))  # a real ONNX image model whose output is a map, not boxes
+
+    def skip_reason(detector: str, classes: Path) -> str:
+        settings = Settings(cache_dir=tmp_path, senses={"object_detector": detector, "object_classes": str(classes),
+                                                        "object_input_size": 320, "text": False, "sounds": False})
+        senses = perceive_senses(clip_media(colour_frames([(90, 90, 90)] * 2)), settings, {})
+        assert senses.objects == () and len(senses.shots) == 1, "the other stages still ran"
+        assert [s.stage for s in senses.skipped] == [SenseStage.OBJECTS]
+        return senses.skipped[0].reason
+
+    assert "output has shape [1, 1, 320, 320]" in skip_reason(text_net, names)
+    assert "lists no classes" in skip_reason(text_net, empty)
+    assert "cannot read the class-names file" in skip_reason(text_net, binary)
+
+
+def test_black_8k_and_textless_frames_go_through_the_packaged_models(tmp_path: Path) -> None:
+    needs("rapidocr-onnxruntime")
+    needs("cam2text")
+    import cv2
+
+    from m3agent.perception.senses import perceive_senses
+
+    sign = np.full((4320, 7680, 3), 245, np.uint8)
+    cv2.putText(sign, "THE STORE IS OPEN", (600, 2300), cv2.FONT_HERSHEY_SIMPLEX, 18, (0, 0, 0), 40)
+    frames = (*(Frame(k * 0.5, np.zeros((720, 1280, 3), np.uint8)) for k in range(3)),
+              Frame(1.5, sign), Frame(2.0, sign.copy()))
+    settings = Settings(cache_dir=tmp_path, senses={"sounds": False})
+    timings: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    senses = perceive_senses(clip_media(frames, end=2.5), settings, timings, cpu)
+    assert senses.skipped == () and senses.objects == ()
+    assert [t.text.upper() for t in senses.texts] == ["THE STORE IS OPEN"], "read on the 8K frame, none on black"
+    assert senses.texts[0].start_s == 1.5 and senses.texts[0].bbox.x2 > 1280, "in the 8K frame's pixels"
+    assert set(cpu) == set(timings) == {"shots", "text", "objects"} and all(v >= 0 for v in cpu.values())
+
+
+@pytest.mark.slow
+def test_a_failing_stage_costs_only_that_stage_of_the_clip(media_dir: Path, tmp_path: Path) -> None:
+    needs("rapidocr-onnxruntime")
+    from m3agent.pipeline import ingest_source
+    from m3agent.store import open_store
+
+    names = tmp_path / "names.txt"
+    names.write_text("thing\n")
+    settings = Settings(memory=str(tmp_path / "m.db"), shared_dir=media_dir.parent,
+                        senses={"object_detector": str(tmp_path / "missing.onnx"), "object_classes": str(names)})
+    report = ingest_source(settings, str(media_dir / "video" / "hdtf_talking_heads" / "WDA_KatieHill_000.mp4"),
+                           show_progress=False)
+    assert report.clips_done == 1 and not report.clips_failed
+    assert [p for p in report.problems if "skipped" in p] == [
+        f"clip 0: objects skipped: object detector {tmp_path / 'missing.onnx'} does not exist "
+        "(fix senses.object_detector)"]
+    with open_store(str(tmp_path / "m.db"), readonly=True, create=False) as store:
+        texts = [m.text for m in store.memories()]
+    assert any(" says: " in t for t in texts), "speech memories were written"
+    assert any(t.startswith("Shot 0:00") and "speaking <voice_" in t for t in texts), texts
+
+
+class CountingTextModel:
+    """Stands in for the OCR model: records when detection ran, finds nothing."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.now = 0.0
+
+    def detect(self, bgr: np.ndarray, side: int) -> list[tuple[np.ndarray, float]]:
+        self.times.append(self.now)
+        return []
+
+    def recognize(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        return [("", 0.0)] * len(crops)
+
+
+def detection_times(frames: tuple[Frame, ...]) -> list[float]:
+    from m3agent.perception.screen_text import _Reader
+
+    model = CountingTextModel()
+    reader = _Reader(model, Settings().senses)  # type: ignore[arg-type]
+    for index, frame in enumerate(frames):
+        model.now = frame.time_s
+        reader.add(frame, shot_start=index == 0)
+    return model.times
+
+
+def test_text_detection_repeats_only_while_the_view_changes() -> None:
+    frames = colour_frames([(120, 120, 120)] * 20 + [(200, 40, 40), (30, 60, 210)] * 4)  # 10 s still, 4 s flicker
+    assert detection_times(frames) == [0.0, 6.0, 10.0, 12.5], "still: every 3 intervals; a new view: after one"
+
+
+def test_text_detection_follows_strokes_that_stay_not_ones_that_flash() -> None:
+    flat = np.full((360, 640, 3), 120, np.uint8)
+    lettered = flat.copy()
+    lettered[200:220, 100:540:6] = 20  # a wide band of vertical strokes on flat ground, like a caption line
+    stays = tuple(Frame(k * 0.5, lettered if k >= 2 else flat) for k in range(10))
+    flashes = tuple(Frame(k * 0.5, lettered if k == 2 else flat) for k in range(10))
+    assert detection_times(stays) == [0.0, 1.5], "read one frame after it appeared, once"
+    assert detection_times(flashes) == [0.0], "strokes gone the next frame are no text"

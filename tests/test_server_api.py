@@ -102,6 +102,14 @@ def test_rename_character_shows_everywhere_then_merge_and_split(client: TestClie
     new = client.post(f"/api/entities/{built.face}/split", json={"observation_ids": walk_face})
     assert new.status_code == 201 and new.json()["observations"] == 1 and new.json()["kind"] == "face"
     assert client.post(f"/api/entities/{built.face}/merge", json={"absorb": built.face}).status_code == 409
+    [record] = client.get("/api/merges").json()["items"]
+    assert (record["keep"], record["absorbed"], record["source"], record["undone_at"]) == (
+        built.face, built.stranger, "manual", None)
+    restored = client.post(f"/api/merges/{record['id']}/undo")
+    assert restored.status_code == 200 and restored.json()["id"] == built.stranger
+    assert client.get("/api/merges").json()["items"][0]["undone_at"]
+    assert client.post(f"/api/merges/{record['id']}/undo").status_code == 409
+    assert client.post("/api/merges/999/undo").status_code == 404
 
 
 def test_search_and_ask_return_evidence_and_the_stream_emits_typed_steps(client: TestClient, built: Built) -> None:

@@ -176,6 +176,23 @@ class Entity:
 
 
 @dataclass(frozen=True, slots=True)
+class EntityMerge:
+    """A recorded merge: ``absorbed_id`` was folded into ``keep_id`` by ``source`` ("auto" or "manual")
+    for the reason in ``evidence``; ``undone_at`` is set once it was undone (the absorbed id is back)."""
+
+    id: int
+    keep_id: int
+    absorbed_id: int
+    kind: str
+    source: str
+    evidence: str
+    video_id: str | None = None
+    clip_index: int | None = None
+    created_at: str = ""
+    undone_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Character:
     """A group of entities that are one person; ``id`` is stable across refreshes."""
 

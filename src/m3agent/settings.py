@@ -77,6 +77,14 @@ class PerceptionSettings(BaseModel):
         True, description="measure mouth motion of every face track (active speaker detection) so a voice links "
         "to the face whose lips move with it, also when several faces are on screen",
     )
+    voice_merge: bool = Field(
+        True, description="after each clip, merge voice entities that speak through the same face and never at "
+        "the same time (recorded with their evidence, undoable: m3agent merges)",
+    )
+    voice_merge_similarity: float = Field(
+        0.6, ge=-1, le=1, description="... when their speaker embeddings score at least this (a floor against a "
+        "wrong link, not the evidence itself)",
+    )
     lip_sync_min: float = Field(
         0.1, ge=-1, le=1, description="a voice links by lip sync only to a face whose mouth motion correlates with "
         "its speech at least this much",
@@ -115,8 +123,8 @@ class SensesSettings(BaseModel):
     shot_threshold: float = Field(
         0.35, gt=0, lt=1, description="colour-histogram distance (Hellinger) between sampled frames that is a cut")
     text_interval_s: float = Field(
-        2.0, gt=0, description="text detection runs at each shot start, where a read line changes, and at least "
-        "this often")
+        2.0, gt=0, description="text detection runs at each shot start, where a read line changes or text "
+        "appears, this often while the view changes, and at least every 3 intervals")
     text_side: int = Field(640, ge=160, le=2048, description="longer side (px) of the frame given to text detection")
     text_min_confidence: float = Field(0.9, ge=0, le=1, description="mean character probability a line needs")
     object_detector: str = Field(
@@ -124,7 +132,9 @@ class SensesSettings(BaseModel):
         "(needs object_classes)")
     object_classes: Path | None = Field(None, description="class-names file (one per line) of a user ONNX detector")
     object_input_size: int = Field(640, ge=32, le=2048, description="square input side of a user ONNX detector")
-    object_interval_s: float = Field(2.0, gt=0, description="seconds between frames given to the object detector")
+    object_interval_s: float = Field(
+        2.0, gt=0, description="seconds between frames given to the object detector (a frame showing the same view "
+        "as the last one run reuses its findings, for up to 3 intervals)")
     object_min_score: float = Field(0.6, gt=0, lt=1, description="detections below this score are dropped")
     sound_min_score: float = Field(0.3, gt=0, lt=1, description="smoothed class score that counts as heard")
     sound_min_seconds: float = Field(1.0, ge=0, description="shorter sound events are dropped")

@@ -1,4 +1,4 @@
-"""Editing a memory: delete videos/entities/memories, rename, merge and split entities."""
+"""Editing a memory: delete videos/entities/memories, rename, merge and split entities, undo merges."""
 
 from __future__ import annotations
 
@@ -78,6 +78,44 @@ def merge(ctx: click.Context, keep: int, absorb: int, memory: str | None, as_jso
 
 @click.command()
 @memory_option
+@json_option
+@click.pass_context
+def merges(ctx: click.Context, memory: str | None, as_json: bool) -> None:
+    """List recorded entity merges (automatic ones with their evidence); undo one with `m3agent unmerge ID`."""
+    from m3agent.store import open_memory
+
+    settings = build_settings(ctx, memory=memory)
+    with open_memory(settings, readonly=True, create=False) as store:
+        rows = store.entity_merges()
+    if as_json:
+        print_json([{"id": m.id, "keep": m.keep_id, "absorbed": m.absorbed_id, "kind": m.kind, "source": m.source,
+                     "evidence": m.evidence, "video_id": m.video_id, "clip": m.clip_index,
+                     "created_at": m.created_at, "undone_at": m.undone_at} for m in rows])
+        return
+    for m in rows:
+        where = f" ({m.video_id} clip {m.clip_index})" if m.video_id else ""
+        state = f" [undone {m.undone_at}]" if m.undone_at else ""
+        console().print(printable(f"{m.id}: {m.kind}_{m.absorbed_id} -> {m.kind}_{m.keep_id}, {m.source}{where}: "
+                                  f"{m.evidence}{state}"), markup=False)
+
+
+@click.command()
+@click.argument("merge_id", type=ROW_ID)
+@memory_option
+@json_option
+@click.pass_context
+def unmerge(ctx: click.Context, merge_id: int, memory: str | None, as_json: bool) -> None:
+    """Undo recorded merge MERGE_ID (see `m3agent merges`): the absorbed entity comes back under its old id."""
+    from m3agent.store import open_memory
+
+    settings = build_settings(ctx, memory=memory)
+    with open_memory(settings, create=False) as store:
+        entity = store.undo_merge(merge_id)
+    _done(as_json, {"unmerged": merge_id, "restored": entity.tag})
+
+
+@click.command()
+@memory_option
 @click.option("--embedder", default=None, help="the new text embedder (default: settings, i.e. minilm)")
 @json_option
 @click.pass_context
@@ -105,4 +143,4 @@ def _done(as_json: bool, result: dict[str, object]) -> None:
         console().print(printable(", ".join(f"{k}: {v}" for k, v in result.items())), markup=False)
 
 
-COMMANDS = [delete, rename, merge, reembed]
+COMMANDS = [delete, rename, merge, merges, unmerge, reembed]

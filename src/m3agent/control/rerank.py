@@ -9,6 +9,12 @@ vector + BM25 fusion) carries the semantic match where words differ.
 Derived facts (name <-> character mappings) come first: they answer
 mapping questions directly.
 
+A who-question ("Who said ...?") asks for a person: memories that name one
+(an entity or character tag, or an entity edge) and match the question about
+as well as the best candidate (:data:`WHO_MATCH`) come first, so the speech of ``<voice_3>`` saying "I was a
+senator from New York" answers it rather than the on-screen caption "SENATOR"
+that matches as many words but says nothing about who.
+
 Measured on 300 LoCoMo single-hop questions (minilm, 12 retrieved): the
 first candidate is a gold evidence turn for 131 (44%), against 96 (32%) in
 retrieval order; the weight of retrieval is flat between 0 and 0.75.
@@ -27,6 +33,8 @@ from m3agent.control.results import Hit, SearchResult
 from m3agent.text import stem
 
 RETRIEVAL_WEIGHT = 0.5
+WHO_MATCH = 0.8
+"""A who-question prefers memories naming someone whose overlap is at least this share of the best overlap."""
 _WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
@@ -59,8 +67,24 @@ def rank_candidates(result: SearchResult, question: str, limit: int) -> list[Can
     idf = _idf(wanted, [stems(keyword_text(h.text)) for h in hits])
     top = max((h.score for h in hits), default=0.0) or 1.0
     scored = [_candidate(hit, wanted, idf, top) for hit in hits]
-    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
+    bar = WHO_MATCH * max((c.overlap for c in scored), default=0.0)
+    who = asks_who(question) and bar > 0
+    first = [who and c.overlap >= bar and c.hit is not None and names_someone(c.hit) for c in scored]
+    order = sorted(range(len(scored)), key=lambda i: (not first[i], -scored[i].score, i))
     return (facts + [scored[i] for i in order])[:limit]
+
+
+_WHO_RE = re.compile(r"\bwho(?:m|se)?\b", re.IGNORECASE)
+
+
+def asks_who(question: str) -> bool:
+    """Whether the question asks for a person ("who", "whom", "whose")."""
+    return _WHO_RE.search(question) is not None
+
+
+def names_someone(hit: Hit) -> bool:
+    """Whether the memory carries a person: an entity edge or a face, voice or character tag."""
+    return bool(hit.memory.entity_ids) or bool(tags.find_tags(hit.memory.text))
 
 
 def stems(text: str) -> set[str]:

@@ -12,6 +12,7 @@ from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrac
 from m3agent.errors import ConfigError
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
 from m3agent.identity.linking import LinkRule, decide_links, evidence_from, revisions
+from m3agent.identity.voice_merges import MergeRule, candidate_groups, propose
 from m3agent.media.snippets import voice_snippets
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ class IdentityRules:
     link: LinkRule
     fps: float
     link_accept: float  # settings.perception.link_accept_confidence: links that count, as for characters
+    merge: MergeRule | None = None  # voice entities of one speaking face merged after linking (None: off)
     min_face_observations: int = 3
     snippet_seconds: float = 3.0
 
@@ -43,6 +45,9 @@ class IdentityRules:
             min_face_observations=settings.perception.min_face_observations,
             snippet_seconds=settings.perception.voice_snippet_seconds,
             link_accept=settings.perception.link_accept_confidence,
+            merge=MergeRule(link_accept=settings.perception.link_accept_confidence,
+                            min_similarity=settings.perception.voice_merge_similarity)
+            if settings.perception.voice_merge else None,
         )
 
 
@@ -70,7 +75,55 @@ def resolve_clip(store: MemoryStore, writer: ClipWriter, perception: ClipPercept
     for i, segment in enumerate(voices):
         writer.add_voice(segment, snippets.get(i))
     refresh_links(store, writer, writer.clip.video_id, rules)
+    absorbed = merge_split_voices(store, writer, voices, rules) if rules.merge else {}
+    if absorbed:
+        voices = tuple(_renamed(s, absorbed) for s in voices)
+        new = [e for e in new if e not in absorbed]
+        matched = list(dict.fromkeys(absorbed.get(e, e) for e in matched))
     return ResolvedClip(tracks, voices, tuple(new), tuple(matched))
+
+
+def _renamed(segment: VoiceSegment, absorbed: dict[int, int]) -> VoiceSegment:
+    if segment.entity_id is None or segment.entity_id not in absorbed:
+        return segment
+    return dataclasses.replace(segment, entity_id=absorbed[segment.entity_id])
+
+
+def merge_split_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[VoiceSegment],
+                       rules: IdentityRules) -> dict[int, int]:
+    """Merge voice entities of one speaking face (:mod:`.voice_merges`); returns absorbed id -> kept id."""
+    assert rules.merge is not None
+    heard = {s.entity_id for s in voices if s.entity_id is not None}
+    if not heard:
+        return {}
+    links = store.links(min_confidence=rules.merge.link_accept)
+    groups = candidate_groups(links, heard, rule=rules.merge)
+    if not groups:
+        return {}
+    involved = {v for own in groups.values() for v in own}
+    first_seen = {e.id: e.video_id for e in store.entities(EntityKind.VOICE) if e.id in involved}
+    videos = {writer.clip.video_id} | {video for video in first_seen.values() if video}
+    spans = {video: store.voice_spans(video) for video in sorted(videos)}
+    proposals = propose(links, spans, heard, lambda a, b: _voice_similarity(store, a, b, rules),
+                        rules.merge, _undone_pairs(store))
+    absorbed: dict[int, int] = {}
+    for merge in proposals:
+        writer.merge_entities(merge.keep, merge.absorb, merge.evidence)
+        absorbed[merge.absorb] = merge.keep
+    return absorbed
+
+
+def _undone_pairs(store: MemoryStore) -> set[frozenset[int]]:
+    """Pairs whose merge was undone: the person who undid it knows better, so never again."""
+    return {frozenset((m.keep_id, m.absorbed_id)) for m in store.entity_merges() if m.undone_at is not None}
+
+
+def _voice_similarity(store: MemoryStore, a: int, b: int, rules: IdentityRules) -> float:
+    """Speaker-embedding score of two voice entities (mean of the best pairs of their banks)."""
+    bank_a, bank_b = _bank(store, a), _bank(store, b)
+    if not len(bank_a) or not len(bank_b):
+        return -1.0
+    return float(score_matrix([bank_a], [bank_b], rules.voice.top)[0, 0])
 
 
 def _resolve_faces(store: MemoryStore, writer: ClipWriter, tracks: Sequence[FaceTrack], rules: IdentityRules,

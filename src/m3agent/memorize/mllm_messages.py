@@ -157,7 +157,7 @@ def _scene_text(inp: ClipInput, prompts: PromptSet) -> str:
     """The scene stages' findings as lines (the perception writer's scene memories); empty when none."""
     from m3agent.memorize.scene_memories import scene_memories
 
-    lines = [f"- {m.text}" for m in scene_memories(inp.clip, inp.senses, inp.tracks)]
+    lines = [f"- {m.text}" for m in scene_memories(inp.clip, inp.senses, inp.tracks, inp.voices)]
     return prompts.render("scene", lines="\n".join(lines)) if lines else ""
 
 

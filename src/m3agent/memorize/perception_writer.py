@@ -35,7 +35,7 @@ class PerceptionWriter:
 
         inp = clip_input
         memories = write_clip(inp.clip, inp.tracks, inp.voices, inp.fps)
-        memories += scene_memories(inp.clip, inp.senses, inp.tracks)  # text, objects, sounds, shots
+        memories += scene_memories(inp.clip, inp.senses, inp.tracks, inp.voices)  # text, objects, sounds, shots
         memories.sort(key=lambda m: (m.start_s, m.kind.value))
         return WriterOutput(memories=tuple(memories))
 

@@ -3,8 +3,10 @@
 Deterministic text, one memory per followed item (not per frame), with spans written by
 :func:`m3agent.text.clock`: ``On screen 0:03–0:09: "…"``, ``A dog is visible 0:10–0:25.``,
 ``Music is heard 1:10–1:40.``, ``Scene change at 0:47: a new shot starts.``. The shot summary lists
-who (face tags), what text, what objects and what sounds fall inside the shot, so a question about
-"the scene after the speech" finds one memory holding all of it.
+who is seen (face tags) and who speaks (voice tags), what text, what objects and what sounds fall
+inside the shot, so a question about "the scene after the speech" finds one memory holding all of it;
+its span is the shot's, and its entities are the people in it, so the shot's other episodic
+memories (speech, presence, text) are the ones overlapping that span.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from m3agent import tags
-from m3agent.domain import Clip, ClipSenses, FaceTrack, Memory, MemoryKind, ObjectTrack, Shot
+from m3agent.domain import Clip, ClipSenses, FaceTrack, Memory, MemoryKind, ObjectTrack, Shot, VoiceSegment
 from m3agent.text import clock
 
 PROVENANCE = "scene-senses/1"
@@ -20,7 +22,8 @@ PLURALS = {"person": "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"
 SUMMARY_ITEMS = 4
 
 
-def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack]) -> list[Memory]:
+def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
+                   voices: Sequence[VoiceSegment] = ()) -> list[Memory]:
     """Every scene memory of one clip, in time order (embeddings are added by the caller)."""
     out = [_memory(clip, f'On screen {span(t.start_s, t.end_s)}: "{t.text}"', t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
@@ -30,7 +33,7 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack]) 
                     s.score) for s in senses.sounds]
     out += [_memory(clip, f"Scene change at {clock(s.start_s)}: a new shot starts.", s.start_s, s.start_s)
             for s in senses.shots if s.cut]
-    out += [m for s in senses.shots if (m := _shot_summary(clip, s, senses, tracks)) is not None]
+    out += [m for s in senses.shots if (m := _shot_summary(clip, s, senses, tracks, voices)) is not None]
     out.sort(key=lambda m: m.start_s)
     return out
 
@@ -59,12 +62,15 @@ def _verb(track: ObjectTrack) -> str:
     return "are" if track.count > 1 else "is"
 
 
-def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[FaceTrack]) -> Memory | None:
+def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[FaceTrack],
+                  voices: Sequence[VoiceSegment]) -> Memory | None:
     def inside(start: float, end: float) -> bool:
         return start < shot.end_s and end >= shot.start_s
 
     faces = sorted({o.entity_id for t in tracks for o in t.observations
                     if o.entity_id is not None and inside(o.time_s, o.time_s)})
+    speakers = list(dict.fromkeys(v.entity_id for v in sorted(voices, key=lambda v: v.start_s)
+                                  if v.entity_id is not None and v.text.strip() and inside(v.start_s, v.end_s)))
     texts = list(dict.fromkeys(t.text for t in senses.texts if inside(t.start_s, t.end_s)))[:SUMMARY_ITEMS]
     objects = list(dict.fromkeys(_objects_phrase(o).lower().removeprefix("a ").removeprefix("an ")
                                  for o in senses.objects if inside(o.start_s, o.end_s)))[:SUMMARY_ITEMS]
@@ -72,6 +78,8 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     parts = []
     if faces:
         parts.append("on screen " + ", ".join(tags.face(e) for e in faces))
+    if speakers:
+        parts.append("speaking " + ", ".join(tags.voice(e) for e in speakers[:SUMMARY_ITEMS]))
     if texts:
         parts.append("text " + "; ".join(f'"{t}"' for t in texts))
     if objects:
@@ -82,4 +90,4 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
         return None
     opening = " (after a scene change)" if shot.cut else ""
     text = f"Shot {span(shot.start_s, shot.end_s)}{opening}: " + "; ".join(parts) + "."
-    return _memory(clip, text, shot.start_s, shot.end_s, entities=faces)
+    return _memory(clip, text, shot.start_s, shot.end_s, entities=[*faces, *speakers[:SUMMARY_ITEMS]])

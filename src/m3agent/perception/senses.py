@@ -28,15 +28,18 @@ def any_enabled(settings: Settings) -> bool:
     return s.shots or s.text or s.objects or s.sounds
 
 
-def perceive_senses(media: ClipMedia, settings: Settings, timings: dict[str, float]) -> ClipSenses:
-    """Run the enabled scene stages on ``media``; adds each stage's wall seconds to ``timings``."""
+def perceive_senses(media: ClipMedia, settings: Settings, timings: dict[str, float],
+                    cpu: dict[str, float] | None = None) -> ClipSenses:
+    """Run the enabled scene stages on ``media``; adds each stage's wall seconds to ``timings`` and, when given,
+    the process's CPU seconds during the stage to ``cpu`` (all threads, libraries' worker threads included:
+    a stage's own cost only where nothing else runs in the process, as in bench/perception_scene.py)."""
     cfg = settings.senses
     skipped: list[StageSkip] = []
 
     def run(stage: SenseStage, enabled: bool, func: Callable[[], tuple[T, ...]]) -> tuple[T, ...]:
         if not enabled:
             return ()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             return func()
         except Exception as exc:  # a stage boundary: any failure becomes a recorded skip of this stage
@@ -44,6 +47,8 @@ def perceive_senses(media: ClipMedia, settings: Settings, timings: dict[str, flo
             return ()
         finally:
             timings[stage.value] = timings.get(stage.value, 0.0) + time.perf_counter() - started
+            if cpu is not None:
+                cpu[stage.value] = cpu.get(stage.value, 0.0) + time.process_time() - cpu_started
 
     has_frames, has_audio = bool(media.frames), media.audio is not None
     shots = run(SenseStage.SHOTS, cfg.shots and has_frames, lambda: _shots(media, settings))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 MIN_SHOT_S = 1.0
+SAME_VIEW = 0.1  # signatures closer than this show the same view (talking heads 2 s apart: 0.07-0.1)
 THUMB = (64, 36)
 BINS = (8, 4, 4)
 
@@ -61,6 +62,12 @@ def signature(image: Any) -> npt.NDArray[np.float32]:
     hist = cv2.calcHist([hsv], [0, 1, 2], None, list(BINS), [0, 180, 0, 256, 0, 256]).ravel()
     total = float(hist.sum())
     return (hist / total).astype(np.float32) if total else hist.astype(np.float32)
+
+
+def same_view(a: npt.NDArray[np.float32] | None, b: npt.NDArray[np.float32]) -> bool:
+    """Whether two frame signatures show the same view (nothing entered, left or moved much); False without ``a``.
+    Text and objects reuse their last findings for such a frame rather than run their models again."""
+    return a is not None and distance(a, b) < SAME_VIEW
 
 
 def distance(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:

@@ -6,6 +6,16 @@ ignored. A class's scores are averaged over ``SMOOTH`` neighbouring windows; run
 ``sound_min_score`` form an event from its first window's start to its last window's end, runs
 separated by one window or less join, and events shorter than ``sound_min_seconds`` are dropped.
 Silent audio yields no events; clipped or non-finite samples are limited to [-1, 1] first.
+
+Laughter under speech is not heard. On the Hot Ones interview (128 s, three men joking, audible
+laughter per its README) the quantised model's laughter classes (Laughter, Giggle, Snicker, Belly
+laugh, Chuckle) stay at or below 0.011 in every window but one: at 54.2 s, the one window where
+Speech also falls to 0.094, Laughter reaches 0.094 (Screaming 0.046), a single 0.96 s window that
+3-window smoothing brings to 0.031. The snow video peaks at the same 0.094 (108.5 s), other media
+below 0.03. A laughter threshold low enough for that window (with no smoothing) would be a guess
+on one window per video with nothing labelled to check it against, so the thresholds stay one for
+all classes; the model's outputs are quantised (steps of 0.757 in logit), which is why scores sit on
+a few levels (0.0105, 0.0936, ...).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``/api/entities`` and ``/api/characters``: who is in the memory; crops, snippets, rename, merge, split."""
+"""``/api/entities``, ``/api/characters`` and ``/api/merges``: who is in the memory; crops, snippets, rename,
+merge (recorded, undoable), split."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from m3agent.server.deps import Ctx, Limit, Offset
 
 router = APIRouter(tags=["entities and characters"])
 EntityId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <face_N>/<voice_N>")]
+MergeId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the id of a recorded merge")]
 CharacterId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <character_N>")]
 MediaIndex = Annotated[int, Path(ge=0, le=15)]
 MEDIA: dict[int | str, dict[str, Any]] = {
@@ -65,6 +67,25 @@ def merge_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Merge) -> schemas.
         store.merge_entities(entity_id, body.absorb)
         character_of, _ = inspect.character_names(store)
         return service.entity_out(store.get_entity(entity_id), character_of)
+
+
+@router.get("/api/merges", response_model=schemas.Page[schemas.MergeOut],
+            summary="Recorded entity merges, automatic ones with their evidence")
+def list_merges(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+    with ctx.stores.read() as store:
+        rows = [schemas.MergeOut(id=m.id, keep=m.keep_id, absorbed=m.absorbed_id, kind=m.kind,
+                                 source=m.source, evidence=m.evidence, video_id=m.video_id, clip_index=m.clip_index,
+                                 created_at=m.created_at, undone_at=m.undone_at) for m in store.entity_merges()]
+    return service.page(rows, offset, limit)
+
+
+@router.post("/api/merges/{merge_id}/undo", response_model=schemas.EntityOut,
+             summary="Undo a recorded merge: the absorbed entity comes back under its old id")
+def undo_merge(ctx: Ctx, merge_id: MergeId) -> schemas.EntityOut:
+    with ctx.write() as store:
+        restored = store.undo_merge(merge_id)
+        character_of, _ = inspect.character_names(store)
+        return service.entity_out(restored, character_of)
 
 
 @router.post("/api/entities/{entity_id}/split", response_model=schemas.EntityOut, status_code=201,

@@ -163,6 +163,21 @@ class Merge(BaseModel):
     absorb: int = Field(ge=0, le=MAX_ID, description="the entity folded into this one")
 
 
+class MergeOut(BaseModel):
+    """A recorded entity merge (``source`` auto or manual); ``undone_at`` is set once it was undone."""
+
+    id: int
+    keep: int
+    absorbed: int
+    kind: str
+    source: str
+    evidence: str
+    video_id: str | None
+    clip_index: int | None
+    created_at: str
+    undone_at: str | None
+
+
 class Split(BaseModel):
     observation_ids: list[int] = Field(min_length=1, max_length=10000,
                                        description="face/voice observation ids moved to a new entity")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from functools import cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent.domain import LinkSource
@@ -40,7 +40,7 @@ class Connection(Protocol):
     def execute(self, sql: str, params: Sequence[Any], /) -> Rows: ...
 
 
-@cache
+@lru_cache(maxsize=1024)  # statements are few, but some are built with a placeholder per listed id
 def render(sql: str, dialect: Dialect) -> str:
     """``sql`` (``?`` placeholders) in ``dialect``'s parameter style."""
     if dialect is Dialect.SQLITE:

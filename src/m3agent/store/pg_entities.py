@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.domain import EntityKind
 from m3agent.errors import IntegrityError
-from m3agent.store import dialect
+from m3agent.store import dialect, merge_log
 from m3agent.store.pg_rows import as_array
 from m3agent.store.pg_writer import require_entity, write_bank
 from m3agent.store.sqlite_entities import _is_link_line, _unnamed
@@ -25,6 +25,25 @@ if TYPE_CHECKING:
     import psycopg
 
     Conn = psycopg.Connection[Any]
+
+
+def _read_bank(db: Conn, entity_id: int) -> list[merge_log.Vector]:
+    rows = db.execute("SELECT vector FROM entity_embeddings WHERE entity_id = %s ORDER BY ord", (entity_id,))
+    return [as_array(r[0]) for r in rows]
+
+
+DIALECT = merge_log.Dialect("%s", _read_bank, write_bank)
+
+
+def merge_recorded(db: Conn, keep: int, absorb: int, *, source: str, evidence: str,
+                   video_id: str | None = None, clip_index: int | None = None) -> int:
+    """:func:`merge_entities`, recorded in ``entity_merges`` so it can be undone; returns the record id."""
+    if keep == absorb:
+        raise IntegrityError(f"cannot merge entity {keep} with itself")
+    snapshot = merge_log.capture(DIALECT, db, keep, absorb)
+    merge_entities(db, keep, absorb)
+    return merge_log.record(DIALECT, db, keep, absorb, snapshot, source=source, evidence=evidence,
+                            video_id=video_id, clip_index=clip_index)
 
 
 def merge_entities(db: Conn, keep: int, absorb: int) -> None:
@@ -117,6 +136,7 @@ def delete_entity(db: Conn, entity_id: int) -> None:
         else:
             db.execute("UPDATE memories SET text = %s WHERE id = %s", (_unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = %s", (entity_id,))
+    merge_log.prune(DIALECT, db)
 
 
 def _memories_naming(db: Conn, entity_id: int) -> list[tuple[int, str, set[int]]]:
@@ -138,6 +158,7 @@ def _memories_naming(db: Conn, entity_id: int) -> list[tuple[int, str, set[int]]
 def delete_memory(db: Conn, memory_id: int) -> None:
     """Remove the memory and the transcript of the voice segments it quotes."""
     dialect.delete_memory(db, dialect.Dialect.POSTGRES, memory_id)
+    merge_log.prune(DIALECT, db)
 
 
 def orphan_entities_of_video(db: Conn, video_id: str) -> list[int]:

@@ -188,6 +188,16 @@ class PgClipWriter:
         check_link(link, lambda entity_id: require_entity(db, entity_id))
         dialect.insert_link(db, dialect.Dialect.POSTGRES, link, self.clip)
 
+    def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
+        """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
+        clip so it can be undone; returns the record id."""
+        from m3agent.store.pg_entities import merge_recorded
+
+        db = self._db()
+        self._barrier()
+        return merge_recorded(db, keep, absorb, source="auto", evidence=evidence,
+                              video_id=self.clip.video_id, clip_index=self.clip.index)
+
     def record_timing(self, stage: str, seconds: float) -> None:
         dialect.record_timing(self._db(), dialect.Dialect.POSTGRES, self.clip, stage, seconds)
 

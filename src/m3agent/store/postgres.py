@@ -36,6 +36,7 @@ from m3agent.domain import (
     ClipStatus,
     Entity,
     EntityKind,
+    EntityMerge,
     FaceObservation,
     FaceVoiceLink,
     LinkSource,
@@ -46,8 +47,8 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.errors import ConfigError, IntegrityError, NotFoundError, StoreError, StoreReadOnlyError
+from m3agent.store import merge_log, pg_schema
 from m3agent.store import pg_entities as ops
-from m3agent.store import pg_schema
 from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.pg_rows import MEMORY_COLUMNS, as_array, filter_sql, memory_from_row
 from m3agent.store.pg_writer import PgClipWriter
@@ -350,6 +351,7 @@ class PostgresStore:
             db.execute("UPDATE entities SET first_clip = NULL, last_clip = NULL WHERE video_id = %s", (video_id,))
             db.execute("DELETE FROM videos WHERE video_id = %s", (video_id,))
             db.execute("DELETE FROM entities WHERE id = ANY(%s)", (orphans,))
+            merge_log.prune(ops.DIALECT, db)
 
     # entities and characters --------------------------------------------
     @_guarded
@@ -416,7 +418,19 @@ class PostgresStore:
     def merge_entities(self, keep: int, absorb: int) -> None:
         with self._tx() as db:
             db.execute("SELECT pg_advisory_xact_lock(%s)", (pg_schema.IDENTITY_LOCK,))
-            ops.merge_entities(db, keep, absorb)
+            ops.merge_recorded(db, keep, absorb, source="manual", evidence="merged by hand")
+
+    @_guarded
+    def entity_merges(self) -> list[EntityMerge]:
+        with self._read() as db:
+            return merge_log.merges(ops.DIALECT, db)
+
+    @_guarded
+    def undo_merge(self, merge_id: int) -> Entity:
+        with self._tx() as db:
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (pg_schema.IDENTITY_LOCK,))
+            absorbed, _ = merge_log.undo(ops.DIALECT, db, merge_id)
+        return self.get_entity(absorbed)
 
     @_guarded
     def split_entity(self, entity_id: int, observation_ids: Sequence[int]) -> Entity:

@@ -23,6 +23,7 @@ from m3agent.domain import (
     ClipStatus,
     Entity,
     EntityKind,
+    EntityMerge,
     FaceObservation,
     FaceVoiceLink,
     Memory,
@@ -76,6 +77,11 @@ class ClipWriter(Protocol):
         Raises :class:`~m3agent.errors.IntegrityError` unless ``face_id`` is a face entity and
         ``voice_id`` a voice entity.
         """
+        ...
+
+    def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
+        """Automatic merge of ``absorb`` into ``keep`` in this clip's transaction, recorded with
+        ``evidence`` (see :meth:`MemoryStore.undo_merge`); returns the record id."""
         ...
 
     def record_timing(self, stage: str, seconds: float) -> None:
@@ -167,6 +173,16 @@ class MemoryStore(Protocol):
 
     def split_entity(self, entity_id: int, observation_ids: Sequence[int]) -> Entity:
         """Move the given face/voice observations to a new entity of the same kind."""
+        ...
+
+    def entity_merges(self) -> list[EntityMerge]:
+        """Every recorded merge (by hand or automatic), oldest first."""
+        ...
+
+    def undo_merge(self, merge_id: int) -> Entity:
+        """Bring back the entity a recorded merge absorbed, under its old id, with its observations,
+        bank, edges, links and the memory text the merge rewrote (where unchanged since); the pair is
+        then never merged automatically again. Returns the restored entity."""
         ...
 
     def delete_entity(self, entity_id: int) -> None:

@@ -37,6 +37,7 @@ from m3agent.domain import (
     ClipStatus,
     Entity,
     EntityKind,
+    EntityMerge,
     FaceObservation,
     FaceVoiceLink,
     LinkSource,
@@ -47,8 +48,8 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.errors import ConfigError, IntegrityError, NotFoundError, StoreError, StoreReadOnlyError
+from m3agent.store import merge_log, sqlite_search
 from m3agent.store import sqlite_entities as ops
-from m3agent.store import sqlite_search
 from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.memory_vectors import MemoryVectors
 from m3agent.store.sqlite_errors import translated
@@ -354,6 +355,7 @@ class SQLiteStore:
             db.execute("UPDATE entities SET first_clip = NULL, last_clip = NULL WHERE video_id = ?", (video_id,))
             db.execute("DELETE FROM videos WHERE video_id = ?", (video_id,))
             db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
+            merge_log.prune(ops.DIALECT, db)
         self._purge_keywords()
 
     def _purge_keywords(self) -> None:
@@ -408,7 +410,17 @@ class SQLiteStore:
     @_guarded
     def merge_entities(self, keep: int, absorb: int) -> None:
         with self._tx() as db:
-            ops.merge_entities(db, keep, absorb)
+            ops.merge_recorded(db, keep, absorb, source="manual", evidence="merged by hand")
+
+    @_guarded
+    def entity_merges(self) -> list[EntityMerge]:
+        return merge_log.merges(ops.DIALECT, self._db)
+
+    @_guarded
+    def undo_merge(self, merge_id: int) -> Entity:
+        with self._tx() as db:
+            absorbed, _ = merge_log.undo(ops.DIALECT, db, merge_id)
+        return self.get_entity(absorbed)
 
     @_guarded
     def split_entity(self, entity_id: int, observation_ids: Sequence[int]) -> Entity:

@@ -24,11 +24,30 @@ from collections.abc import Sequence
 from m3agent import tags
 from m3agent.domain import EntityKind
 from m3agent.errors import IntegrityError
-from m3agent.store import dialect
+from m3agent.store import dialect, merge_log
 from m3agent.store.sqlite_rows import placeholders
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.sqlite_writer import require_entity, write_bank
 from m3agent.store.vectors import from_blob
+
+
+def _read_bank(db: sqlite3.Connection, entity_id: int) -> list[merge_log.Vector]:
+    rows = db.execute("SELECT vector FROM entity_embeddings WHERE entity_id = ? ORDER BY ord", (entity_id,))
+    return [from_blob(r[0]) for r in rows]
+
+
+DIALECT = merge_log.Dialect("?", _read_bank, write_bank)
+
+
+def merge_recorded(db: sqlite3.Connection, keep: int, absorb: int, *, source: str, evidence: str,
+                   video_id: str | None = None, clip_index: int | None = None) -> int:
+    """:func:`merge_entities`, recorded in ``entity_merges`` so it can be undone; returns the record id."""
+    if keep == absorb:
+        raise IntegrityError(f"cannot merge entity {keep} with itself")
+    snapshot = merge_log.capture(DIALECT, db, keep, absorb)
+    merge_entities(db, keep, absorb)
+    return merge_log.record(DIALECT, db, keep, absorb, snapshot, source=source, evidence=evidence,
+                            video_id=video_id, clip_index=clip_index)
 
 
 def merge_entities(db: sqlite3.Connection, keep: int, absorb: int) -> None:
@@ -160,6 +179,7 @@ def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
         else:
             db.execute("UPDATE memories SET text = ? WHERE id = ?", (_unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+    merge_log.prune(DIALECT, db)
 
 
 def _memories_naming(db: sqlite3.Connection, entity_id: int) -> list[tuple[int, str, set[int]]]:
@@ -201,6 +221,7 @@ def _unnamed(text: str, entity_id: int) -> str:
 def delete_memory(db: sqlite3.Connection, memory_id: int) -> None:
     """Remove the memory and the transcript of the voice segments it quotes (module docstring)."""
     dialect.delete_memory(db, dialect.Dialect.SQLITE, memory_id)
+    merge_log.prune(DIALECT, db)
 
 
 def orphan_entities_of_video(db: sqlite3.Connection, video_id: str) -> list[int]:

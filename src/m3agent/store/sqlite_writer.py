@@ -216,6 +216,15 @@ class SQLiteClipWriter:
         check_link(link, lambda entity_id: require_entity(db, entity_id))
         dialect.insert_link(db, dialect.Dialect.SQLITE, link, self.clip)
 
+    def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
+        """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
+        clip so it can be undone; returns the record id."""
+        from m3agent.store.sqlite_entities import merge_recorded
+
+        db = self._db()
+        return merge_recorded(db, keep, absorb, source="auto", evidence=evidence,
+                              video_id=self.clip.video_id, clip_index=self.clip.index)
+
     def record_timing(self, stage: str, seconds: float) -> None:
         dialect.record_timing(self._db(), dialect.Dialect.SQLITE, self.clip, stage, seconds)
 

@@ -38,6 +38,7 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("memories", "id"),
     ("edges", "entity_id, memory_id"),
     ("links", "seq"),
+    ("entity_merges", "id"),
 )
 BATCH = 2000
 
@@ -108,7 +109,8 @@ class _Side:
         if not self.pg:
             return
         for table, key in (("videos", "id"), ("entities", "id"), ("characters", "id"), ("blobs", "id"),
-                           ("faces", "id"), ("voices", "id"), ("memories", "id"), ("links", "seq")):
+                           ("faces", "id"), ("voices", "id"), ("memories", "id"), ("links", "seq"),
+                           ("entity_merges", "id")):
             conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{key}'), max({key}))"
                          f" FROM {table} HAVING max({key}) IS NOT NULL")
 
