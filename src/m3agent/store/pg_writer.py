@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Memory, VoiceSegment
+from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
+from m3agent.store import dialect
 from m3agent.store.pg_rows import as_array
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
@@ -185,12 +186,7 @@ class PgClipWriter:
     def set_link(self, link: FaceVoiceLink) -> None:
         db = self._db()
         check_link(link, lambda entity_id: require_entity(db, entity_id))
-        db.execute(
-            "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (link.face_id, link.voice_id, link.confidence, LinkSource(link.source).value, link.evidence,
-             self.clip.video_id, self.clip.index),
-        )
+        dialect.insert_link(db, dialect.Dialect.POSTGRES, link, self.clip)
 
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
@@ -203,11 +199,7 @@ class PgClipWriter:
                               video_id=self.clip.video_id, clip_index=self.clip.index)
 
     def record_timing(self, stage: str, seconds: float) -> None:
-        self._db().execute(
-            "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds",
-            (self.clip.video_id, self.clip.index, stage, float(seconds)),
-        )
+        dialect.record_timing(self._db(), dialect.Dialect.POSTGRES, self.clip, stage, seconds)
 
 
 def require_entity(db: Conn, entity_id: int) -> str:

@@ -82,13 +82,19 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-EF_SEARCH_MIN = 64  # HNSW candidate list; raised to 4 k for larger k
+EF_SEARCH_MIN = 256  # HNSW candidate list (4 k for larger k): recall@10 0.90 at 10^6 rows; 0.73 at 64
 
 
 def open_postgres(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
-                  link_confidence: float | None = None) -> PostgresStore:
-    """Connect to (and create or migrate) the memory in the PostgreSQL database ``spec.raw``."""
+                  link_confidence: float | None = None, pool_size: int | None = None) -> PostgresStore:
+    """Connect to (and create or migrate) the memory in the PostgreSQL database ``spec.raw``.
+
+    ``pool_size`` is ``settings.memory_pool_size`` (its default when ``None``).
+    """
     pg_schema.require_psycopg()
+    size = default_pool_size() if pool_size is None else pool_size
+    if size < 1:
+        raise ConfigError(f"pool_size must be at least 1, got {size}", hint="set memory_pool_size to 1 or more")
     accept = default_link_confidence() if link_confidence is None else link_confidence
     if not 0.0 < accept <= 1.0:
         raise ConfigError(f"link_confidence must be in (0, 1], got {accept}",
@@ -96,8 +102,15 @@ def open_postgres(spec: BackendSpec, *, readonly: bool = False, create: bool = T
     url = spec.raw if spec.raw.startswith("postgresql") else "postgresql" + spec.raw[len("postgres"):]
     pg_schema.migrate(url, readonly=readonly, create=create)
     with pg_schema.translated(pg_schema.redacted(url)):
-        pool = pg_schema.open_pool(url, readonly=readonly)
+        pool = pg_schema.open_pool(url, readonly=readonly, size=size)
     return PostgresStore(pool, url, readonly=readonly, link_confidence=accept)
+
+
+def default_pool_size() -> int:
+    """The default of ``memory_pool_size``, for a store opened without settings."""
+    from m3agent.settings import Settings
+
+    return int(Settings.model_fields["memory_pool_size"].default)
 
 
 def _guarded(method: Callable[Concatenate[PostgresStore, P], R]) -> Callable[Concatenate[PostgresStore, P], R]:
@@ -702,6 +715,28 @@ class PostgresStore:
         return [(int(i), as_array(v)) for i, v in rows]
 
     # maintenance -----------------------------------------------------------
+    @_guarded
+    def compact(self) -> None:
+        """Rewrite every table of this memory (heap, TOAST, indexes) into new files: ``VACUUM (FULL)``.
+
+        After it, what deletions removed is gone from the table files, not merely unreachable: a
+        plain VACUUM leaves dead bytes in free space until they are overwritten. (The server's WAL
+        and any backups keep their own copies until recycled.) Each table is locked exclusively
+        while it is rewritten: run it when no ingest is writing.
+        """
+        from psycopg import sql
+
+        self._require_writable()
+        if self._local.conn is not None:
+            raise StoreError("compact cannot run inside a clip", hint="finish the clip first")
+        assert self._pool is not None
+        with self._pool.connection() as db:  # autocommit: VACUUM runs outside a transaction
+            tables = [r[0] for r in db.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+                " AND relkind = 'r' ORDER BY relname")]
+            for table in tables:
+                db.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(table)))
+
     @_guarded
     def check(self) -> list[str]:
         """Invariants foreign keys cannot state; an empty list means healthy."""

@@ -101,10 +101,11 @@ def sqlite_path(spec: BackendSpec) -> Path:
 
 
 def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
-                link_confidence: float | None = None) -> SQLiteStore:
+                link_confidence: float | None = None, pool_size: int | None = None) -> SQLiteStore:
     """Open the SQLite memory at ``spec.target`` (created and migrated unless told otherwise).
 
     ``link_confidence`` is ``settings.perception.link_accept_confidence`` (its default when ``None``).
+    ``pool_size`` is ignored: a SQLite store is one connection.
     """
     accept = default_link_confidence() if link_confidence is None else link_confidence
     if not 0.0 < accept <= 1.0:
