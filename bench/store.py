@@ -447,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=None, help="PostgreSQL to use (default: start a local pgserver)")
     parser.add_argument("--no-sqlite", action="store_true", help="postgres: skip the SQLite rows of the same run")
     parser.add_argument("--writers", default="1,2,4", help="postgres: concurrent writer counts to measure")
+    parser.add_argument("--bulk", action="store_true",
+                        help="postgres: load by COPY and build the index once (sizes the clip writer cannot reach)")
+    parser.add_argument("--ef-search", default="", help="--bulk: also search with these EF_SEARCH_MIN values")
     args = parser.parse_args(argv)
     if args.store == "postgres":
         return main_postgres(args, argv)
@@ -467,21 +470,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def main_postgres(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     from m3agent.bench.results_io import replace_section
-    from store_postgres import SECTION_TITLE, render_postgres, run_postgres
+    from store_postgres import BULK_SECTION_TITLE, SECTION_TITLE, render_bulk, render_postgres, run_bulk, run_postgres
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="m3agent-bench-store-"))
     workdir.mkdir(parents=True, exist_ok=True)
     info, date = machine(), dt.date.today().isoformat()
+    sizes = [int(s) for s in args.sizes.split(",")]
     try:
-        results = run_postgres([int(s) for s in args.sizes.split(",")], args.queries, workdir, args.pg_url,
-                               not args.no_sqlite, [int(w) for w in args.writers.split(",") if w])
+        if args.bulk:
+            results = run_bulk(sizes, args.queries, workdir, args.pg_url,
+                               [int(v) for v in args.ef_search.split(",") if v])
+        else:
+            results = run_postgres(sizes, args.queries, workdir, args.pg_url, not args.no_sqlite,
+                                   [int(w) for w in args.writers.split(",") if w])
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(results, indent=2))
     if not args.no_write:
         command = "nice .venv/bin/python bench/store.py " + " ".join(argv or sys.argv[1:])
-        replace_section(REPO / "docs" / "benchmarks.md", SECTION_TITLE, render_postgres(results, info, date, command))
+        title, render = (BULK_SECTION_TITLE, render_bulk) if args.bulk else (SECTION_TITLE, render_postgres)
+        replace_section(REPO / "docs" / "benchmarks.md", title, render(results, info, date, command))
     return 0
 
 

@@ -47,3 +47,29 @@ class PgServer:
     def stop(self) -> None:
         self._admin.close()
         self._server.cleanup()
+
+
+def table_bytes(store: Any) -> bytes:
+    """The on-disk bytes of every relation of the memory's schema (tables, their TOAST, indexes).
+
+    A CHECKPOINT first writes the server's dirty buffers, so the files hold what the memory holds.
+    """
+    from pathlib import Path as _Path
+
+    in_schema = "c.relnamespace = current_schema()::regnamespace"
+    with store._pool.connection() as db:
+        db.execute("CHECKPOINT")
+        root = _Path(db.execute("SHOW data_directory").fetchone()[0])
+        rows = db.execute(
+            f"SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE {in_schema} AND c.relkind IN ('r', 'i')"
+            f" UNION SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class c WHERE {in_schema}"
+            " AND c.reltoastrelid <> 0"
+            " UNION SELECT pg_relation_filepath(i.indexrelid) FROM pg_class c"
+            f" JOIN pg_index i ON i.indrelid = c.reltoastrelid WHERE {in_schema}"
+        ).fetchall()
+    data = bytearray()
+    for (relative,) in rows:
+        base = root / relative
+        for part in [base, *sorted(base.parent.glob(f"{base.name}.[0-9]*"))]:
+            data += part.read_bytes()
+    return bytes(data)

@@ -1,5 +1,5 @@
-"""Deleting a video, an entity or a memory removes every derived row (both backends) and the bytes
-from the SQLite file.
+"""Deleting a video, an entity or a memory removes every derived row and the bytes (both backends):
+from the SQLite file after VACUUM, from PostgreSQL's table and index files after ``compact()``.
 
 Derived text included: memories about a deleted entity alone go, its tag in the
 others becomes "someone"; a deleted speech memory takes its transcript out of the
@@ -32,6 +32,7 @@ from m3agent.errors import NotFoundError, StoreError
 from m3agent.media.snippets import voice_snippets
 from m3agent.store.protocol import MemoryStore
 from m3agent.store.sqlite import SQLiteStore
+from pg_helpers import table_bytes
 from store_helpers import clip_of, file_bytes, memory, sql, unit_vectors
 
 MakeStore = Callable[[], Any]
@@ -53,12 +54,14 @@ SNIPPET = real_snippet()
 WAV_MARK = SNIPPET[1000:1064]  # 32 samples of the noise: found in the file only while the snippet is stored
 
 
-def vacuum_and_read(store: MemoryStore) -> bytes | None:
-    """Close the store, VACUUM the file with a plain connection, return its bytes (``None`` on PostgreSQL,
-    where the rows are checked and the bytes are the server's business)."""
+def vacuum_and_read(store: MemoryStore) -> bytes:
+    """Compact the memory, close it, return its bytes: the SQLite file VACUUMed by a plain connection,
+    or on PostgreSQL the files of every table and index after ``compact()`` (VACUUM FULL) and a checkpoint."""
     if not isinstance(store, SQLiteStore):
+        store.compact()  # type: ignore[attr-defined]
+        data = table_bytes(store)
         store.close()
-        return None
+        return data
     path = store.path
     store.close()
     db = sqlite3.connect(path, isolation_level=None)
@@ -68,10 +71,10 @@ def vacuum_and_read(store: MemoryStore) -> bytes | None:
     return file_bytes(path)
 
 
-def file_now(store: MemoryStore) -> bytes | None:
-    """The SQLite file's bytes with the WAL checkpointed (``None`` on PostgreSQL)."""
+def file_now(store: MemoryStore) -> bytes:
+    """The memory's bytes now: the SQLite file with the WAL checkpointed, or PostgreSQL's table files."""
     if not isinstance(store, SQLiteStore):
-        return None
+        return table_bytes(store)
     store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return file_bytes(store.path)
 
@@ -124,7 +127,7 @@ def test_delete_video_removes_rows_blobs_index_entries_and_bytes(make_store: Mak
     assert store.vector_search(marked.embedding, 1)[0].memory.id == ids["marked"]  # index now holds it
     before = file_now(store)
     for mark in (MEMORY_MARK, CROP_MARK, WAV_MARK, SPEECH_MARK):
-        assert before is None or mark in before, mark  # the scan can see them
+        assert mark in before, mark  # the scan can see them
 
     store.delete_video("doomed")
 
@@ -154,7 +157,7 @@ def test_delete_video_removes_rows_blobs_index_entries_and_bytes(make_store: Mak
         store.get_video("doomed")
     assert [m.id for m in store.memories()] == [ids["kept"]]
     assert store.check() == []
-    data = vacuum_and_read(store) or b""
+    data = vacuum_and_read(store)
     for mark in (MEMORY_MARK, CROP_MARK, WAV_MARK, SPEECH_MARK):
         assert mark not in data, mark
 
@@ -179,12 +182,12 @@ def test_delete_memory_removes_edges_keywords_vectors_and_bytes(make_store: Make
         assert store.counts()["memory_tombstones"] == 1
         store.compact()
         assert store.counts()["memory_tombstones"] == 0
-    assert MEMORY_MARK not in (vacuum_and_read(store) or b"")
+    assert MEMORY_MARK not in vacuum_and_read(store)
 
 
 def test_delete_entity_removes_its_media_edges_and_evidence(make_store: MakeStore) -> None:
     store, ids = build(make_store)
-    assert WAV_MARK in (file_now(store) or WAV_MARK)
+    assert WAV_MARK in file_now(store)
     store.delete_entity(ids["face"])
     store.delete_entity(ids["voice"])
     assert store.entity_snippets(ids["voice"]) == []
@@ -198,9 +201,8 @@ def test_delete_entity_removes_its_media_edges_and_evidence(make_store: MakeStor
     assert marked.entity_ids == (ids["shared"],)  # the memory stays, without the deleted links
     assert store.counts()["characters"] == 1 and store.counts()["entity_embeddings"] == 1
     data = vacuum_and_read(store)
-    if data is not None:
-        assert CROP_MARK not in data and WAV_MARK not in data and SPEECH_MARK not in data
-        assert MEMORY_MARK in data
+    assert CROP_MARK not in data and WAV_MARK not in data and SPEECH_MARK not in data
+    assert MEMORY_MARK in data
 
 
 def test_delete_entity_removes_the_text_about_it(make_store: MakeStore) -> None:
@@ -229,15 +231,14 @@ def test_delete_entity_removes_the_text_about_it(make_store: MakeStore) -> None:
         store.get_memory(ids["speech"])
     assert store.get_memory(ids["marked"]).text == f"Someone whispers {MEMORY_MARK.decode()} to someone"
     data = vacuum_and_read(store)
-    if data is not None:
-        for tag in (face, f"<voice_{ids['voice']}>"):
-            assert tag.strip("<>").encode() not in data, tag
-        assert PRESENCE_MARK not in data and MEMORY_MARK in data
+    for tag in (face, f"<voice_{ids['voice']}>"):
+        assert tag.strip("<>").encode() not in data, tag
+    assert PRESENCE_MARK not in data and MEMORY_MARK in data
 
 
 def test_delete_speech_memory_removes_its_transcript_from_the_voice_rows(make_store: MakeStore) -> None:
     store, ids = build(make_store)
-    assert (file_now(store) or SPEECH_MARK * 3).count(SPEECH_MARK) >= 3  # voice text, voice words, memory text
+    assert file_now(store).count(SPEECH_MARK) >= 3  # voice text, voice words, memory text
 
     store.delete_memory(ids["speech"])
 
@@ -246,7 +247,7 @@ def test_delete_speech_memory_removes_its_transcript_from_the_voice_rows(make_st
     assert other.text == "another line"  # a line the memory does not quote stays
     assert store.voice_audio(quoted.id) is not None  # the audio stays as identity evidence
     assert store.keyword_search(SPEECH_MARK.decode(), 5) == []
-    assert SPEECH_MARK not in (vacuum_and_read(store) or b"")
+    assert SPEECH_MARK not in vacuum_and_read(store)
 
 
 def test_failed_delete_changes_nothing(make_store: MakeStore) -> None:

@@ -5,6 +5,8 @@ The protocol behaviour itself is tested on both backends by the other test_store
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -13,10 +15,10 @@ import numpy as np
 import pytest
 
 from m3agent.domain import EntityKind, Video
-from m3agent.errors import IntegrityError, StoreError
-from m3agent.store import open_store
+from m3agent.errors import ConfigError, IntegrityError, StoreError
+from m3agent.store import open_store, pg_schema
 from m3agent.store.postgres import PostgresStore
-from store_helpers import clip_of, fill, memory, unit_vectors
+from store_helpers import DIM, clip_of, fill, memory, unit_vectors
 
 pytestmark = pytest.mark.postgres
 
@@ -131,8 +133,74 @@ def test_doctor_tells_the_truth_about_the_database(pg_url: Callable[[], str]) ->
     url = pg_url()
     open_store(url).close()
     (live,) = [c for c in run_checks(memory=url) if c.name == "memory database (PostgreSQL)"]
-    assert live.status == "ok" and "pgvector 0.8" in live.detail and "schema version 1 of 1" in live.detail
+    latest = pg_schema.migrations()[-1].version
+    assert live.status == "ok" and "pgvector 0.8" in live.detail
+    assert f"schema version {latest} of {latest}" in live.detail
     (down,) = [c for c in run_checks(memory="postgresql://x:pw@/none?host=/nonexistent")
                if c.name == "memory database (PostgreSQL)"]
     assert down.status == "error" and down.fix and "pw" not in down.detail
     assert not [c for c in run_checks(memory="mem.db") if c.name == "memory database (PostgreSQL)"]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_the_pool_size_setting_bounds_the_connections(pg_url: Callable[[], str], size: int) -> None:
+    """A clip holds a connection until it commits: with one pooled connection a reader waits for it."""
+    from m3agent.settings import Settings
+    from m3agent.store import open_memory
+
+    events: list[str] = []
+    holding, read = threading.Event(), threading.Event()
+    with open_memory(Settings(memory=pg_url(), memory_pool_size=size)) as store:
+        store.add_video(Video("v", "/v.mp4"))
+
+        def reader() -> None:
+            holding.wait(30)
+            assert [v.video_id for v in store.videos()] == ["v"]
+            events.append("read")
+            read.set()
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        with store.clip(clip_of("v", 0)):
+            holding.set()
+            read.wait(2.0 if size == 1 else 30.0)  # with two connections the read needs no wait
+            events.append("commit")
+        thread.join(30)
+    assert events == (["commit", "read"] if size == 1 else ["read", "commit"])
+
+
+def test_a_pool_size_below_one_is_refused(pg_url: Callable[[], str]) -> None:
+    with pytest.raises(ConfigError, match="pool_size"):
+        open_store(pg_url(), pool_size=0)
+
+
+def test_delete_with_compact_leaves_no_byte_of_the_memory_in_the_table_files(pg_url: Callable[[], str]) -> None:
+    """A plain DELETE (and autovacuum) leaves the text in free space; ``delete --compact`` rewrites the tables."""
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+    from pg_helpers import table_bytes
+
+    mark = "zqxcompactmarkzqx"
+    url = pg_url()
+    with open_store(url) as store:
+        store.set_embedding_model("test-random", DIM)
+        fill(store, unit_vectors(30, seed=9), videos=("v",))
+        with store.clip(clip_of("v", 5)) as writer:
+            doomed = writer.add_memory(memory(clip_of("v", 5), f"she said {mark}", unit_vectors(1, seed=2)[0]))
+        assert mark.encode() in table_bytes(store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("M3AGENT_")}
+    runner = CliRunner(env=env)
+    plain = runner.invoke(main, ["delete", "memory", str(doomed), "--memory", url, "--yes", "--json"])
+    assert plain.exit_code == 0, plain.output
+    with open_store(url) as store:
+        with store._pool.connection() as db:  # type: ignore[attr-defined]
+            db.execute("VACUUM")  # what autovacuum would do
+        assert mark.encode() in table_bytes(store)  # gone from the memory, not from the files
+        with store.clip(clip_of("v", 6)) as writer:
+            again = writer.add_memory(memory(clip_of("v", 6), f"and {mark}", unit_vectors(1, seed=3)[0]))
+    done = runner.invoke(main, ["delete", "memory", str(again), "--memory", url, "--yes", "--compact", "--json"])
+    assert done.exit_code == 0 and json.loads(done.output)["compacted"] is True, done.output
+    with open_store(url) as store:
+        assert mark.encode() not in table_bytes(store)
+        assert len(store.memories()) == 30 and store.check() == []

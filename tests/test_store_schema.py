@@ -299,3 +299,15 @@ def test_many_connections_opening_one_new_file_at_once_all_succeed(tmp_path: Pat
             thread.join()
         assert raw(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert errors == []
+
+
+def test_migrate_copies_every_table_a_migration_adds(tmp_path: Path) -> None:
+    """A new table must be copied by `m3agent migrate` or named as the store's own (derived) data."""
+    from m3agent.store.transfer import NOT_COPIED, TABLES
+
+    db = tmp_path / "tables.db"
+    with open_store(str(db)):
+        pass
+    tables = {r[0] for r in raw(db).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    copied = {name for name, _ in TABLES}
+    assert tables - NOT_COPIED == copied, "add the table to store.transfer.TABLES (or NOT_COPIED if derived)"

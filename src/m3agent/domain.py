@@ -256,6 +256,21 @@ class Memory:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsolidatedClip:
+    """A clip whose episodic memories a model has turned into semantic memories (:mod:`m3agent.memorize.consolidate`).
+
+    ``notes`` say what was refused (facts citing memories that were not shown, ungrounded names...);
+    ``seconds`` is the wall time the clip's consolidation took.
+    """
+
+    video_id: str
+    clip_index: int
+    model: str
+    notes: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFilter:
     """Restricts a search. ``None`` fields do not restrict.
 

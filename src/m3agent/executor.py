@@ -14,7 +14,8 @@ A failed video is tried again up to ``retries`` times. A retry never
 duplicates anything: ingest commits clip by clip and resumes after the last
 committed clip (the store refuses a clip that is already stored). Outcomes
 are reported per video as they arrive (``on_outcome``); Ray is imported only
-when used (extra ``[ray]``).
+when used (extra ``[ray]``). :func:`map_on_ray` (tasks, retries, results as they
+arrive) also runs M3-Bench questions (:mod:`m3agent.bench.m3_ray`).
 """
 
 from __future__ import annotations
@@ -126,33 +127,68 @@ def _on_ray(settings: Settings, jobs: Sequence[VideoJob], args: dict[str, Any],
     if not settings.memory.lower().startswith("postgres"):
         raise ConfigError("Ray workers write one shared memory, and a SQLite file is one machine's",
                           hint="use --memory postgresql://... (see README, Scale-out)")
+    settings_json = settings.model_dump_json()
+    calls = [(settings_json, job.source, job.video_id, args) for job in jobs]
+    outcomes: dict[int, VideoOutcome] = {}
+
+    def done(result: TaskResult) -> None:
+        job = jobs[result.index]
+        outcomes[result.index] = VideoOutcome(job.source, job.video_id, result.ok, result.attempts,
+                                              result.value if result.ok else {}, error=result.error,
+                                              wall_seconds=result.wall_seconds)
+        report(outcomes[result.index])
+
+    cfg = settings.executor
+    map_on_ray(settings, ingest_task, calls, num_cpus=cfg.cpus_per_task, num_gpus=cfg.gpus_per_task, on_result=done)
+    return [outcomes[i] for i in range(len(jobs))]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    """One call of :func:`map_on_ray`: its value, or the error of its last attempt."""
+
+    index: int
+    ok: bool
+    attempts: int
+    value: Any = None
+    error: str = ""
+    wall_seconds: float = 0.0
+
+
+def map_on_ray(settings: Settings, function: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
+               num_cpus: float, num_gpus: float = 0.0, in_flight: int | None = None,
+               on_result: Callable[[TaskResult], None]) -> None:
+    """Run ``function(*call)`` for every call as a Ray task; report each result as it arrives.
+
+    A task that fails (an exception, or its worker died) is submitted again up to
+    ``settings.executor.retries`` times; the caller makes a retry harmless (ingest resumes
+    after committed clips, a question is answered anew). At most ``in_flight`` tasks are
+    submitted at once (``None``: all; the cluster's resources then bound what runs).
+    """
     ray = _ray()
     _connect(ray, settings.executor)
-    cfg = settings.executor
-    task = ray.remote(ingest_task).options(num_cpus=cfg.cpus_per_task, num_gpus=cfg.gpus_per_task, max_retries=0)
-    settings_json = settings.model_dump_json()
+    task = ray.remote(function).options(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)
+    retries = settings.executor.retries
+    window = len(calls) if in_flight is None else max(1, in_flight)
     started = time.perf_counter()
-    pending: dict[Any, tuple[int, int]] = {}  # object ref -> (job index, attempt)
-    for index, job in enumerate(jobs):
-        pending[task.remote(settings_json, job.source, job.video_id, args)] = (index, 1)
-    outcomes: dict[int, VideoOutcome] = {}
-    while pending:
+    waiting = list(reversed(range(len(calls))))
+    pending: dict[Any, tuple[int, int]] = {}  # object ref -> (call index, attempt)
+    while waiting or pending:
+        while waiting and len(pending) < window:
+            index = waiting.pop()
+            pending[task.remote(*calls[index])] = (index, 1)
         (ref,), _ = ray.wait(list(pending), num_returns=1)
         index, attempt = pending.pop(ref)
-        job = jobs[index]
+        elapsed = time.perf_counter() - started
         try:
-            result = ray.get(ref)
+            value = ray.get(ref)
         except ray.exceptions.RayError as exc:
-            if attempt <= cfg.retries:
-                pending[task.remote(settings_json, job.source, job.video_id, args)] = (index, attempt + 1)
+            if attempt <= retries:
+                pending[task.remote(*calls[index])] = (index, attempt + 1)
                 continue
-            outcomes[index] = VideoOutcome(job.source, job.video_id, False, attempt, error=_cause(exc),
-                                           wall_seconds=time.perf_counter() - started)
+            on_result(TaskResult(index, False, attempt, error=_cause(exc), wall_seconds=elapsed))
         else:
-            outcomes[index] = VideoOutcome(job.source, job.video_id, True, attempt, result,
-                                           wall_seconds=time.perf_counter() - started)
-        report(outcomes[index])
-    return [outcomes[i] for i in range(len(jobs))]
+            on_result(TaskResult(index, True, attempt, value, wall_seconds=elapsed))
 
 
 def _ray() -> Any:

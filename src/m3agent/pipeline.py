@@ -47,6 +47,7 @@ class IngestReport:
     wall_seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    consolidation: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.perf_counter, repr=False)
 
     @property
@@ -101,7 +102,31 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
                     report.problems.append(f"stopped after clip {media.clip.index}: the memory store is full; "
                                            "free disk space and rerun to continue")
                     break
+    if not perception_only:
+        report.consolidation = _consolidate(settings, embedder, vid, show_progress, on_wait)
     return report
+
+
+def _consolidate(settings: Settings, embedder: Embedder, video_id: str, show_progress: bool,
+                 on_wait: Callable[[str], None] | None) -> dict[str, Any]:
+    """Semantic consolidation of the video's new clips when an LLM is configured (its report), else
+    ``{"skipped": why}``; a failure is reported, never raised: the ingested clips stay and
+    ``m3agent consolidate`` resumes it."""
+    from m3agent.llm import chat_model_from_settings
+    from m3agent.memorize.consolidate_run import SKIPPED, consolidate_store, consolidation_model
+    from m3agent.store import open_memory
+
+    spec = consolidation_model(settings)
+    if spec is None:
+        return {"skipped": SKIPPED}
+    try:
+        chat = chat_model_from_settings(settings, spec)
+        with open_memory(settings) as store:
+            reports = consolidate_store(store, settings, chat, embedder, [video_id], show_progress=show_progress,
+                                        on_wait=on_wait)
+    except M3AgentError as exc:
+        return {"failed": f"{exc.message}; rerun `m3agent consolidate` to continue ({exc.hint})"}
+    return reports[0].to_dict()
 
 
 def _tell_waiting(message: str) -> None:

@@ -154,6 +154,12 @@ class MemorizeSettings(BaseModel):
     contradiction_penalty: float = Field(0.5, ge=0, description="weight taken from a fact a new one contradicts")
     llm_equivalence_confidence: float = Field(
         0.6, ge=0, le=1, description="confidence of face-voice links a model states")
+    consolidate_llm: str | None = Field(
+        None, description="model of semantic consolidation (`m3agent consolidate`, end of ingest); unset: the "
+        "control `llm` (none: consolidation is skipped)")
+    consolidate_clips: int = Field(
+        1, ge=0, description="clips read by one consolidation call (0: a whole video at once; docs/benchmarks.md, "
+        "Consolidation)")
 
 
 class ControlSettings(BaseModel):
@@ -190,6 +196,8 @@ class ExecutorSettings(BaseModel):
     cpus_per_task: float = Field(
         2.0, gt=0, description="CPUs a video task declares: its faces and voices are perceived side by side")
     gpus_per_task: float = Field(0.0, ge=0, description="GPUs a video task declares (perception on a GPU node)")
+    cpus_per_question: float = Field(
+        0.5, gt=0, description="CPUs a benchmark question task declares (it mostly waits on the LLM endpoints)")
     retries: int = Field(
         2, ge=0, description="times a failed video is tried again; it resumes after its committed clips")
 
@@ -255,6 +263,10 @@ class Settings(BaseSettings):
     )
 
     memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
+    memory_pool_size: int = Field(
+        4, ge=1, le=256,
+        description="PostgreSQL memory: most connections one open store holds (a clip being written holds one "
+                    "until it commits; readers and server threads share the rest; SQLite ignores it)")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
         "none",

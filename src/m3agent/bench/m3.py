@@ -7,6 +7,9 @@ file as soon as it is known, so a killed run resumes where it stopped
 (question ids already in the file are skipped). Judge failures are kept
 apart from wrong answers; agent failures (no usable answer) count as wrong,
 as in the published protocol.
+
+With ``settings.executor.kind == "ray"`` the questions become Ray tasks
+(:mod:`m3agent.bench.m3_ray`); this process still writes the log and the report.
 """
 
 from __future__ import annotations
@@ -34,15 +37,30 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class MemoryLocator:
-    """Where each video's memory is: ``DIR/<video_id>.db`` files, or one store holding many videos."""
+    """Where each video's memory is: ``DIR/<video_id>.db`` files, one SQLite file holding many videos,
+    or one store URL (``postgresql://...``) holding many videos."""
 
-    root: Path
+    root: str
 
-    def path_for(self, video_id: str) -> Path | None:
-        if self.root.is_dir():
-            candidate = self.root / f"{video_id}.db"
-            return candidate if candidate.is_file() else None
-        return self.root if self.root.is_file() else None
+    @property
+    def is_url(self) -> bool:
+        return "://" in self.root and not self.root.lower().startswith("sqlite:")
+
+    def path_for(self, video_id: str) -> str | None:
+        """The store to open for ``video_id``, or ``None`` when it has no memory file."""
+        if self.is_url:
+            return self.root
+        root = Path(self.root)
+        if root.is_dir():
+            candidate = root / f"{video_id}.db"
+            return str(candidate) if candidate.is_file() else None
+        return self.root if root.is_file() else None
+
+    def shown(self) -> str:
+        """The location as reports may show it (no password)."""
+        from m3agent.store.pg_schema import redacted
+
+        return redacted(self.root) if self.is_url else self.root
 
 
 def run_m3(
@@ -63,25 +81,36 @@ def run_m3(
     """Run M3-Bench ``split`` (robot, web or an annotation path) and write JSONL + report.
 
     ``answerer`` defaults to the control agent driven by ``llm``. Questions
-    whose video has no memory are listed as skipped, not scored. Returns
-    the summary (also written to ``summary.json``).
+    whose video has no memory are listed as skipped, not scored. ``memories_dir``
+    is a folder of ``<video_id>.db`` files, one memory file, or a store URL.
+    Returns the summary (also written to ``summary.json``).
     """
     name, annotations = resolve_split(split, settings.shared_dir)
     questions = _select(load_m3bench(annotations), limit, question_ids)
     out = Path(out_dir) if out_dir else Path("bench-results") / f"m3-{name}"
     log = JsonlLog(out / f"{name}.jsonl")
-    locator = MemoryLocator(Path(memories_dir))
+    locator = MemoryLocator(str(memories_dir))
+    on_ray = settings.executor.kind == "ray"
+    if on_ray and answerer is not None:
+        raise BenchmarkError("a custom answerer runs only in this process", hint="use --executor local")
     answer = answerer or default_answerer(settings, llm)
     done = {r["question_id"] for r in log.read()}
     todo, missing = _plan(questions, done, locator)
     started = time.perf_counter()
-    _execute(todo, locator, answer, judge, log, name, concurrency, show_progress)
+    failed: list[dict[str, Any]] = []
+    if on_ray:
+        from m3agent.bench.m3_ray import execute_on_ray
+
+        failed = execute_on_ray(settings, todo, locator, judge, log, name, concurrency, show_progress)
+    else:
+        _execute(todo, locator, answer, judge, log, name, concurrency, show_progress)
     wanted = {q.question_id for q in questions}
     records = [r for r in log.read() if r["question_id"] in wanted]
     models = {"agent": getattr(llm, "name", "custom answerer"), "embedder": settings.embedder}
     env = environment(models=models, judge=judge.info())
     summary = summarise_m3(records, seed=seed)
     summary.update(_run_info(name, annotations, locator, questions, missing, done, todo, started, concurrency))
+    summary.update(executor=settings.executor.kind, failed_tasks=failed)
     summary["environment"] = env
     write_m3_report(out, summary)
     return summary
@@ -101,7 +130,7 @@ def _plan(
 ) -> tuple[list[M3Question], list[str]]:
     """Questions still to run, and ids skipped because their video has no memory."""
     todo, missing = [], []
-    videos_cache: dict[Path, set[str]] = {}
+    videos_cache: dict[str, set[str]] = {}
     for q in questions:
         if q.question_id in done:
             continue
@@ -113,11 +142,11 @@ def _plan(
     return todo, missing
 
 
-def _videos(path: Path, cache: dict[Path, set[str]]) -> set[str]:
+def _videos(path: str, cache: dict[str, set[str]]) -> set[str]:
     if path not in cache:
         from m3agent.store import open_store
 
-        with open_store(str(path), readonly=True, create=False) as store:
+        with open_store(path, readonly=True, create=False) as store:
             cache[path] = {v.video_id for v in store.videos()}
     return cache[path]
 
@@ -137,21 +166,23 @@ def _execute(
         progress(f"M3-Bench {split}", len(todo), show_progress) as advance,
         ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool,
     ):
-        futures = [pool.submit(_one, q, locator, answer, judge, split) for q in todo]
+        futures = [pool.submit(answer_one, q, locator, answer, judge, split) for q in todo]
         for future in as_completed(futures):
             log.append(future.result())
             advance()
 
 
-def _one(q: M3Question, locator: MemoryLocator, answer: Answerer, judge: Judge, split: str) -> dict[str, Any]:
-    """Answer and judge one question; every failure becomes part of the record."""
+def answer_one(q: M3Question, locator: MemoryLocator, answer: Answerer, judge: Judge, split: str) -> dict[str, Any]:
+    """Answer and judge one question; every failure of the agent or the judge becomes part of the record."""
     from m3agent.store import open_store
 
     path = locator.path_for(q.video_id)
-    record = _base_record(q, split, path)
+    if path is None:
+        raise BenchmarkError(f"no memory of video {q.video_id} in {locator.shown()}")
+    record = _base_record(q, split, locator.shown() if locator.is_url else path)
     started = time.perf_counter()
     try:
-        with open_store(str(path), readonly=True, create=False) as store:
+        with open_store(path, readonly=True, create=False) as store:
             outcome = answer(store, q)
         record.update(_answer_fields(outcome))
     except M3AgentError as exc:
@@ -161,7 +192,7 @@ def _one(q: M3Question, locator: MemoryLocator, answer: Answerer, judge: Judge, 
     return record
 
 
-def _base_record(q: M3Question, split: str, path: Path | None) -> dict[str, Any]:
+def _base_record(q: M3Question, split: str, path: str) -> dict[str, Any]:
     return {
         "question_id": q.question_id,
         "video_id": q.video_id,
@@ -170,7 +201,7 @@ def _base_record(q: M3Question, split: str, path: Path | None) -> dict[str, Any]
         "ground_truth": q.answer,
         "types": list(q.types),
         "before_clip": q.before_clip,
-        "memory": str(path),
+        "memory": path,
     }
 
 
@@ -215,7 +246,7 @@ def _run_info(
         "benchmark": "m3-bench",
         "split": name,
         "annotations": str(annotations),
-        "memories": str(locator.root),
+        "memories": locator.shown(),
         "questions_selected": len(questions),
         "questions_run_now": len(todo),
         "questions_resumed": len({q.question_id for q in questions} & done),

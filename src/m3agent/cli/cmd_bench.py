@@ -126,21 +126,31 @@ def _locomo_summary(result: dict[str, Any]) -> dict[str, Any]:
 
 @bench.command()
 @click.option("--split", default="robot", show_default=True, help="robot, web, or a path to an annotation file")
-@click.option("--memories", "memories_dir", required=True, type=click.Path(path_type=Path),
-              help="folder of <video_id>.db memories, or one store holding many videos")
+@click.option("--memories", "memories_dir", required=True,
+              help="folder of <video_id>.db memories, one memory file, or a postgresql:// URL holding many videos")
 @click.option("--llm", required=True, help="agent LLM endpoint")
 @click.option("--judge", required=True, help="judge LLM endpoint (GPT-4o-class for published numbers)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("out/bench-m3"), show_default=True)
 @click.option("--concurrency", type=int, default=2, show_default=True)
 @click.option("--limit", type=int, default=None, help="answer at most this many questions")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="local: threads in this process (default); ray: one Ray task per question")
+@click.option("--ray-address", default=None, help="Ray cluster to join (default: start a local one)")
 @json_option
 @click.pass_context
-def m3(ctx: click.Context, split: str, memories_dir: Path, llm: str, judge: str, out_dir: Path, concurrency: int,
-       limit: int | None, as_json: bool) -> None:
-    """M3-Bench: answer every question on its video's memory (truncated at before_clip) and judge it."""
+def m3(ctx: click.Context, split: str, memories_dir: str, llm: str, judge: str, out_dir: Path, concurrency: int,
+       limit: int | None, executor: str | None, ray_address: str | None, as_json: bool) -> None:
+    """M3-Bench: answer every question on its video's memory (truncated at before_clip) and judge it.
+
+    With --executor ray every question is a Ray task (at most --concurrency in flight) that builds the agent
+    and the judge from the --llm and --judge URLs, which every node must reach; --memories must be a
+    postgresql:// URL or a path every node sees. A question whose task fails is listed under failed_tasks
+    and not logged: rerun to try it again.
+    """
     from m3agent.bench.m3 import run_m3
 
-    settings = build_settings(ctx, llm=llm, judge=judge)
+    run = {k: v for k, v in {"kind": executor, "ray_address": ray_address}.items() if v is not None}
+    settings = build_settings(ctx, llm=llm, judge=judge, executor=run or None)
     agent, judge_model = chat_models(settings, llm, judge)
     result = run_m3(settings, split, memories_dir, agent, judge_model, out_dir=out_dir, concurrency=concurrency,
                     limit=limit, show_progress=not as_json)

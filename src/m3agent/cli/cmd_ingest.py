@@ -23,7 +23,9 @@ EXIT_CLIPS_FAILED = 6  # documented in the help above and in the README
 @click.option("--video-id", default=None, help="id of the video in the memory (default: from the file name)")
 @click.option("--writer", type=click.Choice(["perception", "mllm", "local"]), default=None,
               help="who writes memories: perception-only (default), an MLLM endpoint, or the local LLM")
-@click.option("--llm", "writer_llm", default=None, help="memorization endpoint for --writer mllm")
+@click.option("--llm", "writer_llm", default=None,
+              help="LLM of --writer mllm/local, and of semantic consolidation at the end (e.g. llamacpp:qwen-0.5b); "
+                   "without it (llm none) consolidation is skipped")
 @click.option("--perception-only", is_flag=True, help="store faces, voices and identities; no memory writer")
 @click.option("--clip-seconds", type=float, default=None, help="clip length (default 30)")
 @click.option("--fps", "frame_fps", type=float, default=None, help="frames per second sampled for faces")
@@ -55,8 +57,9 @@ def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, vid
     perception = {"asr_model": asr_model} if asr_model else {}
     run = {k: v for k, v in {"kind": executor, "workers": workers, "ray_address": ray_address}.items()
            if v is not None}
+    memorize = {"consolidate_llm": writer_llm} if writer_llm else None
     settings = build_settings(ctx, memory=memory, writer=writer, writer_llm=writer_llm, media=media or None,
-                              perception=perception or None, executor=run or None)
+                              perception=perception or None, executor=run or None, memorize=memorize)
     jobs = video_jobs(sources, video_id)
     if len(jobs) == 1 and settings.executor.kind == "local":
         _single(settings, jobs[0].source, jobs[0].video_id, perception_only, max_clips, as_json)
@@ -80,9 +83,23 @@ def _single(settings: Any, source: str, video_id: str, perception_only: bool, ma
                            max_clips=max_clips, show_progress=not as_json)
     if as_json:
         print_json(report)
+    else:
+        _report_consolidation(report.consolidation)
     if report.clips_failed:
         _report_failures(report)
         sys.exit(EXIT_CLIPS_FAILED)
+
+
+def _report_consolidation(outcome: dict[str, Any]) -> None:
+    """One line on stderr: consolidation skipped (and how to run it), failed, or what it wrote."""
+    con = err_console()
+    if "skipped" in outcome:
+        con.print(f"[yellow]note:[/] {escape(str(outcome['skipped']))}", markup=True)
+    elif "failed" in outcome:
+        con.print(f"[bold red]consolidation stopped:[/] {escape(str(outcome['failed']))}", markup=True)
+    elif outcome:
+        con.print(f"consolidation: {outcome['facts_written']} new facts, {outcome['reinforced']} reinforced, "
+                  f"{len(outcome['dropped'])} dropped, RTF {outcome['rtf']:.2f}", markup=False)
 
 
 def _report_failures(report: IngestReport) -> None:

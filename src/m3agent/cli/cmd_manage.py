@@ -14,12 +14,17 @@ from m3agent.terminal import printable
 @click.argument("ident")
 @memory_option
 @click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@click.option("--compact", is_flag=True,
+              help="then rewrite the memory's files so no deleted byte stays (PostgreSQL: VACUUM FULL, which "
+                   "locks each table while it runs)")
 @json_option
 @click.pass_context
-def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: bool, as_json: bool) -> None:
+def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: bool, compact: bool,
+           as_json: bool) -> None:
     """Delete a video, an entity or a memory and everything derived from it (crops, snippets, links).
 
-    IDENT is a video id, or the number of an entity or memory.
+    IDENT is a video id, or the number of an entity or memory. On PostgreSQL the deleted rows' bytes stay
+    in the tables' free space until --compact (or a later VACUUM FULL) rewrites them.
     """
     from m3agent.store import open_memory
 
@@ -34,7 +39,9 @@ def delete(ctx: click.Context, kind: str, ident: str, memory: str | None, yes: b
             store.delete_entity(number)
         else:
             store.delete_memory(number)
-    _done(as_json, {"deleted": kind, "id": ident})
+        if compact:
+            store.compact()
+    _done(as_json, {"deleted": kind, "id": ident, "compacted": compact})
 
 
 @click.command()

@@ -63,6 +63,7 @@ def _register_commands() -> None:
     from m3agent.cli import (
         cmd_ask,
         cmd_bench,
+        cmd_consolidate,
         cmd_doctor,
         cmd_import,
         cmd_ingest,
@@ -74,7 +75,7 @@ def _register_commands() -> None:
     )
 
     modules = (cmd_ingest, cmd_ask, cmd_show, cmd_bench, cmd_serve, cmd_doctor, cmd_manage, cmd_import, cmd_migrate,
-               cmd_models)
+               cmd_models, cmd_consolidate)
     for module in modules:
         for command in module.COMMANDS:
             main.add_command(command)

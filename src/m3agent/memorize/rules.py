@@ -111,6 +111,18 @@ def apply_write_rules(store: MemoryStore, writer: ClipWriter, clip_input: ClipIn
     return stats
 
 
+def write_facts(store: MemoryStore, writer: ClipWriter, facts: list[Memory], rules: WriteRules | None = None,
+                stats: WriteStats | None = None) -> list[int]:
+    """Semantic ``facts`` (embedded, of ``writer``'s clip) through the merge rules of step 5 above; returns,
+    per fact, the id of the stored fact it became (inserted, or the one it reinforced or repeated)."""
+    clip = writer.clip
+    characters = store.characters(before_clip=clip.index, video_id=clip.video_id)
+    merger = _Facts(store, writer, rules or WriteRules(), {e: c.id for c in characters for e in c.entity_ids},
+                    {e: c.entity_ids for c in characters for e in c.entity_ids},
+                    stats if stats is not None else WriteStats())
+    return [merger.write(fact) for fact in facts]
+
+
 def embedded(embedder: Embedder, memories: tuple[Memory, ...] | list[Memory]) -> list[Memory]:
     """The memories with their text embeddings attached (one batch)."""
     if not memories:
@@ -131,7 +143,8 @@ class _Facts:
     stats: WriteStats
     touched: set[int] = field(default_factory=set)
 
-    def write(self, fact: Memory) -> None:
+    def write(self, fact: Memory) -> int:
+        """Insert ``fact`` or reinforce its closest equal; returns the id of the stored fact it became."""
         text = canonical(fact.text, self.character_of)
         people = self._people(fact)
         same: list[tuple[float, Memory]] = []
@@ -150,14 +163,15 @@ class _Facts:
             self.touched.add(memory_id)
             self.stats.memory_ids.append(memory_id)
             self.stats.semantic += 1
-            return
+            return memory_id
         best = max(same, key=lambda pair: (pair[0], -pair[1].id))[1]
         if best.id in self.touched:
             self.stats.repeated += 1
-            return
+            return best.id
         self.writer.reinforce(best.id, 1.0)
         self.touched.add(best.id)
         self.stats.reinforced += 1
+        return best.id
 
     def _people(self, memory: Memory) -> frozenset[int]:
         return frozenset(self.character_of.get(e, -1 - e) for e in memory.entity_ids)

@@ -176,24 +176,29 @@ class Transcriber:
         speech, chunk_map = _join_regions(audio, regions)
         if len(speech) < RATE // 10:
             return AsrResult(())
+        from threadpoolctl import threadpool_limits
+
         model = self._load()
         lang = "en" if self._english_only else language
         # One decoding pass with a token budget: Whisper's temperature fallback re-decodes hard
         # audio up to five more times, and on wind or crowd noise it loops ("a, a, a, ...") to
         # its 448-token limit; together that cost ~20 s per 30 s clip. Segments Whisper itself
         # scores as unreliable are dropped.
-        segments, info = model.transcribe(
-            speech,
-            language=lang,
-            beam_size=self.beam,
-            temperature=0.0,
-            max_new_tokens=token_budget(len(speech) / RATE),
-            word_timestamps=True,
-            vad_filter=False,
-            condition_on_previous_text=False,
-        )
-        kept = (seg for seg in segments if _reliable(seg))
-        out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
+        # BLAS threads (numpy's mel filterbank) follow `threads` too: the float sums, and so the
+        # words, must not depend on the process's default (a Ray task of 1 CPU gets 1 thread).
+        with threadpool_limits(limits=self.threads, user_api="blas"):
+            segments, info = model.transcribe(
+                speech,
+                language=lang,
+                beam_size=self.beam,
+                temperature=0.0,
+                max_new_tokens=token_budget(len(speech) / RATE),
+                word_timestamps=True,
+                vad_filter=False,
+                condition_on_previous_text=False,
+            )
+            kept = (seg for seg in segments if _reliable(seg))
+            out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
         return AsrResult(out, str(info.language or ""), float(info.language_probability or 0.0))
 
 

@@ -18,18 +18,21 @@ STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of po
 
 
 def open_store(spec: str, *, readonly: bool = False, create: bool = True,
-               link_confidence: float | None = None) -> MemoryStore:
+               link_confidence: float | None = None, pool_size: int | None = None) -> MemoryStore:
     """Open a store from a plain file path, ``sqlite:///relative.db``, ``sqlite:////abs.db`` or ``postgresql://...``.
 
     ``link_confidence`` is ``settings.perception.link_accept_confidence``: from it on, face-voice links
-    form characters (``None``: the setting's default).
+    form characters (``None``: the setting's default). ``pool_size`` is ``settings.memory_pool_size``:
+    the most connections a PostgreSQL store holds (``None``: the setting's default).
     """
     if "://" not in spec and not spec.lower().startswith("sqlite:"):
         spec = f"sqlite:{spec}"  # a plain path, relative or absolute, taken as written
-    return STORES.create(spec, readonly=readonly, create=create, link_confidence=link_confidence)
+    return STORES.create(spec, readonly=readonly, create=create, link_confidence=link_confidence,
+                         pool_size=pool_size)
 
 
 def open_memory(settings: Settings, *, readonly: bool = False, create: bool = True) -> MemoryStore:
-    """:func:`open_store` of ``settings.memory`` with the settings the store applies (link acceptance)."""
+    """:func:`open_store` of ``settings.memory`` with the settings the store applies (link acceptance, pool)."""
     return open_store(settings.memory, readonly=readonly, create=create,
-                      link_confidence=settings.perception.link_accept_confidence)
+                      link_confidence=settings.perception.link_accept_confidence,
+                      pool_size=settings.memory_pool_size)

@@ -15,7 +15,7 @@ with the kept entity. Forgetting reaches the records (:func:`prune`), and an
 undone record keeps only who merged what and why. The identity resolver never merges an undone pair
 automatically again.
 
-The SQL is written once with ``?`` parameters; :class:`Dialect` adapts it.
+The SQL is written once with ``?`` parameters; :class:`Dialect` adapts it (:func:`m3agent.store.dialect.render`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 from m3agent.domain import EntityMerge
 from m3agent.errors import IntegrityError, NotFoundError
+from m3agent.store import dialect
 from m3agent.store.sqlite_schema import utc_now
 
 Vector = Any  # numpy float32 vector (kept untyped here: no numpy import at module import)
@@ -41,7 +42,8 @@ class Dialect:
     write_bank: Callable[[Any, int, Sequence[Vector]], None]
 
     def run(self, db: Any, sql: str, params: Sequence[Any] = ()) -> Any:
-        return db.execute(sql.replace("?", self.marker) if self.marker != "?" else sql, tuple(params))
+        style = dialect.Dialect.SQLITE if self.marker == "?" else dialect.Dialect.POSTGRES
+        return db.execute(dialect.render(sql, style), tuple(params))
 
 
 def capture(d: Dialect, db: Any, keep: int, absorb: int) -> dict[str, Any]:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
 from m3agent.domain import EntityKind
-from m3agent.errors import IntegrityError, NotFoundError
-from m3agent.store import merge_log
+from m3agent.errors import IntegrityError
+from m3agent.store import dialect, merge_log
 from m3agent.store.pg_rows import as_array
 from m3agent.store.pg_writer import require_entity, write_bank
-from m3agent.store.sqlite_entities import _SLACK_S, _is_link_line, _unnamed
+from m3agent.store.sqlite_entities import _is_link_line, _unnamed
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import from_blob
 
@@ -157,20 +157,7 @@ def _memories_naming(db: Conn, entity_id: int) -> list[tuple[int, str, set[int]]
 
 def delete_memory(db: Conn, memory_id: int) -> None:
     """Remove the memory and the transcript of the voice segments it quotes."""
-    row = db.execute("SELECT text, video_id, clip_index, start_s, end_s FROM memories WHERE id = %s",
-                     (memory_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"no memory {memory_id}")
-    text, video_id, clip_index, start_s, end_s = row
-    segments = db.execute(
-        "SELECT v.id, v.text FROM voices v JOIN edges e ON e.entity_id = v.entity_id AND e.memory_id = %s"
-        " WHERE v.video_id = %s AND v.clip_index = %s AND v.start_s >= %s AND v.end_s <= %s AND v.text <> ''",
-        (memory_id, video_id, clip_index, start_s - _SLACK_S, end_s + _SLACK_S),
-    ).fetchall()
-    quoted = [segment_id for segment_id, said in segments if said.strip() and said.strip() in text]
-    db.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
-    if quoted:
-        db.execute("UPDATE voices SET text = '', words = '[]' WHERE id = ANY(%s)", (quoted,))
+    dialect.delete_memory(db, dialect.Dialect.POSTGRES, memory_id)
     merge_log.prune(DIALECT, db)
 
 

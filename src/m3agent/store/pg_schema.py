@@ -36,7 +36,6 @@ MIGRATION_LOCK = 0x4D334701  # advisory lock keys ("M3G" + n): schema changes,
 IDENTITY_LOCK = 0x4D334702  # identity decisions (entity matching and creation),
 MODEL_LOCK = 0x4D334703  # and the embedding model / vector column
 VIDEO_LOCK_SPACE = 0x4D334704  # writer locks of videos: this key plus a hash of the video id
-POOL_SIZE = 4  # connections per store (one per thread that holds a clip, plus readers)
 
 
 def migrations() -> tuple[Migration, ...]:
@@ -155,8 +154,8 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
-def open_pool(url: str, *, readonly: bool, size: int = POOL_SIZE) -> Pool:
-    """A pool of configured autocommit connections (``psycopg_pool`` when installed)."""
+def open_pool(url: str, *, readonly: bool, size: int) -> Pool:
+    """A pool of at most ``size`` configured autocommit connections (``psycopg_pool`` when installed)."""
     try:
         from psycopg_pool import ConnectionPool
     except ImportError:

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Memory, VoiceSegment
+from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
+from m3agent.store import dialect
 from m3agent.store.pg_rows import as_array
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
-from m3agent.store.sqlite_writer import check_link
+from m3agent.store.sqlite_writer import check_link, check_sources
 from m3agent.store.vectors import normalized, to_blob
 
 if TYPE_CHECKING:
@@ -185,12 +186,7 @@ class PgClipWriter:
     def set_link(self, link: FaceVoiceLink) -> None:
         db = self._db()
         check_link(link, lambda entity_id: require_entity(db, entity_id))
-        db.execute(
-            "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (link.face_id, link.voice_id, link.confidence, LinkSource(link.source).value, link.evidence,
-             self.clip.video_id, self.clip.index),
-        )
+        dialect.insert_link(db, dialect.Dialect.POSTGRES, link, self.clip)
 
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
@@ -203,11 +199,7 @@ class PgClipWriter:
                               video_id=self.clip.video_id, clip_index=self.clip.index)
 
     def record_timing(self, stage: str, seconds: float) -> None:
-        self._db().execute(
-            "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds",
-            (self.clip.video_id, self.clip.index, stage, float(seconds)),
-        )
+        dialect.record_timing(self._db(), dialect.Dialect.POSTGRES, self.clip, stage, seconds)
 
 
 def require_entity(db: Conn, entity_id: int) -> str:
@@ -241,3 +233,25 @@ def store_blob(db: Conn, kind: str, data: bytes | None) -> int | None:
 
 def optional_blob(vector: Vector | None) -> bytes | None:
     return None if vector is None else to_blob(vector)
+
+
+class PgConsolidationWriter(PgClipWriter):
+    """A clip writer inside :meth:`PostgresStore.consolidation`, that also records the sources of facts."""
+
+    def __init__(self, conn: Conn, clip: Clip, memory_dim: int | None, barrier: Callable[[], None]) -> None:
+        super().__init__(conn, clip, memory_dim, barrier)
+        self.notes: list[str] = []
+        self.seconds: float | None = None
+
+    def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
+        db = self._db()
+        unique = sorted(set(source_ids))
+        if not unique:
+            return
+        rows = db.execute(
+            "SELECT id FROM memories WHERE id = ANY(%s) AND kind = 'episodic' AND video_id = %s AND clip_index <= %s",
+            (unique, self.clip.video_id, self.clip.index)).fetchall()
+        check_sources(unique, {int(r[0]) for r in rows}, self.clip)
+        for source_id in unique:
+            db.execute("INSERT INTO memory_sources (memory_id, source_id, clip_index) VALUES (%s, %s, %s)"
+                       " ON CONFLICT DO NOTHING", (memory_id, source_id, self.clip.index))

@@ -21,6 +21,7 @@ from m3agent.domain import (
     Character,
     Clip,
     ClipStatus,
+    ConsolidatedClip,
     Entity,
     EntityKind,
     EntityMerge,
@@ -90,6 +91,23 @@ class ClipWriter(Protocol):
 
 
 @runtime_checkable
+class ConsolidationWriter(ClipWriter, Protocol):
+    """Writes of one clip's consolidation (:meth:`MemoryStore.consolidation`): semantic memories attached
+    to the clip, reinforced or weakened facts, their sources; ``notes`` are recorded with the clip."""
+
+    notes: list[str]
+    seconds: float | None  # wall seconds of the whole unit (model call included), set by the caller
+
+    def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
+        """Record the episodic memories ``source_ids`` as provenance of memory ``memory_id`` (repeats ignored).
+
+        Raises :class:`~m3agent.errors.IntegrityError` for a source that is not an episodic memory of this
+        video up to this clip (a fact never rests on a later clip).
+        """
+        ...
+
+
+@runtime_checkable
 class MemoryStore(Protocol):
     """Graph + vectors + media of one memory file or database."""
 
@@ -138,6 +156,21 @@ class MemoryStore(Protocol):
         call blocks until it is free; without, :class:`StoreError` is raised.
         A lock of a process that died is free again.
         """
+        ...
+
+    def consolidation(self, clips: Sequence[Clip], model: str) -> AbstractContextManager[ConsolidationWriter]:
+        """The transaction writing what ``model`` consolidated from ``clips`` (done clips of one video, none
+        consolidated yet, in index order; :class:`IntegrityError` otherwise). The writer writes as the last
+        clip: facts are attached to it. When the block ends cleanly every clip is recorded as consolidated
+        (the writer's ``notes`` with the last, the block's seconds shared out); nothing of it otherwise."""
+        ...
+
+    def consolidated_clips(self, video_id: str) -> dict[int, ConsolidatedClip]:
+        """The consolidated clips of a video by index."""
+        ...
+
+    def memory_sources(self, memory_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+        """The recorded sources (episodic memory ids, ascending) of each of ``memory_ids`` that has any."""
         ...
 
     def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:
@@ -216,6 +249,11 @@ class MemoryStore(Protocol):
         """Remove the memory, its edges and index entries, and the transcript (text and words) of the
         voice segments it quotes: segments of its clip spoken by a voice it names, inside its span,
         whose text it contains."""
+        ...
+
+    def compact(self) -> None:
+        """Rewrite the memory's files so that deleted rows leave no bytes behind (SQLite: VACUUM;
+        PostgreSQL: VACUUM FULL, which locks each table while it is rewritten)."""
         ...
 
     def adjust_weight(self, memory_id: int, delta: float) -> None: ...

@@ -26,6 +26,7 @@ import itertools
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,7 @@ from m3agent.domain import (
     Character,
     Clip,
     ClipStatus,
+    ConsolidatedClip,
     Entity,
     EntityKind,
     EntityMerge,
@@ -68,13 +70,13 @@ from m3agent.store.sqlite_rows import (
     voice_from_row,
 )
 from m3agent.store.sqlite_schema import connect, schema_version, utc_now
-from m3agent.store.sqlite_writer import SQLiteClipWriter
+from m3agent.store.sqlite_writer import SQLiteClipWriter, SQLiteConsolidationWriter, check_unit
 from m3agent.store.vectors import from_blob, normalized, to_blob
 
 if TYPE_CHECKING:
     from m3agent.domain import Vector
     from m3agent.registry import BackendSpec
-    from m3agent.store.protocol import ClipWriter, MemoryStore
+    from m3agent.store.protocol import ClipWriter, ConsolidationWriter, MemoryStore
 
     def _conforms(store: SQLiteStore, writer: SQLiteClipWriter) -> tuple[MemoryStore, ClipWriter]:
         """Lets mypy check both classes against the protocols."""
@@ -99,10 +101,11 @@ def sqlite_path(spec: BackendSpec) -> Path:
 
 
 def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
-                link_confidence: float | None = None) -> SQLiteStore:
+                link_confidence: float | None = None, pool_size: int | None = None) -> SQLiteStore:
     """Open the SQLite memory at ``spec.target`` (created and migrated unless told otherwise).
 
     ``link_confidence`` is ``settings.perception.link_accept_confidence`` (its default when ``None``).
+    ``pool_size`` is ignored: a SQLite store is one connection.
     """
     accept = default_link_confidence() if link_confidence is None else link_confidence
     if not 0.0 < accept <= 1.0:
@@ -317,6 +320,53 @@ class SQLiteStore:
             self._require_writable()
         with video_lock(self.path, video_id, wait=wait, on_wait=on_wait):
             yield
+
+    @contextmanager
+    def consolidation(self, clips: Sequence[Clip], model: str) -> Iterator[ConsolidationWriter]:
+        """One transaction for what ``model`` consolidated from done ``clips``; recorded when it ends cleanly."""
+        started = time.perf_counter()
+        last = check_unit(clips)
+        with self._lock, translated(str(self.path)), self._tx() as db:
+            for clip in clips:
+                self._begin_consolidation(db, clip)
+            writer = SQLiteConsolidationWriter(db, last, self._dim())
+            try:
+                yield writer
+                seconds = (writer.seconds or time.perf_counter() - started) / len(clips)
+                db.executemany(
+                    "INSERT INTO consolidated_clips (video_id, clip_index, model, notes, seconds, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [(c.video_id, c.index, model, json.dumps(writer.notes if c is last else []), seconds, utc_now())
+                     for c in clips])
+            finally:
+                writer.close()
+
+    def _begin_consolidation(self, db: sqlite3.Connection, clip: Clip) -> None:
+        if self._clip_status(db, clip) != ClipStatus.DONE.value:
+            raise IntegrityError(f"clip {clip.index} of {clip.video_id!r} is not stored",
+                                 hint="ingest the clip before consolidating it")
+        if db.execute("SELECT 1 FROM consolidated_clips WHERE video_id = ? AND clip_index = ?",
+                      (clip.video_id, clip.index)).fetchone():
+            raise IntegrityError(f"clip {clip.index} of {clip.video_id!r} is already consolidated")
+
+    @_guarded
+    def consolidated_clips(self, video_id: str) -> dict[int, ConsolidatedClip]:
+        rows = self._db.execute(
+            "SELECT clip_index, model, notes, seconds FROM consolidated_clips WHERE video_id = ? ORDER BY clip_index",
+            (video_id,))
+        return {r[0]: ConsolidatedClip(video_id, r[0], r[1], tuple(json.loads(r[2])), r[3]) for r in rows}
+
+    @_guarded
+    def memory_sources(self, memory_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+        ids = sorted(set(memory_ids))
+        found: dict[int, list[int]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for memory_id, source_id in self._db.execute(
+                f"SELECT memory_id, source_id FROM memory_sources WHERE memory_id IN ({placeholders(len(chunk))})"
+                " ORDER BY memory_id, source_id", chunk):
+                found.setdefault(memory_id, []).append(source_id)
+        return {k: tuple(v) for k, v in found.items()}
 
     @_guarded
     def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from m3agent import tags
 from m3agent.domain import EntityKind
-from m3agent.errors import IntegrityError, NotFoundError
-from m3agent.store import merge_log
+from m3agent.errors import IntegrityError
+from m3agent.store import dialect, merge_log
 from m3agent.store.sqlite_rows import placeholders
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.sqlite_writer import require_entity, write_bank
@@ -167,7 +167,6 @@ def _split_bank(db: sqlite3.Connection, old: int, new: int, moved: list[bytes]) 
 
 
 NEUTRAL = "someone"  # what a deleted entity's tag becomes in memories that stay
-_SLACK_S = 0.01  # spans are stored as floats; a speech memory spans exactly its segment
 
 
 def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
@@ -221,20 +220,7 @@ def _unnamed(text: str, entity_id: int) -> str:
 
 def delete_memory(db: sqlite3.Connection, memory_id: int) -> None:
     """Remove the memory and the transcript of the voice segments it quotes (module docstring)."""
-    row = db.execute(
-        "SELECT text, video_id, clip_index, start_s, end_s FROM memories WHERE id = ?", (memory_id,)
-    ).fetchone()
-    if row is None:
-        raise NotFoundError(f"no memory {memory_id}")
-    text, video_id, clip_index, start_s, end_s = row
-    segments = db.execute(
-        "SELECT v.id, v.text FROM voices v JOIN edges e ON e.entity_id = v.entity_id AND e.memory_id = ?"
-        " WHERE v.video_id = ? AND v.clip_index = ? AND v.start_s >= ? AND v.end_s <= ? AND v.text <> ''",
-        (memory_id, video_id, clip_index, start_s - _SLACK_S, end_s + _SLACK_S),
-    ).fetchall()
-    quoted = [(segment_id,) for segment_id, said in segments if said.strip() and said.strip() in text]
-    db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-    db.executemany("UPDATE voices SET text = '', words = '[]' WHERE id = ?", quoted)
+    dialect.delete_memory(db, dialect.Dialect.SQLITE, memory_id)
     merge_log.prune(DIALECT, db)
 
 

@@ -8,12 +8,14 @@ not belong to the clip, and :class:`StoreError` once the writer is closed.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Memory, VoiceSegment
+from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
+from m3agent.store import dialect
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import normalized, to_blob
@@ -213,12 +215,7 @@ class SQLiteClipWriter:
     def set_link(self, link: FaceVoiceLink) -> None:
         db = self._db()
         check_link(link, lambda entity_id: require_entity(db, entity_id))
-        db.execute(
-            "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (link.face_id, link.voice_id, link.confidence, LinkSource(link.source).value, link.evidence,
-             self.clip.video_id, self.clip.index),
-        )
+        dialect.insert_link(db, dialect.Dialect.SQLITE, link, self.clip)
 
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
@@ -230,11 +227,7 @@ class SQLiteClipWriter:
                               video_id=self.clip.video_id, clip_index=self.clip.index)
 
     def record_timing(self, stage: str, seconds: float) -> None:
-        self._db().execute(
-            "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds",
-            (self.clip.video_id, self.clip.index, stage, float(seconds)),
-        )
+        dialect.record_timing(self._db(), dialect.Dialect.SQLITE, self.clip, stage, seconds)
 
 
 def check_link(link: FaceVoiceLink, kind_of: Callable[[int], str]) -> None:
@@ -280,3 +273,45 @@ def store_blob(db: sqlite3.Connection, kind: str, data: bytes | None) -> int | N
 
 def optional_blob(vector: Vector | None) -> bytes | None:
     return None if vector is None else to_blob(vector)
+
+
+class SQLiteConsolidationWriter(SQLiteClipWriter):
+    """A clip writer inside :meth:`SQLiteStore.consolidation`, that also records the sources of facts."""
+
+    def __init__(self, conn: sqlite3.Connection, clip: Clip, memory_dim: int | None) -> None:
+        super().__init__(conn, clip, memory_dim)
+        self.notes: list[str] = []
+        self.seconds: float | None = None
+
+    def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
+        db = self._db()
+        unique = sorted(set(source_ids))
+        if not unique:
+            return
+        rows = db.execute(
+            f"SELECT id FROM memories WHERE id IN ({', '.join('?' * len(unique))}) AND kind = 'episodic'"
+            " AND video_id = ? AND clip_index <= ?", [*unique, self.clip.video_id, self.clip.index]).fetchall()
+        check_sources(unique, {int(r[0]) for r in rows}, self.clip)
+        db.executemany(
+            "INSERT OR IGNORE INTO memory_sources (memory_id, source_id, clip_index) VALUES (?, ?, ?)",
+            [(memory_id, s, self.clip.index) for s in unique],
+        )
+
+
+def check_sources(wanted: Sequence[int], found: set[int], clip: Clip) -> None:
+    """Refuse sources that are not episodic memories of ``clip``'s video up to ``clip`` (both backends)."""
+    bad = [s for s in wanted if s not in found]
+    if bad:
+        raise IntegrityError(
+            f"memories {bad} are no episodic memories of {clip.video_id!r} up to clip {clip.index}",
+            hint="a consolidated fact rests only on episodic memories of its clip and earlier ones",
+        )
+
+
+def check_unit(clips: Sequence[Clip]) -> Clip:
+    """The last of the clips of one consolidation: at least one, of one video, in increasing index order."""
+    if not clips:
+        raise IntegrityError("a consolidation needs at least one clip")
+    if len({c.video_id for c in clips}) != 1 or any(a.index >= b.index for a, b in itertools.pairwise(clips)):
+        raise IntegrityError("the clips of one consolidation belong to one video, in increasing index order")
+    return clips[-1]

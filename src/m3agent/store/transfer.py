@@ -39,7 +39,15 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("edges", "entity_id, memory_id"),
     ("links", "seq"),
     ("entity_merges", "id"),
+    ("consolidated_clips", "video_id, clip_index"),
+    ("memory_sources", "memory_id, source_id"),
 )
+# Tables a store keeps for itself: rebuilt by the target (indexes, snapshots, counters) or written by set-up.
+NOT_COPIED = frozenset({
+    "memories_fts", "memories_fts_config", "memories_fts_data", "memories_fts_docsize", "memories_fts_idx",
+    "memory_tombstones", "meta", "schema_migrations", "sqlite_sequence", "vector_snapshot_chunks",
+    "vector_snapshots",
+})
 BATCH = 2000
 
 

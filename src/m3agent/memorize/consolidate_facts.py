@@ -1,0 +1,224 @@
+"""What the consolidation model is shown, what it may reply, and which of its facts are kept.
+
+The model sees the unit's new episodic memories, each labelled ``m<memory id>``,
+and the known semantic facts of the same people (unlabelled: they are context,
+never a source). Its reply (``prompts/memorize_consolidate.json``) lists facts
+as fields, not free sentences: the person (a tag of the shown memories, or
+``none`` for the place), the kind, a short value, the labels of the memories
+that show it and a confidence. Under a grammar ``person`` and the ``sources``
+items are enums of exactly what was shown; a reply from an endpoint that names
+anything else is caught here. The sentence is written from the fields by
+:data:`TEMPLATES` (``<voice_4>'s name is Jack.``), so equal facts read alike and
+the write rules see a name or a role as an attribute slot (reinforced by the
+same value, contradicted by another).
+
+A fact is kept only when (otherwise it is dropped with a note saying why):
+
+- every source is a shown label (ids that were not shown are never stored);
+- its person and any tag in its value are entities of the shown memories, and
+  only a ``place`` fact is about nobody;
+- its value shares a content word with its sources and does not quote them;
+- a name occurs in its sources, and not only in the person's own words unless
+  they introduce themselves ("names from how others address them": a speaker
+  saying "thanks, Jack" is not Jack).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from m3agent import tags
+from m3agent.control.replies import Content, Reply
+from m3agent.text import STOPWORDS, clock, self_names, stem
+
+if TYPE_CHECKING:
+    from m3agent.domain import Memory
+
+PROMPT = "memorize_consolidate"
+MAX_SHOWN = 16
+MAX_KNOWN = 12
+MAX_MEMORY_CHARS = 200
+CONFIDENCE = {"low": 0.4, "medium": 0.6, "high": 0.8}
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+TEMPLATES = {
+    "name": "{person}'s name is {value}.",
+    "role": "{person}'s role is {value}.",
+    "relation": "{person} is {value}.",
+    "likes": "{person} likes {value}.",
+    "habit": "{person} often {value}.",
+    "place": "{value}.",
+}
+NOBODY = "none"
+
+
+class ConsolidatedFact(Reply):
+    """One fact of a ``memorize_consolidate`` reply."""
+
+    person: str
+    kind: Literal["name", "role", "relation", "likes", "habit", "place"]
+    value: Content
+    sources: tuple[str, ...] = Field(min_length=1, max_length=4)
+    confidence: Literal["low", "medium", "high"]
+
+
+class ConsolidationReply(Reply):
+    """``memorize_consolidate``: at most three facts (none: nothing lasting was shown)."""
+
+    facts: tuple[ConsolidatedFact, ...] = Field(max_length=3)
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The memories one call shows: the new episodic ones by label, and the known facts."""
+
+    memories: dict[str, Memory]
+    known: tuple[Memory, ...]
+
+    @property
+    def entity_ids(self) -> set[int]:
+        return {e for m in (*self.memories.values(), *self.known) for e in m.entity_ids}
+
+    @property
+    def tags(self) -> list[str]:
+        """The entity tags written in the shown memories, in first-seen order."""
+        seen: dict[str, None] = {}
+        for memory in (*self.memories.values(), *self.known):
+            for tag in tags.find_tags(memory.text):
+                if tag.kind in tags.ENTITY_KINDS and tag.id in memory.entity_ids:
+                    seen.setdefault(str(tag), None)
+        return list(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A checked fact, before embedding and the write rules."""
+
+    text: str
+    entity_ids: tuple[int, ...]
+    sources: tuple[Memory, ...]
+    confidence: float
+
+
+def shown_memories(new: list[Memory], known: list[Memory]) -> Shown:
+    """At most :data:`MAX_SHOWN` new memories, in time order: speech first (where names, roles and likes are
+    said), then others naming people, then the rest (on-screen text, sounds); the :data:`MAX_KNOWN`
+    weightiest known facts. A short prompt keeps a small model on task and fast."""
+    kept = sorted(new, key=lambda m: (" says: " not in m.text, not m.entity_ids, m.clip_index, m.start_s, m.id))
+    kept = kept[:MAX_SHOWN]
+    kept.sort(key=lambda m: (m.clip_index, m.start_s, m.id))
+    strongest = sorted(known, key=lambda m: (-m.weight, m.id))[:MAX_KNOWN]
+    return Shown({f"m{m.id}": m for m in kept}, tuple(sorted(strongest, key=lambda m: m.id)))
+
+
+def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
+    """The reply schema whose ``person`` may only be a shown tag (or ``none``) and ``sources`` a shown label."""
+    schema = copy.deepcopy(template)
+    item = schema["properties"]["facts"]["items"]["properties"]
+    item["sources"]["items"]["enum"] = list(shown.memories)
+    item["person"]["enum"] = [*shown.tags, NOBODY]
+    return schema
+
+
+def loose_schema(template: dict[str, Any]) -> dict[str, Any]:
+    """The reply schema without the enums of what was shown: a reply that only names unshown ids or tags
+    is read with it, so its other facts survive and the bad ones are dropped by :func:`checked`."""
+    schema = copy.deepcopy(template)
+    item = schema["properties"]["facts"]["items"]["properties"]
+    del item["sources"]["items"]["enum"], item["person"]["enum"]
+    return schema
+
+
+def prompt_fields(shown: Shown) -> dict[str, str]:
+    """The ``$facts`` and ``$memories`` of the user section."""
+    lines = [f"[{label}] {clock(m.start_s)}: {_short(m.text)}" for label, m in shown.memories.items()]
+    facts = [f"- {_short(m.text)}" for m in shown.known] or ["(none yet)"]
+    return {"facts": "\n".join(facts), "memories": "\n".join(lines)}
+
+
+def checked(reply: ConsolidationReply, shown: Shown) -> tuple[list[Draft], list[str]]:
+    """The facts of ``reply`` that pass the checks of the module docstring, and a note per dropped fact."""
+    drafts: list[Draft] = []
+    notes: list[str] = []
+    for item in reply.facts:
+        draft, problem = _check(item, shown)
+        if draft is None:
+            notes.append(f"dropped {item.person} {item.kind} {item.value!r}: {problem}")
+        else:
+            drafts.append(draft)
+    return drafts, notes
+
+
+def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
+    unknown = [s for s in item.sources if s not in shown.memories]
+    if unknown:
+        return None, f"it names memory ids that were not shown ({', '.join(unknown)})"
+    sources = tuple(shown.memories[s] for s in dict.fromkeys(item.sources))
+    value = " ".join(tags.canonical_spelling(item.value).split()).rstrip(".")
+    person = tags.parse(item.person)
+    if (person is None) != (item.kind == "place") or (person is None and item.person.strip() != NOBODY):
+        return None, "only a place fact is about nobody" if person is None else "a place fact is about nobody"
+    named = [*([person] if person else []), *tags.find_tags(value)]
+    stray = [str(t) for t in named if t.kind not in tags.ENTITY_KINDS or t.id not in shown.entity_ids]
+    if stray:
+        return None, f"it names {', '.join(stray)}, who is in none of the shown memories"
+    problem = _grounding_problem(item.kind, person, value, sources)
+    if problem:
+        return None, problem
+    text = TEMPLATES[item.kind].format(person=person, value=value)
+    text = text[0].upper() + text[1:]
+    return Draft(text, tags.entity_ids(text), sources, CONFIDENCE[item.confidence]), ""
+
+
+def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[Memory, ...]) -> str:
+    said = " ".join(m.text.lower() for m in sources)
+    lowered = value.lower()
+    if len(_normal(lowered).split()) > 3 and _normal(lowered) in _normal(said):
+        return "it copies an observation instead of stating a lasting fact"
+    if kind == "name":
+        return _name_problem(person, value, sources)
+    if not _content(lowered) & _content(said):
+        return "it shares no word with its sources"
+    return ""
+
+
+def _name_problem(person: tags.Tag | None, name: str, sources: tuple[Memory, ...]) -> str:
+    """A name must occur in the sources, and in words of someone else than ``person`` unless they give it."""
+    with_name = [m for m in sources if _contains_words(m.text.lower(), name.lower())]
+    if not with_name:
+        return f"the name {name!r} occurs in none of its sources"
+    own = [m for m in with_name if person is not None and m.text.startswith("At ") and f"{person} says:" in m.text]
+    if len(own) == len(with_name) and not any(_gives_name(m.text, name) for m in own):
+        return f"the name {name!r} is said by {person} to someone else"
+    return ""
+
+
+def _gives_name(text: str, name: str) -> bool:
+    return any(_contains_words(found.lower(), name.lower()) or _contains_words(name.lower(), found.lower())
+               for found in self_names(text))
+
+
+def _content(text: str) -> set[str]:
+    plain = tags.rewrite(text, lambda _tag: " ")
+    return {stem(w) for w in _WORD.findall(plain) if w not in STOPWORDS and len(w) > 2}
+
+
+def _contains_words(text: str, phrase: str) -> bool:
+    words = set(_WORD.findall(text))
+    wanted = _WORD.findall(phrase)
+    return bool(wanted) and all(w in words for w in wanted)
+
+
+def _normal(text: str) -> str:
+    return " ".join(_WORD.findall(text))
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_MEMORY_CHARS else flat[: MAX_MEMORY_CHARS - 1] + "…"

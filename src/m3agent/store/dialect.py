@@ -1,0 +1,97 @@
+"""One SQL text for the statements both stores run, rendered for SQLite (``?``) or PostgreSQL (``%s``).
+
+Statements are written once with ``?`` placeholders; :func:`render` gives PostgreSQL's ``%s`` form
+(``?`` inside quoted literals is left alone, ``%`` doubled as psycopg wants). The operations whose
+SQL is the same on both stores live here too, so the two stores cannot drift: deleting a memory
+(with the transcript it quotes), storing a face-voice link, recording a stage timing. Both
+``sqlite3.Connection`` and ``psycopg.Connection`` have the ``execute(sql, params)`` these use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol
+
+from m3agent.domain import LinkSource
+from m3agent.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from m3agent.domain import Clip, FaceVoiceLink
+
+SLACK_S = 0.01  # spans are stored as floats; a speech memory spans exactly its segment
+
+
+class Dialect(Enum):
+    SQLITE = "sqlite"
+    POSTGRES = "postgres"
+
+
+class Rows(Protocol):
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """What both drivers' connections offer: ``execute(sql, params)`` returning a cursor."""
+
+    def execute(self, sql: str, params: Sequence[Any], /) -> Rows: ...
+
+
+@lru_cache(maxsize=1024)  # statements are few, but some are built with a placeholder per listed id
+def render(sql: str, dialect: Dialect) -> str:
+    """``sql`` (``?`` placeholders) in ``dialect``'s parameter style."""
+    if dialect is Dialect.SQLITE:
+        return sql
+    parts = sql.split("'")  # even parts are outside quoted literals ('' escapes split into empty parts)
+    return "'".join(p.replace("%", "%%").replace("?", "%s") if i % 2 == 0 else p.replace("%", "%%")
+                    for i, p in enumerate(parts))
+
+
+MEMORY_SPAN = "SELECT text, video_id, clip_index, start_s, end_s FROM memories WHERE id = ?"
+QUOTABLE_SEGMENTS = (
+    "SELECT v.id, v.text FROM voices v JOIN edges e ON e.entity_id = v.entity_id AND e.memory_id = ?"
+    " WHERE v.video_id = ? AND v.clip_index = ? AND v.start_s >= ? AND v.end_s <= ? AND v.text <> ''"
+)
+DELETE_MEMORY = "DELETE FROM memories WHERE id = ?"
+CLEAR_TRANSCRIPT = "UPDATE voices SET text = '', words = '[]' WHERE id = ?"
+INSERT_LINK = (
+    "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+UPSERT_TIMING = (
+    "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds"
+)
+
+
+def delete_memory(db: Connection, dialect: Dialect, memory_id: int) -> None:
+    """Remove the memory and the transcript of the voice segments it quotes (inside the caller's transaction).
+
+    A quoted segment is one of an entity the memory names, inside its span, whose text the memory
+    contains: the words are gone with the memory, the segment (who spoke when) stays.
+    """
+    row = db.execute(render(MEMORY_SPAN, dialect), (memory_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"no memory {memory_id}")
+    text, video_id, clip_index, start_s, end_s = row
+    segments = db.execute(render(QUOTABLE_SEGMENTS, dialect),
+                          (memory_id, video_id, clip_index, start_s - SLACK_S, end_s + SLACK_S)).fetchall()
+    quoted = [segment_id for segment_id, said in segments if said.strip() and said.strip() in text]
+    db.execute(render(DELETE_MEMORY, dialect), (memory_id,))
+    for segment_id in quoted:
+        db.execute(render(CLEAR_TRANSCRIPT, dialect), (segment_id,))
+
+
+def insert_link(db: Connection, dialect: Dialect, link: FaceVoiceLink, clip: Clip) -> None:
+    """Store ``link`` as seen in ``clip`` (already checked by the writer)."""
+    db.execute(render(INSERT_LINK, dialect), (link.face_id, link.voice_id, link.confidence,
+                                              LinkSource(link.source).value, link.evidence, clip.video_id,
+                                              clip.index))
+
+
+def record_timing(db: Connection, dialect: Dialect, clip: Clip, stage: str, seconds: float) -> None:
+    """Seconds ``stage`` took on ``clip`` (a rerun's timing replaces the old one)."""
+    db.execute(render(UPSERT_TIMING, dialect), (clip.video_id, clip.index, stage, float(seconds)))

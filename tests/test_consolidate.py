@@ -1,0 +1,236 @@
+"""Semantic consolidation pinned with the scripted backend on a real SQLite store and the real MiniLM embedder.
+
+A conversation over three clips: in clip 1 <voice_2> greets <voice_1> as Ann; in clip 2
+he calls her Ann again and mentions her tea; in clip 3 someone calls her Eve. Each test
+checks what the model was shown (causality, the grammar's enums) and what was stored
+(facts, sources, weights, the record of consolidated clips, the notes of dropped facts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from m3agent.domain import EntityKind, Memory, MemoryKind
+from m3agent.errors import EndpointError
+from m3agent.llm import create_chat_model
+from m3agent.llm.scripted import ScriptedChat
+from m3agent.memorize.consolidate import ConsolidationOptions, consolidate_video
+from m3agent.memorize.rules import embedded
+from m3agent.store import open_store
+from test_memorize_world import VIDEO, add_entities, clip_of, minilm, new_store
+
+LINES = {
+    1: [(1, "Good morning Ann, how was the flight?", 2), (3, "Long, but fine. I need a tea.", 1)],
+    2: [(2, "Ann, your tea is here, green as always.", 2), (6, "Thank you, I drink it every morning.", 1)],
+    3: [(1, "Eve, can you sign this?", 3), (4, "Sure, here you go.", 1)],
+}
+_LABEL = re.compile(r"^\[(m\d+)\]", re.MULTILINE)
+
+
+def observations(messages: Any) -> str:
+    return str(messages[-1]["content"]).split("New observations:", 1)[1]
+
+
+def shown_labels(messages: Any) -> list[str]:
+    return _LABEL.findall(observations(messages))
+
+
+def label_of(messages: Any, words: str) -> str:
+    """The label the prompt gives the observation containing ``words``."""
+    for line in observations(messages).splitlines():
+        if words in line:
+            return line[1:].split("]", 1)[0]
+    raise AssertionError(f"{words!r} was not shown")
+
+
+def scripted(*replies: Any, name: str = "scripted") -> ScriptedChat:
+    chat = create_chat_model("scripted:", replies=list(replies))
+    assert isinstance(chat, ScriptedChat)
+    chat.name = name
+    return chat
+
+
+def fact(person: str, kind: str, value: str, sources: list[str], confidence: str = "high") -> dict[str, Any]:
+    return {"person": person, "kind": kind, "value": value, "sources": sources, "confidence": confidence}
+
+
+def ann_replies() -> list[Any]:
+    """Clip 0 has no memories (no call); clip 1: her name; clip 2: her name again and tea; clip 3: Eve."""
+    return [
+        lambda m: json.dumps({"facts": [fact("<voice_1>", "name", "Ann", [label_of(m, "Good morning Ann")])]}),
+        lambda m: json.dumps({"facts": [fact("<voice_1>", "name", "Ann", [label_of(m, "Ann, your tea")]),
+                                        fact("<voice_1>", "likes", "green tea", [label_of(m, "green as always"),
+                                                                                 label_of(m, "every morning")],
+                                             "medium")]}),
+        lambda m: json.dumps({"facts": [fact("<voice_1>", "name", "Eve", [label_of(m, "Eve, can you")])]}),
+    ]
+
+
+@pytest.fixture
+def talk(tmp_path: Path) -> Iterator[Path]:
+    """The conversation's memory file (entities 1-3 are voices from clip 0)."""
+    with new_store(tmp_path, minilm()) as store:
+        assert add_entities(store, clip_of(0), [EntityKind.VOICE] * 3) == [1, 2, 3]
+        for index, lines in LINES.items():
+            clip = clip_of(index)
+            said = [Memory(MemoryKind.EPISODIC, f'At 0:0{t} <voice_{v}> says: "{text}"', VIDEO, index,
+                           clip.start_s + t, clip.start_s + t + 2, (v,)) for t, text, v in lines]
+            with store.clip(clip) as writer:
+                for memory in embedded(minilm(), said):
+                    writer.add_memory(memory)
+    yield tmp_path / "memory.db"
+
+
+def run(db: Path, chat: Any, clips_per_call: int = 1) -> Any:
+    with open_store(str(db)) as store:
+        return consolidate_video(store, chat, minilm(), VIDEO, ConsolidationOptions(clips_per_call=clips_per_call))
+
+
+def semantic(db: Path) -> list[tuple[str, int, int | None, float, float, str, tuple[int, ...]]]:
+    """(text, clip, last clip, weight, confidence, provenance, sources) of every semantic memory."""
+    with open_store(str(db), readonly=True, create=False) as store:
+        facts = store.memories(VIDEO, flt=None)
+        sources = store.memory_sources([m.id for m in facts])
+        return [(m.text, m.clip_index, m.last_clip_index, m.weight, m.confidence, m.provenance, sources.get(m.id, ()))
+                for m in facts if m.kind == MemoryKind.SEMANTIC]
+
+
+def episodic_id(db: Path, words: str) -> int:
+    with open_store(str(db), readonly=True, create=False) as store:
+        return next(m.id for m in store.memories(VIDEO) if words in m.text)
+
+
+def test_facts_are_written_with_sources_reinforced_and_contradicted(talk: Path) -> None:
+    chat = scripted(*ann_replies())
+    report = run(talk, chat)
+    assert len(chat.calls) == 3 and report.clips_consolidated == 4 and report.calls == 3
+    morning, tea, drink, eve = (episodic_id(talk, w) for w in ("Good morning", "your tea", "every morning", "Eve,"))
+    got = {row[0]: row for row in semantic(talk)}
+    name = got["<voice_1>'s name is Ann."]
+    assert name[1:3] == (1, 2), "first drawn from clip 1, confirmed in clip 2"
+    assert name[3] == pytest.approx(1.5), "reinforced (+1), then contradicted by 'Eve' (-0.5)"
+    assert name[4] == 0.8 and name[5] == "consolidate/1:scripted" and name[6] == (morning, tea)
+    likes = got["<voice_1> likes green tea."]
+    assert likes[1] == 2 and likes[4] == 0.6 and likes[6] == (tea, drink)
+    assert got["<voice_1>'s name is Eve."][6] == (eve,)
+    assert (report.facts_written, report.reinforced, report.contradicted) == (3, 1, 1)
+
+
+def test_the_model_sees_only_its_clips_and_earlier_facts(talk: Path) -> None:
+    chat = scripted(*ann_replies())
+    run(talk, chat)
+    first, second, _ = chat.calls
+    assert "Good morning Ann" in observations(first) and "your tea" not in str(first), "no later clip is read"
+    assert "(none yet)" in str(first[-1]["content"])
+    assert "Good morning Ann" not in observations(second), "a unit shows its own clips' memories"
+    assert "- <voice_1>'s name is Ann." in str(second[-1]["content"]), "known facts of the same people"
+    schema = chat.schemas[1]
+    assert schema is not None
+    item = schema["properties"]["facts"]["items"]["properties"]
+    assert item["sources"]["items"]["enum"] == shown_labels(second)
+    assert item["person"]["enum"] == ["<voice_2>", "<voice_1>", "none"]
+
+
+def test_clips_per_call_groups_clips_and_attaches_facts_to_the_last(talk: Path) -> None:
+    def reply(messages: Any) -> str:
+        assert "Good morning Ann" in observations(messages) and "Eve, can" in observations(messages)
+        return json.dumps({"facts": [fact("<voice_1>", "name", "Ann", [label_of(messages, "Good morning Ann")])]})
+
+    chat = scripted(reply)
+    report = run(talk, chat, clips_per_call=0)
+    assert len(chat.calls) == 1 and report.clips_consolidated == 4
+    assert [(row[0], row[1]) for row in semantic(talk)] == [("<voice_1>'s name is Ann.", 3)]
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    (fact("<voice_1>", "name", "Ann", ["m99999"]), "memory ids that were not shown (m99999)"),
+    (fact("<voice_9>", "likes", "tea", ["SRC"]), "<voice_9>, who is in none of the shown memories"),
+    (fact("<voice_1>", "name", "Zoe", ["SRC"]), "the name 'Zoe' occurs in none of its sources"),
+    (fact("<voice_2>", "name", "Ann", ["SRC"]), "the name 'Ann' is said by <voice_2> to someone else"),
+    (fact("none", "likes", "tea", ["SRC"]), "only a place fact is about nobody"),
+    (fact("<voice_1>", "habit", "skiing in winter", ["SRC"]), "it shares no word with its sources"),
+])
+def test_a_bad_fact_is_dropped_with_a_note_and_nothing_is_made_up(talk: Path, bad: dict[str, Any],
+                                                                  why: str) -> None:
+    def reply(messages: Any) -> str:
+        good = fact("<voice_1>", "name", "Ann", [label_of(messages, "Good morning Ann")])
+        sources = [label_of(messages, "Good morning Ann") if s == "SRC" else s for s in bad["sources"]]
+        return json.dumps({"facts": [{**bad, "sources": sources}, good]})
+
+    report = run(talk, scripted(reply, "{\"facts\": []}", "{\"facts\": []}"))
+    assert [row[0] for row in semantic(talk)] == ["<voice_1>'s name is Ann."], "the good fact of the reply stays"
+    assert len(report.dropped) == 1 and why in report.dropped[0], report.dropped
+    with open_store(str(talk), readonly=True, create=False) as store:
+        assert store.consolidated_clips(VIDEO)[1].notes == tuple(report.dropped)
+
+
+def test_an_unusable_reply_is_recorded_and_an_endpoint_error_stops_for_a_retry(talk: Path) -> None:
+    chat = scripted("I think her name is Ann.", {"facts": [{"person": "<voice_1>", "kind": "name"}]})
+    with pytest.raises(EndpointError):  # the third call finds no reply left: like an endpoint that went away
+        run(talk, chat)
+    assert semantic(talk) == []
+    with open_store(str(talk), readonly=True, create=False) as store:
+        done = store.consolidated_clips(VIDEO)
+    assert sorted(done) == [0, 1, 2], "clip 3 was not recorded: the next run retries it"
+    assert "the reply was unusable" in done[1].notes[0] and "not JSON" in done[1].notes[0]
+    assert "the reply was unusable" in done[2].notes[0]
+
+
+def test_an_interrupted_run_resumes_to_the_same_memory(talk: Path, tmp_path: Path) -> None:
+    whole = tmp_path / "whole.db"
+    shutil.copy(talk, whole)
+    run(whole, scripted(*ann_replies()))
+
+    def killed(_messages: Any) -> str:
+        raise KeyboardInterrupt  # as a kill in the middle of the second unit's model call
+
+    replies = ann_replies()
+    with pytest.raises(KeyboardInterrupt):
+        run(talk, scripted(replies[0], killed))
+    with open_store(str(talk), readonly=True, create=False) as store:
+        assert sorted(store.consolidated_clips(VIDEO)) == [0, 1]
+    resumed = scripted(*replies[1:])
+    report = run(talk, resumed)
+    assert report.clips_already == 2 and report.clips_consolidated == 2 and resumed.remaining == 0
+    assert semantic(talk) == semantic(whole)
+    assert run(talk, scripted()).clips_consolidated == 0, "a rerun with nothing pending calls no model"
+
+
+def test_the_command_consolidates_and_reports_rtf(talk: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+
+    replies = tmp_path / "replies.json"  # memory ids are 1..6 in clip order: m1 is "Good morning Ann"
+    replies.write_text(json.dumps([{"facts": [fact("<voice_1>", "name", "Ann", ["m1"])]}, {"facts": []},
+                                   {"facts": []}]))
+    runner = CliRunner()
+    out = runner.invoke(main, ["consolidate", "--memory", str(talk), "--llm", f"scripted:{replies}", "--json"])
+    assert out.exit_code == 0, out.output
+    (report,) = json.loads(out.stdout)["videos"]
+    assert report["video_id"] == VIDEO and report["clips_consolidated"] == 4 and report["facts_written"] == 1
+    assert report["rtf"] >= 0 and report["calls"] == 3
+    again = runner.invoke(main, ["consolidate", "--memory", str(talk), "--llm", f"scripted:{replies}", "--json"])
+    assert json.loads(again.stdout)["videos"][0]["clips_already"] == 4, "resumed: nothing left to do"
+    none = runner.invoke(main, ["consolidate", "--memory", str(talk), "--llm", "none"])
+    assert none.exit_code == 2 and "no LLM to consolidate with" in none.output and "Traceback" not in none.output
+
+
+def test_ingest_skips_consolidation_without_an_llm_and_reports_a_failing_one(talk: Path) -> None:
+    from m3agent.memorize.consolidate_run import SKIPPED
+    from m3agent.pipeline import _consolidate
+    from m3agent.settings import load_settings
+
+    skipped = _consolidate(load_settings(memory=str(talk), llm="none"), minilm(), VIDEO, False, None)
+    assert skipped == {"skipped": SKIPPED} and "m3agent consolidate" in SKIPPED
+    broken = load_settings(memory=str(talk), llm="none", memorize={"consolidate_llm": "llamacpp:/nowhere/x.gguf"})
+    failed = _consolidate(broken, minilm(), VIDEO, False, None)
+    assert "model file not found" in failed["failed"] and "m3agent consolidate" in failed["failed"]
+    assert semantic(talk) == []
