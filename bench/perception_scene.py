@@ -282,8 +282,8 @@ def write_section(result: dict[str, Any], command: str) -> None:
               f"(load-independent). Detector runs: text {runs['text_detections']}, objects "
               f"{runs['object_detections']}, of {runs['frames']} frames.", "",
               "| stage | wall RTF | CPU RTF |", "|---|---|---|"]
-    lines += [f"| {k[4:]} | {v} | {result.get('cpu_' + k, '')} |" for k, v in result.items()
-              if k.startswith("rtf_")]
+    lines += [f"| {stage} | {result[f'rtf_{stage}']} | {result.get(f'cpu_rtf_{stage}', '')} |"
+              for stage in ("shots", "text", "objects", "sounds") if f"rtf_{stage}" in result]
     lines += ["", "Text detection runs at shot starts, where a followed line changed or strokes appeared on flat "
               "ground, and periodically only while the view changes; the object detector reuses its findings for "
               "frames showing the same view (perception/screen_text.py, perception/objects.py). Laughter is not "
