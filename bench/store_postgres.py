@@ -100,6 +100,7 @@ def bulk_load(url: str, corpus: Any, log: Any = print) -> dict[str, Any]:
     import psycopg
     from pgvector.psycopg import register_vector
 
+    from m3agent import tags
     from m3agent.store import open_store
     from m3agent.store.sqlite_schema import utc_now
     from store import CLIPS_PER_VIDEO, DIM, WORDS
@@ -125,7 +126,7 @@ def bulk_load(url: str, corpus: Any, log: Any = print) -> dict[str, Any]:
             with cur.copy(f"COPY memories ({columns}) FROM STDIN") as copy:
                 for i in range(n):
                     video, clip = int(corpus.video[i]), int(corpus.clip[i])
-                    text = f"<face_{video * 3 + 1 + i % 3}> " + " ".join(rng.choice(WORDS, 14))
+                    text = tags.face(video * 3 + 1 + i % 3) + " " + " ".join(rng.choice(WORDS, 14))
                     copy.write_row((i + 1, "semantic" if i % 4 == 0 else "episodic", text, f"video{video:04d}",
                                     clip, clip * 30.0 + i % 20, clip * 30.0 + i % 20 + 1, corpus.vectors[i], now))
                     if i % 100_000 == 0:

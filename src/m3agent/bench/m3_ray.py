@@ -23,7 +23,7 @@ from m3agent.errors import BenchmarkError
 
 if TYPE_CHECKING:
     from m3agent.bench.judge import Judge
-    from m3agent.bench.m3 import MemoryLocator
+    from m3agent.bench.m3_answer import MemoryLocator
     from m3agent.bench.m3_data import M3Question
     from m3agent.bench.results_io import JsonlLog
     from m3agent.embed import Embedder
@@ -69,7 +69,7 @@ def question_task(settings_json: str, judging: dict[str, Any], question: M3Quest
     """One question in a Ray worker: the record the local executor would write for it."""
     from m3agent.bench.agent_adapter import control_answerer
     from m3agent.bench.judge import Judge
-    from m3agent.bench.m3 import answer_one
+    from m3agent.bench.m3_answer import answer_one
     from m3agent.llm import chat_model_from_settings
     from m3agent.settings import Settings
 

@@ -51,7 +51,7 @@ _ABSTAIN_RE = re.compile(
     re.IGNORECASE,
 )
 _WHO_RE = re.compile(r"^\W*who\b", re.IGNORECASE)
-_SPEAKER_RE = re.compile(r"^(?:At [\d:.]+ )?(<character_\d+>) (?:says|said)\b")
+_SPEAKER_RE = re.compile(rf"^(?:At [\d:.]+ )?({tags.pattern(tags.TagKind.CHARACTER)}) (?:says|said)\b")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][\w'-]*")
 _BACKEND_ERRORS = (M3AgentError, ValueError, RuntimeError, OSError)
 

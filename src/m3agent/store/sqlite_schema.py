@@ -169,18 +169,15 @@ def _configure(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
 
 
 def _stamp_and_size(conn: sqlite3.Connection) -> tuple[int, int]:
-    """The file's application id and number of schema objects, read in one snapshot.
+    """The file's application id and number of schema objects, read by one statement (one snapshot).
 
     Read apart, another process's first migration could commit in between
     (tables seen, stamp not yet), and a new memory would look foreign.
     """
-    conn.execute("BEGIN")
-    try:
-        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-        n_objects = int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
-    finally:
-        conn.execute("COMMIT")
-    return app_id, n_objects
+    row = conn.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def _ensure_wal(conn: sqlite3.Connection, path: Path) -> None:
