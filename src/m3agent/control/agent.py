@@ -22,7 +22,7 @@ from m3agent.control.render import render_result
 from m3agent.control.replies import AgentReply, AnswerReply
 from m3agent.control.runtime import RunContext
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
-from m3agent.errors import MalformedReplyError
+from m3agent.errors import ContextOverflowError, MalformedReplyError
 from m3agent.llm.schema import strip_thinking
 
 AGENT_PROMPT = "control_agent"
@@ -59,7 +59,10 @@ def _round(
     instruction = prompts.render("final" if final else "round", round=number, rounds=run.config.rounds)
     messages = conversation.fit(instruction, run.cited(), run.release)
     schema = load_prompt_set(ANSWER_PROMPT).schema if final else prompts.schema
-    reply = run.call(messages, schema)
+    try:
+        reply = run.call(messages, schema)
+    except ContextOverflowError as exc:  # the conversation outgrew the model: end with what is known
+        return run.finish("", number, "", f"the conversation no longer fits the model's context: {exc.message}")
     try:
         parsed: AgentReply | AnswerReply = (AnswerReply if final else AgentReply).read(reply)
     except MalformedReplyError as exc:

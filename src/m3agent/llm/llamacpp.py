@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.errors import ConfigError, MissingExtraError, ModelError
+from m3agent.errors import ConfigError, ContextOverflowError, MissingExtraError, ModelError
 from m3agent.llm import ChatReply, Message, Usage, text_messages
 from m3agent.llm.schema import cap_strings, parse_reply
 
@@ -73,12 +73,17 @@ class LlamaCppChat:
         with self._lock:
             llama = self._load()
             grammar = self._grammar(schema) if schema is not None else None
-            out = llama.create_chat_completion(
-                messages=text_messages(messages),  # image/audio parts become visible placeholders
-                grammar=grammar,
-                max_tokens=max_tokens,
-                temperature=temperature,
-            )
+            try:
+                out = llama.create_chat_completion(
+                    messages=text_messages(messages),  # image/audio parts become visible placeholders
+                    grammar=grammar,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                )
+            except ValueError as exc:  # llama-cpp-python's only report of a prompt over the context window
+                if "context window" not in str(exc):
+                    raise
+                raise ContextOverflowError(f"{self.name}: {exc}") from exc
         text = out["choices"][0]["message"].get("content") or ""
         raw = out.get("usage") or {}
         usage = Usage(int(raw.get("prompt_tokens", 0)), int(raw.get("completion_tokens", 0)), 1)
