@@ -3,7 +3,8 @@
 Statements are written once with ``?`` placeholders; :func:`render` gives PostgreSQL's ``%s`` form
 (``?`` inside quoted literals is left alone, ``%`` doubled as psycopg wants). The operations whose
 SQL is the same on both stores live here too, so the two stores cannot drift: deleting a memory
-(with the transcript it quotes), storing a face-voice link, recording a stage timing. Both
+(with the transcript it quotes), storing a face-voice link, recording a stage timing, recording
+the sources of a consolidated fact. Both
 ``sqlite3.Connection`` and ``psycopg.Connection`` have the ``execute(sql, params)`` these use.
 """
 
@@ -15,7 +16,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent.domain import LinkSource
-from m3agent.errors import NotFoundError
+from m3agent.errors import IntegrityError, NotFoundError
 
 if TYPE_CHECKING:
     from m3agent.domain import Clip, FaceVoiceLink
@@ -61,6 +62,12 @@ INSERT_LINK = (
     "INSERT INTO links (face_id, voice_id, confidence, source, evidence, video_id, clip_index)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+EPISODIC_UP_TO = (
+    "SELECT id FROM memories WHERE id IN ({ids}) AND kind = 'episodic' AND video_id = ? AND clip_index <= ?"
+)
+INSERT_SOURCE = (
+    "INSERT INTO memory_sources (memory_id, source_id, clip_index) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+)
 UPSERT_TIMING = (
     "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds"
@@ -95,3 +102,25 @@ def insert_link(db: Connection, dialect: Dialect, link: FaceVoiceLink, clip: Cli
 def record_timing(db: Connection, dialect: Dialect, clip: Clip, stage: str, seconds: float) -> None:
     """Seconds ``stage`` took on ``clip`` (a rerun's timing replaces the old one)."""
     db.execute(render(UPSERT_TIMING, dialect), (clip.video_id, clip.index, stage, float(seconds)))
+
+
+def add_sources(db: Connection, dialect: Dialect, clip: Clip, memory_id: int, source_ids: Sequence[int]) -> None:
+    """Record that ``memory_id`` rests on ``source_ids``, episodic memories of the video up to ``clip``."""
+    unique = sorted(set(source_ids))
+    if not unique:
+        return
+    sql = EPISODIC_UP_TO.format(ids=", ".join("?" * len(unique)))
+    found = {int(r[0]) for r in db.execute(render(sql, dialect), (*unique, clip.video_id, clip.index)).fetchall()}
+    check_sources(unique, found, clip)
+    for source_id in unique:
+        db.execute(render(INSERT_SOURCE, dialect), (memory_id, source_id, clip.index))
+
+
+def check_sources(wanted: Sequence[int], found: set[int], clip: Clip) -> None:
+    """Refuse sources that are not episodic memories of ``clip``'s video up to ``clip``."""
+    bad = [s for s in wanted if s not in found]
+    if bad:
+        raise IntegrityError(
+            f"memories {bad} are no episodic memories of {clip.video_id!r} up to clip {clip.index}",
+            hint="a consolidated fact rests only on episodic memories of its clip and earlier ones",
+        )

@@ -40,10 +40,22 @@ class Dialect:
     marker: str  # "?" (SQLite) or "%s" (PostgreSQL)
     read_bank: Callable[[Any, int], list[Vector]]
     write_bank: Callable[[Any, int, Sequence[Vector]], None]
+    merge: Callable[[Any, int, int], None]  # fold the second entity into the first and delete it
 
     def run(self, db: Any, sql: str, params: Sequence[Any] = ()) -> Any:
         style = dialect.Dialect.SQLITE if self.marker == "?" else dialect.Dialect.POSTGRES
         return db.execute(dialect.render(sql, style), tuple(params))
+
+
+def merge_recorded(d: Dialect, db: Any, keep: int, absorb: int, *, source: str, evidence: str,
+                   video_id: str | None = None, clip_index: int | None = None) -> int:
+    """Merge ``absorb`` into ``keep``, recorded in ``entity_merges`` so it can be undone; returns the record id."""
+    if keep == absorb:
+        raise IntegrityError(f"cannot merge entity {keep} with itself")
+    snapshot = capture(d, db, keep, absorb)
+    d.merge(db, keep, absorb)
+    return record(d, db, keep, absorb, snapshot, source=source, evidence=evidence,
+                  video_id=video_id, clip_index=clip_index)
 
 
 def capture(d: Dialect, db: Any, keep: int, absorb: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from m3agent.store import dialect
 from m3agent.store.pg_rows import as_array
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
-from m3agent.store.sqlite_writer import check_link, check_sources
+from m3agent.store.sqlite_writer import check_link
 from m3agent.store.vectors import normalized, to_blob
 
 if TYPE_CHECKING:
@@ -191,12 +191,13 @@ class PgClipWriter:
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
         clip so it can be undone; returns the record id."""
-        from m3agent.store.pg_entities import merge_recorded
+        from m3agent.store import merge_log
+        from m3agent.store.pg_entities import DIALECT
 
         db = self._db()
         self._barrier()
-        return merge_recorded(db, keep, absorb, source="auto", evidence=evidence,
-                              video_id=self.clip.video_id, clip_index=self.clip.index)
+        return merge_log.merge_recorded(DIALECT, db, keep, absorb, source="auto", evidence=evidence,
+                                        video_id=self.clip.video_id, clip_index=self.clip.index)
 
     def record_timing(self, stage: str, seconds: float) -> None:
         dialect.record_timing(self._db(), dialect.Dialect.POSTGRES, self.clip, stage, seconds)
@@ -244,14 +245,4 @@ class PgConsolidationWriter(PgClipWriter):
         self.seconds: float | None = None
 
     def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
-        db = self._db()
-        unique = sorted(set(source_ids))
-        if not unique:
-            return
-        rows = db.execute(
-            "SELECT id FROM memories WHERE id = ANY(%s) AND kind = 'episodic' AND video_id = %s AND clip_index <= %s",
-            (unique, self.clip.video_id, self.clip.index)).fetchall()
-        check_sources(unique, {int(r[0]) for r in rows}, self.clip)
-        for source_id in unique:
-            db.execute("INSERT INTO memory_sources (memory_id, source_id, clip_index) VALUES (%s, %s, %s)"
-                       " ON CONFLICT DO NOTHING", (memory_id, source_id, self.clip.index))
+        dialect.add_sources(self._db(), dialect.Dialect.POSTGRES, self.clip, memory_id, source_ids)

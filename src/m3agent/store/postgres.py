@@ -468,7 +468,7 @@ class PostgresStore:
     def merge_entities(self, keep: int, absorb: int) -> None:
         with self._tx() as db:
             db.execute("SELECT pg_advisory_xact_lock(%s)", (pg_schema.IDENTITY_LOCK,))
-            ops.merge_recorded(db, keep, absorb, source="manual", evidence="merged by hand")
+            merge_log.merge_recorded(ops.DIALECT, db, keep, absorb, source="manual", evidence="merged by hand")
 
     @_guarded
     def entity_merges(self) -> list[EntityMerge]:

@@ -459,7 +459,7 @@ class SQLiteStore:
     @_guarded
     def merge_entities(self, keep: int, absorb: int) -> None:
         with self._tx() as db:
-            ops.merge_recorded(db, keep, absorb, source="manual", evidence="merged by hand")
+            merge_log.merge_recorded(ops.DIALECT, db, keep, absorb, source="manual", evidence="merged by hand")
 
     @_guarded
     def entity_merges(self) -> list[EntityMerge]:

@@ -36,20 +36,6 @@ def _read_bank(db: sqlite3.Connection, entity_id: int) -> list[merge_log.Vector]
     return [from_blob(r[0]) for r in rows]
 
 
-DIALECT = merge_log.Dialect("?", _read_bank, write_bank)
-
-
-def merge_recorded(db: sqlite3.Connection, keep: int, absorb: int, *, source: str, evidence: str,
-                   video_id: str | None = None, clip_index: int | None = None) -> int:
-    """:func:`merge_entities`, recorded in ``entity_merges`` so it can be undone; returns the record id."""
-    if keep == absorb:
-        raise IntegrityError(f"cannot merge entity {keep} with itself")
-    snapshot = merge_log.capture(DIALECT, db, keep, absorb)
-    merge_entities(db, keep, absorb)
-    return merge_log.record(DIALECT, db, keep, absorb, snapshot, source=source, evidence=evidence,
-                            video_id=video_id, clip_index=clip_index)
-
-
 def merge_entities(db: sqlite3.Connection, keep: int, absorb: int) -> None:
     """Fold ``absorb`` into ``keep`` and delete ``absorb``."""
     if keep == absorb:
@@ -70,6 +56,9 @@ def merge_entities(db: sqlite3.Connection, keep: int, absorb: int) -> None:
     _merge_details(db, keep, absorb)
     _keep_smaller_character(db, keep, absorb)
     db.execute("DELETE FROM entities WHERE id = ?", (absorb,))
+
+
+DIALECT = merge_log.Dialect("?", _read_bank, write_bank, merge_entities)
 
 
 def _rewrite_tags(db: sqlite3.Connection, keep: int, kind: str, absorb: int) -> None:

@@ -220,11 +220,12 @@ class SQLiteClipWriter:
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
         clip so it can be undone; returns the record id."""
-        from m3agent.store.sqlite_entities import merge_recorded
+        from m3agent.store import merge_log
+        from m3agent.store.sqlite_entities import DIALECT
 
         db = self._db()
-        return merge_recorded(db, keep, absorb, source="auto", evidence=evidence,
-                              video_id=self.clip.video_id, clip_index=self.clip.index)
+        return merge_log.merge_recorded(DIALECT, db, keep, absorb, source="auto", evidence=evidence,
+                                        video_id=self.clip.video_id, clip_index=self.clip.index)
 
     def record_timing(self, stage: str, seconds: float) -> None:
         dialect.record_timing(self._db(), dialect.Dialect.SQLITE, self.clip, stage, seconds)
@@ -284,28 +285,7 @@ class SQLiteConsolidationWriter(SQLiteClipWriter):
         self.seconds: float | None = None
 
     def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
-        db = self._db()
-        unique = sorted(set(source_ids))
-        if not unique:
-            return
-        rows = db.execute(
-            f"SELECT id FROM memories WHERE id IN ({', '.join('?' * len(unique))}) AND kind = 'episodic'"
-            " AND video_id = ? AND clip_index <= ?", [*unique, self.clip.video_id, self.clip.index]).fetchall()
-        check_sources(unique, {int(r[0]) for r in rows}, self.clip)
-        db.executemany(
-            "INSERT OR IGNORE INTO memory_sources (memory_id, source_id, clip_index) VALUES (?, ?, ?)",
-            [(memory_id, s, self.clip.index) for s in unique],
-        )
-
-
-def check_sources(wanted: Sequence[int], found: set[int], clip: Clip) -> None:
-    """Refuse sources that are not episodic memories of ``clip``'s video up to ``clip`` (both backends)."""
-    bad = [s for s in wanted if s not in found]
-    if bad:
-        raise IntegrityError(
-            f"memories {bad} are no episodic memories of {clip.video_id!r} up to clip {clip.index}",
-            hint="a consolidated fact rests only on episodic memories of its clip and earlier ones",
-        )
+        dialect.add_sources(self._db(), dialect.Dialect.SQLITE, self.clip, memory_id, source_ids)
 
 
 def check_unit(clips: Sequence[Clip]) -> Clip:
