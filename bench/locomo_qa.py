@@ -121,13 +121,17 @@ def summarise(mode: str, llm: str, records: list[dict[str, Any]]) -> dict[str, A
 
 
 def write_section(rows: list[dict[str, Any]], env: dict[str, Any], load: float, sample: str) -> None:
+    """Rewrite the section's header and table: rows measured now replace rows of the same command, rows of
+    other commands and the notes written under the table are kept (one row is often re-run alone)."""
     from m3agent.bench.results_io import replace_section, run_line
 
+    doc = REPO / "docs" / "benchmarks.md"
+    kept, notes = _existing(doc, {r["command"] for r in rows})
     lines = [run_line(env, "see the command of each row", load), "", sample, "",
              "| mode | LLM | questions | F1 (1-4) | EM | multi-hop | temporal | open-domain | single-hop "
              "| adversarial abstention | s/question p50 / p95 (wall, shared) | idle 2-core est. p50 / p95 "
              "| tokens / question | command |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", *kept]  # fmt: skip
     for r in rows:
         c = r["by_category"]
         lines.append(f"| {r['mode']} | {r['llm']} | {r['questions']} + {r['adversarial']} adv. | {r['f1']:.3f} "
@@ -135,7 +139,27 @@ def write_section(rows: list[dict[str, Any]], env: dict[str, Any], load: float, 
                      f"| {c['single-hop']:.3f} | {r['abstention']:.2f} | {r['p50_s']} / {r['p95_s']} "
                      f"| {r['idle_p50_s']} / {r['idle_p95_s']} "
                      f"| {r['mean_tokens']} | `{r['command']}` |")  # fmt: skip
-    replace_section(REPO / "docs" / "benchmarks.md", SECTION, "\n".join(lines))
+    replace_section(doc, SECTION, "\n".join(lines + ([""] + notes if notes else [])))
+
+
+def _existing(doc: Path, commands: set[str]) -> tuple[list[str], list[str]]:
+    """The section's table rows whose command is not in ``commands``, and the lines after the table."""
+    import re
+
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    found = re.search(rf"^## {re.escape(SECTION)}[ \t]*\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    if not found:
+        return [], []
+    body = found.group(1).splitlines()
+    table = [i for i, line in enumerate(body) if line.startswith("|")]
+    if not table:
+        return [], []
+    rows = [body[i] for i in table[2:]]
+    kept = [row for row in rows if not any(f"`{c}`" in row for c in commands)]
+    notes = body[table[-1] + 1:]
+    while notes and not notes[0].strip():
+        notes.pop(0)
+    return kept, notes
 
 
 def main(argv: list[str] | None = None) -> int:

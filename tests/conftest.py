@@ -33,6 +33,14 @@ def data_dir() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_default_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run with ``llm = none`` unless they name a model: the default (the packaged Qwen2.5-1.5B) would
+    otherwise consolidate after every ingest and answer every question, for minutes. The tests of the
+    default itself (tests/test_default_llm.py) remove this variable."""
+    monkeypatch.setenv("M3AGENT_LLM", "none")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """Under CI (``CI=true``), a test skipped for a missing package fails instead.

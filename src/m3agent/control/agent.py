@@ -23,6 +23,7 @@ from m3agent.control.replies import AgentReply, AnswerReply
 from m3agent.control.runtime import RunContext
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import ContextOverflowError, MalformedReplyError
+from m3agent.llm import context_window
 from m3agent.llm.schema import strip_thinking
 
 AGENT_PROMPT = "control_agent"
@@ -36,7 +37,7 @@ def agent_steps(run: RunContext) -> Iterator[Step]:
     conversation = Conversation(
         system,
         prompts.render("start"),
-        budget_tokens=run.config.max_context_tokens - run.config.max_tokens,
+        budget_tokens=prompt_budget(run),
         with_video=run.video_id is None,
     )
     if run.config.seed_search:
@@ -49,6 +50,21 @@ def agent_steps(run: RunContext) -> Iterator[Step]:
         if answer is not None:
             yield answer
             return
+
+
+CONTEXT_SAFETY = 0.8
+"""Share of a known context window the *estimated* prompt may fill: the estimate (4 characters a token)
+runs low on tags, numbers and JSON, and an over-long prompt ends the run."""
+
+
+def prompt_budget(run: RunContext) -> int:
+    """Tokens the conversation may fill: the configured budget, cut to the model's context window where the
+    backend knows it (a 4,096-token local model cannot take the default 6,000), less the reply budget."""
+    budget = run.config.max_context_tokens
+    window = context_window(run.chat)
+    if window is not None:
+        budget = min(budget, int(window * CONTEXT_SAFETY))
+    return max(budget - run.config.max_tokens, 256)
 
 
 def _round(

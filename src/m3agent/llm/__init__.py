@@ -115,6 +115,13 @@ class ChatModel(Protocol):
         ...
 
 
+def context_window(chat: ChatModel | None) -> int | None:
+    """The model's context window in tokens when the backend knows it (a local llama.cpp model), else ``None``
+    (an endpoint does not say; its server refuses an over-long prompt)."""
+    window = getattr(chat, "context_tokens", None)
+    return window if isinstance(window, int) and window > 0 else None
+
+
 CHAT_MODELS: Registry[ChatModel] = Registry("chat model")
 _OPENAI = "m3agent.llm.openai_compat:create"
 CHAT_MODELS.register("openai", _OPENAI, "OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, APIs)")

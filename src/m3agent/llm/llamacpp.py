@@ -56,6 +56,8 @@ class LlamaCppChat:
         self.model_path = model_path
         self.name = model_path.stem
         self.max_string = max_string
+        self.context_tokens = n_ctx
+        """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
         self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed}
         self._llama: Any = None
         self._grammars: dict[str, Any] = {}
