@@ -271,6 +271,18 @@ class ConsolidatedClip:
 
 
 @dataclass(frozen=True, slots=True)
+class ForgottenConsolidation:
+    """What :meth:`MemoryStore.forget_consolidation` took back of one video's consolidation: ``facts`` it wrote
+    (deleted), ``clips`` no longer recorded as consolidated, ``restored`` memories that stay, their weight and
+    last confirmed clip put back as they were before."""
+
+    video_id: str
+    facts: int = 0
+    clips: int = 0
+    restored: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFilter:
     """Restricts a search. ``None`` fields do not restrict.
 

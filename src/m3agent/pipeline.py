@@ -65,7 +65,7 @@ class IngestReport:
 def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, perception_only: bool = False,
                   max_clips: int | None = None, show_progress: bool = True,
                   on_clip: Callable[[IngestReport], None] | None = None,
-                  on_wait: Callable[[str], None] | None = None) -> IngestReport:
+                  on_wait: Callable[[str], None] | None = None, consolidate: bool = True) -> IngestReport:
     """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
 
     ``on_clip(report)`` runs after each clip is committed (or recorded as failed): the server's
@@ -74,6 +74,8 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     waits (``on_wait`` gets a message; default: stderr) and then finds the clips
     done, instead of writing them twice. A failed clip is recorded with its
     reason and retried by the next run; ``report.clips_failed`` lists them.
+    ``consolidate=False`` leaves the video's consolidation to someone else (the
+    server consolidates while idle, one unit at a time, so jobs never wait on it).
     """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
@@ -102,7 +104,7 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
                     report.problems.append(f"stopped after clip {media.clip.index}: the memory store is full; "
                                            "free disk space and rerun to continue")
                     break
-    if not perception_only:
+    if not perception_only and consolidate:
         report.consolidation = _consolidate(settings, embedder, vid, show_progress, on_wait)
     return report
 

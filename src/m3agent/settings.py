@@ -233,6 +233,17 @@ class ServerSettings(BaseModel):
     read_stores: int = Field(
         2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
     )
+    consolidate_when_idle: bool = Field(
+        True, description="consolidate pending clips (memorize.consolidate_llm, else llm) while no ingest job "
+                          "runs, one unit of clips at a time; ingest jobs then leave consolidation to it"
+    )
+    consolidate_idle_s: float = Field(
+        10.0, ge=0, le=86_400, description="seconds with no job queued before idle consolidation starts"
+    )
+    consolidate_retry_s: float = Field(
+        300.0, gt=0, le=86_400,
+        description="wait before retrying a video whose consolidation failed (doubled per failure, up to 8x)"
+    )
 
 
 class ImportSettings(BaseModel):

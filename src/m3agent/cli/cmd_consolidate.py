@@ -19,13 +19,19 @@ from m3agent.terminal import markup_literal as escape
                    "e.g. llamacpp:qwen-0.5b or openai://host/v1?model=NAME")
 @click.option("--clips-per-call", type=click.IntRange(0), default=None,
               help="clips read by one model call (default 1; 0: a whole video at once)")
+@click.option("--redo", is_flag=True,
+              help="forget what consolidation wrote for the selected videos (its facts, their sources, the record "
+                   "of consolidated clips; weights it changed are put back) and consolidate every clip again; "
+                   "semantic memories written otherwise stay")
 @json_option
 @click.pass_context
 def consolidate(ctx: click.Context, memory: str | None, video_ids: tuple[str, ...], llm: str | None,
-                clips_per_call: int | None, as_json: bool) -> None:
+                clips_per_call: int | None, redo: bool, as_json: bool) -> None:
     """Write semantic memories (names, roles, relations, habits, facts of the place) from the episodic
     memories of each video's clips, with their sources; clips already consolidated are skipped, so an
-    interrupted run continues where it stopped. The cost is reported as RTF (seconds per media second)."""
+    interrupted run continues where it stopped. --redo starts a video over (e.g. with a better model): the
+    forgetting is one transaction per video, and an interrupted redo is continued by a plain rerun. The cost
+    is reported as RTF (seconds per media second)."""
     from m3agent.embed import create_embedder
     from m3agent.errors import ConfigError
     from m3agent.llm import chat_model_from_settings
@@ -43,7 +49,8 @@ def consolidate(ctx: click.Context, memory: str | None, video_ids: tuple[str, ..
     chat = chat_model_from_settings(settings, spec)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     with open_memory(settings, create=False) as store:
-        reports = consolidate_store(store, settings, chat, embedder, video_ids or None, show_progress=not as_json)
+        reports = consolidate_store(store, settings, chat, embedder, video_ids or None, redo=redo,
+                                    show_progress=not as_json)
     if as_json:
         print_json({"videos": [r.to_dict() for r in reports]})
         return
@@ -52,6 +59,10 @@ def consolidate(ctx: click.Context, memory: str | None, video_ids: tuple[str, ..
 
 
 def _print_report(r: dict[str, Any]) -> None:
+    if r["forgotten"] is not None:
+        f = r["forgotten"]
+        console().print(f"[yellow]redo[/] {escape(r['video_id'])}: forgot {f['facts']} facts of {f['clips']} clips,"
+                        f" put back {f['restored']} memories it had reinforced or weakened")
     console().print(
         f"[green]consolidated[/] {escape(r['video_id'])}: {r['clips_consolidated']} clips"
         f" (+{r['clips_already']} before), {r['facts_written']} new facts, {r['reinforced']} reinforced,"

@@ -23,7 +23,9 @@ def serve(ctx: click.Context, memory: str | None, host: str | None, port: int | 
     """Serve a memory: REST API (/docs), web inspector (/), MCP over streamable HTTP (/mcp).
 
     The token for a non-loopback bind comes from M3AGENT_SERVER__TOKEN or m3agent.toml, never from the command
-    line (where other users could read it).
+    line (where other users could read it). With a consolidation model (memorize.consolidate_llm, else llm) the
+    server consolidates pending clips while no ingest job runs, one unit at a time (GET /api/consolidation;
+    server.consolidate_when_idle = false turns it off).
     """
     from m3agent.server.run import serve as run_server
 

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import Clip, ClipStatus, Memory, MemoryKind, SearchFilter
+from m3agent.domain import Clip, ClipStatus, ForgottenConsolidation, Memory, MemoryKind, SearchFilter
 from m3agent.errors import MalformedReplyError
 from m3agent.llm import Usage
 from m3agent.llm.schema import parse_reply
@@ -77,6 +77,7 @@ class ConsolidationReport:
     completion_tokens: int = 0
     media_seconds: float = 0.0
     wall_seconds: float = 0.0
+    forgotten: ForgottenConsolidation | None = None  # what a redo took back first
 
     @property
     def rtf(self) -> float:

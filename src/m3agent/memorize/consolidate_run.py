@@ -2,6 +2,7 @@
 
 The model is ``memorize.consolidate_llm``, else the control ``llm``; with
 neither (``none``) consolidation is skipped with a message saying how to run it.
+``redo`` takes a video's consolidation back first and consolidates it again.
 Each video is consolidated under its writer lock, so it never runs beside an
 ingest of the same video.
 """
@@ -39,19 +40,29 @@ def consolidation_model(settings: Settings) -> str | None:
 
 
 def consolidate_store(store: MemoryStore, settings: Settings, chat: ChatModel, embedder: Embedder,
-                      video_ids: Sequence[str] | None = None, *, show_progress: bool = True,
+                      video_ids: Sequence[str] | None = None, *, redo: bool = False, show_progress: bool = True,
                       on_wait: Callable[[str], None] | None = None) -> list[ConsolidationReport]:
-    """Consolidate the pending clips of ``video_ids`` (default: every video), one video at a time."""
+    """Consolidate the pending clips of ``video_ids`` (default: every video), one video at a time.
+
+    With ``redo`` a video's consolidation is first taken back (:meth:`MemoryStore.forget_consolidation`: its
+    facts, sources and record of consolidated clips, in one transaction), so every clip is consolidated again;
+    an interrupted redo leaves a partly consolidated video that the next run continues.
+    """
     from m3agent.memorize.rules import WriteRules
 
     options = ConsolidationOptions(clips_per_call=settings.memorize.consolidate_clips)
     rules = WriteRules.from_settings(settings)
+    for video_id in video_ids or ():
+        store.get_video(video_id)  # an unknown video is an error, not an empty report
     reports = []
     for video_id in video_ids or [v.video_id for v in store.videos()]:
         with store.video_lock(video_id, on_wait=on_wait or _tell_waiting):
+            forgotten = store.forget_consolidation(video_id) if redo else None
             units, _ = pending_units(store, video_id, options.clips_per_call)
             with progress_bar(show_progress, sum(len(u) for u in units)) as advance:
-                reports.append(consolidate_video(store, chat, embedder, video_id, options, rules, advance))
+                report = consolidate_video(store, chat, embedder, video_id, options, rules, advance)
+            report.forgotten = forgotten
+            reports.append(report)
     return reports
 
 

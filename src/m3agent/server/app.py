@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from m3agent import __version__
-from m3agent.server import api_entities, api_jobs, api_memories, api_videos, failures, schemas
+from m3agent.server import api_consolidation, api_entities, api_jobs, api_memories, api_videos, failures, schemas
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
 from m3agent.server.security import GuardMiddleware, UploadLimitMiddleware
@@ -53,7 +53,7 @@ def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) 
     app.state.ctx = ctx
     failures.install(app)
     _add_health(app)
-    for module in (api_videos, api_jobs, api_entities, api_memories):
+    for module in (api_videos, api_jobs, api_consolidation, api_entities, api_memories):
         app.include_router(module.router)
     if mcp_server is not None:
         app.mount("/mcp", mcp_server.streamable_http_app(streamable_http_path="/", host=settings.server.host))

@@ -4,7 +4,10 @@ Read-only store connections are kept open in a pool so each keeps its vector
 index in memory (loading it per request would cost a snapshot read at 10^5
 memories); edits open a writable store for the one call, as the CLI does, so
 the store is never held open for writing between requests. The text embedder
-and the chat model are loaded on first use and kept for the process.
+and the chat models are loaded on first use and kept for the process; one chat
+lock lets one call use a model at a time (local models are not re-entrant):
+answers take it, idle consolidation (:mod:`m3agent.server.idle`) skips its turn
+while it is held.
 """
 
 from __future__ import annotations
@@ -16,11 +19,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.server.idle import IdleConsolidator
+
+CHAT_LOCK = threading.Lock()  # one chat call at a time in the process: local models are not re-entrant
+
 if TYPE_CHECKING:
     from m3agent.control.characters import CharacterIndex
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
     from m3agent.server.jobs import JobRunner
+    from m3agent.server.schemas import ConsolidationStatus
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
@@ -97,7 +105,10 @@ class ServerContext:
         self._embedder: Embedder | None = None
         self._chat: ChatModel | None = None
         self._chat_loaded = False
+        self._consolidation_chat: ChatModel | None = None
+        self.chat_lock = CHAT_LOCK
         self.jobs: JobRunner | None = None
+        self.consolidator = IdleConsolidator(settings, self, on_change=self.changed)  # loads nothing yet
         self._generation = 0
         self._index_lock = threading.Lock()
         self._indexes: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
@@ -105,7 +116,7 @@ class ServerContext:
     def start(self) -> None:
         """Create the memory (empty) if it does not exist yet and bring its vector index snapshot up to date
         (read-only stores cannot save one, and building it per store costs ~25 s at 10^5 memories), then start
-        the job runner (resuming jobs)."""
+        the job runner (resuming jobs), whose worker also consolidates while idle."""
         from m3agent.server.jobs import JobRunner
         from m3agent.store import open_memory
 
@@ -116,7 +127,7 @@ class ServerContext:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.stores.read() as reader:  # warm: the index snapshot and the whole-memory character index
             self.character_index(reader, None, None)
-        self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed)
+        self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed, idle=self.consolidator)
         self.jobs.start()
 
     def stop(self) -> None:
@@ -128,6 +139,10 @@ class ServerContext:
         if self.jobs is None:
             raise RuntimeError("the server context was not started")
         return self.jobs
+
+    def consolidation_status(self) -> ConsolidationStatus:
+        with self.stores.read() as store:
+            return self.consolidator.status(store)
 
     @contextmanager
     def write(self) -> Iterator[MemoryStore]:
@@ -196,3 +211,17 @@ class ServerContext:
                 self._chat = chat_model_from_settings(self.settings) if uses_llm(self.settings.llm) else None
                 self._chat_loaded = True
             return self._chat
+
+    def consolidation_chat(self, spec: str) -> ChatModel:
+        """The consolidation model ``spec``: the control LLM's instance when it is the same model (one copy in
+        memory), else its own, loaded once."""
+        from m3agent.llm import chat_model_from_settings
+
+        if spec == self.settings.llm:
+            chat = self.chat()
+            if chat is not None:
+                return chat
+        with self._models_lock:
+            if self._consolidation_chat is None:
+                self._consolidation_chat = chat_model_from_settings(self.settings, spec)
+            return self._consolidation_chat

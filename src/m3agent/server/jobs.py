@@ -8,6 +8,12 @@ stay. The journal (``jobs.json`` in the server's data folder, rewritten
 atomically) lists every job; at start-up, jobs that were queued or running
 are queued again, and the ingest resumes after the last clip the store holds,
 as ``m3agent ingest`` does when rerun.
+
+While no job is queued the worker consolidates (:mod:`m3agent.server.idle`):
+after ``server.consolidate_idle_s`` without a job it runs one unit of clips at a
+time, looking at the queue between units, so a new job waits for at most one
+unit; jobs then leave consolidation to it instead of consolidating their video
+at their end.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from m3agent.errors import M3AgentError, NotFoundError
 
 if TYPE_CHECKING:
     from m3agent.pipeline import IngestReport
+    from m3agent.server.idle import IdleConsolidator
     from m3agent.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,8 +87,10 @@ class Cancelled(Exception):
 class JobRunner:
     """Queue, worker thread and journal of the ingest jobs of one memory."""
 
-    def __init__(self, settings: Settings, folder: Path, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, settings: Settings, folder: Path, on_change: Callable[[], None] = lambda: None,
+                 idle: IdleConsolidator | None = None) -> None:
         self.settings = settings
+        self.idle = idle if idle is not None and idle.enabled else None
         self.on_change = on_change
         self.folder = folder
         self._jobs: dict[str, Job] = {}
@@ -156,7 +165,7 @@ class JobRunner:
     # worker -------------------------------------------------------------------
     def _work(self) -> None:
         while True:
-            job_id = self._queue.get()
+            job_id = self._next_job()
             if job_id is None:
                 return
             with self._lock:
@@ -168,6 +177,29 @@ class JobRunner:
             self._run(job)
             with self._lock:
                 self._mark_idle()
+
+    def _next_job(self) -> str | None:
+        """The next queued job id (``None``: stop). Until one comes, idle work runs one step at a time: the first
+        after ``consolidate_idle_s`` without a job, the next at once while steps find work (the queue is looked
+        at between them), else after :meth:`IdleConsolidator.next_wait`."""
+        idle = self.idle
+        if idle is None:
+            return self._queue.get()
+        wait = idle.delay_s
+        while True:
+            try:
+                return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            wait = 0.0 if self._idle_step(idle) else idle.next_wait()
+
+    @staticmethod
+    def _idle_step(idle: IdleConsolidator) -> bool:
+        try:
+            return idle.step()
+        except Exception:  # the step records its own failures; this is the last guard of the worker
+            log.exception("idle work crashed")
+            return False
 
     def _mark_idle(self) -> None:
         if all(j.state not in ACTIVE for j in self._jobs.values()):
@@ -181,7 +213,8 @@ class JobRunner:
             self._update(job.id, clips_total=total)
             report = ingest_source(self.settings, job.source, video_id=job.video_id,
                                    perception_only=job.perception_only, max_clips=job.max_clips,
-                                   show_progress=False, on_clip=lambda r: self._progress(job.id, r))
+                                   show_progress=False, on_clip=lambda r: self._progress(job.id, r),
+                                   consolidate=self.idle is None)
             self._progress(job.id, report, final=True)
             self._update(job.id, state=JobState.DONE, finished_at=time.time())
         except Cancelled:

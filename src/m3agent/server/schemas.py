@@ -189,6 +189,29 @@ class Split(BaseModel):
         return self
 
 
+class ConsolidationFailure(BaseModel):
+    video_id: str | None = Field(description="the video whose consolidation failed; null: the model or the store")
+    error: str
+    hint: str | None
+    failures: int = Field(description="failed attempts in a row")
+    retry_in_s: float = Field(description="seconds until it is tried again")
+
+
+class ConsolidationStatus(BaseModel):
+    """Semantic consolidation while the server is idle (``server.consolidate_when_idle``)."""
+
+    enabled: bool = Field(description="a consolidation model is configured and idle consolidation is on")
+    model: str | None = Field(description="memorize.consolidate_llm, else llm")
+    state: Literal["off", "idle", "running", "failed"]
+    video_id: str | None = Field(description="the video of the current or last unit")
+    pending_clips: int = Field(description="stored clips of every video not consolidated yet")
+    units_done: int = Field(description="units consolidated since the server started")
+    last_report: dict[str, Any] | None = Field(description="the current or last video's consolidation so far")
+    last_error: str | None
+    failures: list[ConsolidationFailure] = Field(description="what failed and waits for its retry")
+    updated_at: float | None = Field(description="UNIX time of the last change of state")
+
+
 class JobRequest(BaseModel):
     """Ingest a server-side file (inside ``server.allowed_folders``) or a network source; exactly one."""
 

@@ -6,7 +6,6 @@ call. Everything returns plain schema values or m3agent domain values.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from m3agent.domain import Entity, Video
     from m3agent.server.context import ServerContext
     from m3agent.store.protocol import MemoryStore
-
-_ASK_LOCK = threading.Lock()  # one chat model per process; local models are not re-entrant
 
 
 # videos -----------------------------------------------------------------------
@@ -82,7 +79,7 @@ def ask_steps(ctx: ServerContext, request: schemas.AskRequest) -> Iterator[Step]
         if request.video_id is not None:
             store.get_video(request.video_id)
         chat = ctx.chat()
-        lock = _ASK_LOCK if chat is not None else None
+        lock = ctx.chat_lock if chat is not None else None  # local models are not re-entrant
         if lock is not None:
             lock.acquire()
         try:

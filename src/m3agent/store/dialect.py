@@ -4,18 +4,20 @@ Statements are written once with ``?`` placeholders; :func:`render` gives Postgr
 (``?`` inside quoted literals is left alone, ``%`` doubled as psycopg wants). The operations whose
 SQL is the same on both stores live here too, so the two stores cannot drift: deleting a memory
 (with the transcript it quotes), storing a face-voice link, recording a stage timing, recording
-the sources of a consolidated fact. Both
+the sources of a consolidated fact and what a consolidation changed, forgetting a video's
+consolidation. Both
 ``sqlite3.Connection`` and ``psycopg.Connection`` have the ``execute(sql, params)`` these use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import Enum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
-from m3agent.domain import LinkSource
+from m3agent.domain import ForgottenConsolidation, LinkSource
 from m3agent.errors import IntegrityError, NotFoundError
 
 if TYPE_CHECKING:
@@ -68,6 +70,25 @@ EPISODIC_UP_TO = (
 INSERT_SOURCE = (
     "INSERT INTO memory_sources (memory_id, source_id, clip_index) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 )
+MEMORY_STATE = "SELECT weight, last_clip_index FROM memories WHERE id = ?"
+UPSERT_CHANGE = (
+    "INSERT INTO consolidation_changes (memory_id, video_id, clip_index, weight_delta, last_before, last_after)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (memory_id, video_id, clip_index) DO UPDATE SET"
+    " weight_delta = consolidation_changes.weight_delta + excluded.weight_delta, last_after = excluded.last_after"
+)
+FACT_PROVENANCE = "consolidate/%"  # how m3agent.memorize.consolidate marks the facts it writes
+CONSOLIDATION_FACTS = "SELECT id FROM memories WHERE video_id = ? AND kind = 'semantic' AND provenance LIKE ?"
+CHANGES_OF_VIDEO = (
+    "SELECT c.memory_id, c.weight_delta, c.last_before, c.last_after, m.last_clip_index"
+    " FROM consolidation_changes c JOIN memories m ON m.id = c.memory_id"
+    " WHERE c.video_id = ? ORDER BY c.memory_id, c.clip_index DESC"
+)
+RESTORE_MEMORY = "UPDATE memories SET weight = weight - ?, last_clip_index = ? WHERE id = ?"
+DELETE_FACTS = "DELETE FROM memories WHERE video_id = ? AND kind = 'semantic' AND provenance LIKE ?"
+DELETE_SOURCES_IN_VIDEO = "DELETE FROM memory_sources WHERE source_id IN (SELECT id FROM memories WHERE video_id = ?)"
+DELETE_CHANGES = "DELETE FROM consolidation_changes WHERE video_id = ?"
+COUNT_CONSOLIDATED = "SELECT count(*) FROM consolidated_clips WHERE video_id = ?"
+DELETE_CONSOLIDATED = "DELETE FROM consolidated_clips WHERE video_id = ?"
 UPSERT_TIMING = (
     "INSERT INTO clip_timings (video_id, clip_index, stage, seconds) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (video_id, clip_index, stage) DO UPDATE SET seconds = excluded.seconds"
@@ -124,3 +145,48 @@ def check_sources(wanted: Sequence[int], found: set[int], clip: Clip) -> None:
             f"memories {bad} are no episodic memories of {clip.video_id!r} up to clip {clip.index}",
             hint="a consolidated fact rests only on episodic memories of its clip and earlier ones",
         )
+
+
+@contextmanager
+def recorded_change(db: Connection, dialect: Dialect, clip: Clip, memory_id: int) -> Iterator[None]:
+    """Record what the block changes in memory ``memory_id`` (weight, last confirmed clip) as a change of the
+    consolidation unit ending at ``clip``, to be taken back by :func:`forget_consolidation`."""
+    before = db.execute(render(MEMORY_STATE, dialect), (memory_id,)).fetchone()
+    yield
+    after = db.execute(render(MEMORY_STATE, dialect), (memory_id,)).fetchone()
+    if before is None or after is None:
+        return
+    db.execute(render(UPSERT_CHANGE, dialect), (memory_id, clip.video_id, clip.index, float(after[0] - before[0]),
+                                                before[1], after[1]))
+
+
+def forget_consolidation(db: Connection, dialect: Dialect, video_id: str) -> ForgottenConsolidation:
+    """Take back the consolidation of ``video_id`` inside the caller's transaction (see
+    :meth:`~m3agent.store.protocol.MemoryStore.forget_consolidation`)."""
+    facts = {int(r[0]) for r in db.execute(render(CONSOLIDATION_FACTS, dialect),
+                                           (video_id, FACT_PROVENANCE)).fetchall()}
+    changes = [r for r in db.execute(render(CHANGES_OF_VIDEO, dialect), (video_id,)).fetchall()
+               if int(r[0]) not in facts]
+    restored = _restore(db, dialect, changes)
+    clips = int(db.execute(render(COUNT_CONSOLIDATED, dialect), (video_id,)).fetchone()[0])
+    db.execute(render(DELETE_FACTS, dialect), (video_id, FACT_PROVENANCE))
+    for sql in (DELETE_SOURCES_IN_VIDEO, DELETE_CHANGES, DELETE_CONSOLIDATED):
+        db.execute(render(sql, dialect), (video_id,))
+    return ForgottenConsolidation(video_id, facts=len(facts), clips=clips, restored=restored)
+
+
+def _restore(db: Connection, dialect: Dialect, changes: Sequence[Any]) -> int:
+    """Undo recorded changes, given newest first per memory: the weights added are taken off; the last
+    confirmed clip is put back for as long as it is still the one a change left (a later ingest that
+    confirmed the memory again keeps its clip)."""
+    by_memory: dict[int, list[Any]] = {}
+    for row in changes:
+        by_memory.setdefault(int(row[0]), []).append(row)
+    for memory_id, rows in by_memory.items():
+        last = rows[0][4]
+        for _, _, before, after, _ in rows:
+            if last != after:
+                break
+            last = before
+        db.execute(render(RESTORE_MEMORY, dialect), (sum(float(r[1]) for r in rows), last, memory_id))
+    return len(by_memory)

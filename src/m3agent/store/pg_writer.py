@@ -237,7 +237,8 @@ def optional_blob(vector: Vector | None) -> bytes | None:
 
 
 class PgConsolidationWriter(PgClipWriter):
-    """A clip writer inside :meth:`PostgresStore.consolidation`, that also records the sources of facts."""
+    """A clip writer inside :meth:`PostgresStore.consolidation`, that also records the sources of facts
+    and what it changed in existing memories (taken back by ``forget_consolidation``)."""
 
     def __init__(self, conn: Conn, clip: Clip, memory_dim: int | None, barrier: Callable[[], None]) -> None:
         super().__init__(conn, clip, memory_dim, barrier)
@@ -246,3 +247,11 @@ class PgConsolidationWriter(PgClipWriter):
 
     def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
         dialect.add_sources(self._db(), dialect.Dialect.POSTGRES, self.clip, memory_id, source_ids)
+
+    def reinforce(self, memory_id: int, delta: float = 1.0) -> None:
+        with dialect.recorded_change(self._db(), dialect.Dialect.POSTGRES, self.clip, memory_id):
+            super().reinforce(memory_id, delta)
+
+    def weaken(self, memory_id: int, amount: float, floor: float = 0.1) -> None:
+        with dialect.recorded_change(self._db(), dialect.Dialect.POSTGRES, self.clip, memory_id):
+            super().weaken(memory_id, amount, floor)

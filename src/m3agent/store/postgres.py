@@ -40,6 +40,7 @@ from m3agent.domain import (
     EntityMerge,
     FaceObservation,
     FaceVoiceLink,
+    ForgottenConsolidation,
     LinkSource,
     Memory,
     ScoredMemory,
@@ -48,7 +49,7 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.errors import ConfigError, IntegrityError, NotFoundError, StoreError, StoreReadOnlyError
-from m3agent.store import merge_log, pg_schema
+from m3agent.store import dialect, merge_log, pg_schema
 from m3agent.store import pg_entities as ops
 from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.pg_rows import MEMORY_COLUMNS, as_array, filter_sql, memory_from_row
@@ -362,6 +363,15 @@ class PostgresStore:
             rows = db.execute("SELECT clip_index, model, notes, seconds FROM consolidated_clips WHERE video_id = %s"
                               " ORDER BY clip_index", (video_id,)).fetchall()
         return {r[0]: ConsolidatedClip(video_id, r[0], r[1], tuple(json.loads(r[2])), r[3]) for r in rows}
+
+    @_guarded
+    def forget_consolidation(self, video_id: str) -> ForgottenConsolidation:
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM videos WHERE video_id = %s", (video_id,)).fetchone() is None:
+                raise NotFoundError(f"no video {video_id!r}", hint="list the videos with `m3agent videos`")
+            forgotten = dialect.forget_consolidation(db, dialect.Dialect.POSTGRES, video_id)
+            merge_log.prune(ops.DIALECT, db)
+        return forgotten
 
     @_guarded
     def memory_sources(self, memory_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:

@@ -27,6 +27,7 @@ from m3agent.domain import (
     EntityMerge,
     FaceObservation,
     FaceVoiceLink,
+    ForgottenConsolidation,
     Memory,
     ScoredMemory,
     SearchFilter,
@@ -167,6 +168,15 @@ class MemoryStore(Protocol):
 
     def consolidated_clips(self, video_id: str) -> dict[int, ConsolidatedClip]:
         """The consolidated clips of a video by index."""
+        ...
+
+    def forget_consolidation(self, video_id: str) -> ForgottenConsolidation:
+        """Take back the consolidation of ``video_id`` in one transaction (``m3agent consolidate --redo``):
+        delete the facts it wrote (semantic memories of the video whose provenance starts ``consolidate/``),
+        the sources it recorded on memories that stay, and the record of its consolidated clips; put back the
+        weight and last confirmed clip of the memories it reinforced or weakened (as recorded by the
+        consolidation writer). Semantic memories written otherwise (names the perception writer stored) stay.
+        The caller holds the video's writer lock; :class:`NotFoundError` for an unknown video."""
         ...
 
     def memory_sources(self, memory_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:

@@ -42,6 +42,7 @@ from m3agent.domain import (
     EntityMerge,
     FaceObservation,
     FaceVoiceLink,
+    ForgottenConsolidation,
     LinkSource,
     Memory,
     ScoredMemory,
@@ -50,7 +51,7 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.errors import ConfigError, IntegrityError, NotFoundError, StoreError, StoreReadOnlyError
-from m3agent.store import merge_log, sqlite_search
+from m3agent.store import dialect, merge_log, sqlite_search
 from m3agent.store import sqlite_entities as ops
 from m3agent.store.characters import default_link_confidence, group_characters
 from m3agent.store.memory_vectors import MemoryVectors
@@ -355,6 +356,16 @@ class SQLiteStore:
             "SELECT clip_index, model, notes, seconds FROM consolidated_clips WHERE video_id = ? ORDER BY clip_index",
             (video_id,))
         return {r[0]: ConsolidatedClip(video_id, r[0], r[1], tuple(json.loads(r[2])), r[3]) for r in rows}
+
+    @_guarded
+    def forget_consolidation(self, video_id: str) -> ForgottenConsolidation:
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM videos WHERE video_id = ?", (video_id,)).fetchone() is None:
+                raise NotFoundError(f"no video {video_id!r}", hint="list the videos with `m3agent videos`")
+            forgotten = dialect.forget_consolidation(db, dialect.Dialect.SQLITE, video_id)
+            merge_log.prune(ops.DIALECT, db)
+        self._purge_keywords()
+        return forgotten
 
     @_guarded
     def memory_sources(self, memory_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:

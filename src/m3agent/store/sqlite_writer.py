@@ -277,7 +277,8 @@ def optional_blob(vector: Vector | None) -> bytes | None:
 
 
 class SQLiteConsolidationWriter(SQLiteClipWriter):
-    """A clip writer inside :meth:`SQLiteStore.consolidation`, that also records the sources of facts."""
+    """A clip writer inside :meth:`SQLiteStore.consolidation`, that also records the sources of facts
+    and what it changed in existing memories (taken back by ``forget_consolidation``)."""
 
     def __init__(self, conn: sqlite3.Connection, clip: Clip, memory_dim: int | None) -> None:
         super().__init__(conn, clip, memory_dim)
@@ -286,6 +287,14 @@ class SQLiteConsolidationWriter(SQLiteClipWriter):
 
     def add_sources(self, memory_id: int, source_ids: Sequence[int]) -> None:
         dialect.add_sources(self._db(), dialect.Dialect.SQLITE, self.clip, memory_id, source_ids)
+
+    def reinforce(self, memory_id: int, delta: float = 1.0) -> None:
+        with dialect.recorded_change(self._db(), dialect.Dialect.SQLITE, self.clip, memory_id):
+            super().reinforce(memory_id, delta)
+
+    def weaken(self, memory_id: int, amount: float, floor: float = 0.1) -> None:
+        with dialect.recorded_change(self._db(), dialect.Dialect.SQLITE, self.clip, memory_id):
+            super().weaken(memory_id, amount, floor)
 
 
 def check_unit(clips: Sequence[Clip]) -> Clip:

@@ -41,6 +41,7 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("entity_merges", "id"),
     ("consolidated_clips", "video_id, clip_index"),
     ("memory_sources", "memory_id, source_id"),
+    ("consolidation_changes", "memory_id, video_id, clip_index"),
 )
 # Tables a store keeps for itself: rebuilt by the target (indexes, snapshots, counters) or written by set-up.
 NOT_COPIED = frozenset({
