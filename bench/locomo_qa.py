@@ -139,7 +139,7 @@ def write_section(rows: list[dict[str, Any]], env: dict[str, Any], load: float, 
                      f"| {c['single-hop']:.3f} | {r['abstention']:.2f} | {r['p50_s']} / {r['p95_s']} "
                      f"| {r['idle_p50_s']} / {r['idle_p95_s']} "
                      f"| {r['mean_tokens']} | `{r['command']}` |")  # fmt: skip
-    replace_section(doc, SECTION, "\n".join(lines + ([""] + notes if notes else [])))
+    replace_section(doc, SECTION, "\n".join(lines + (["", *notes] if notes else [])))
 
 
 def _existing(doc: Path, commands: set[str]) -> tuple[list[str], list[str]]:

@@ -35,10 +35,11 @@ ask() {
   echo "==> m3agent ask \"$1\"" >&2
   "$M" ask --memory "$DB" "$1"
 }
-# Embedded default (select mode): the reranker quotes the answering memory, with evidence.
-# Written answers: add --llm llamacpp:qwen-0.5b (grounded mode; see README, Models).
+# Embedded default (grounded mode, the packaged Qwen2.5-1.5B): the model writes a short answer and names
+# the memories it used; those are the cited evidence, with video, clip and times. --llm none: the reranker
+# quotes one memory instead (select mode, no model).
 ask "Who said they were a senator from New York?"
 ask "Who is in DC for new member orientation?"
-ask "What did the two debaters say about being a senator?"   # needs two memories (two speakers)
+ask "Which two people talk about being a senator?"   # needs two memories (one of each speaker)
 echo "==> the same question as JSON, with evidence clips and timestamps" >&2
 "$M" ask --memory "$DB" "Who said they were a senator from New York?" --json

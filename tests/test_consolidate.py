@@ -171,6 +171,29 @@ def test_a_bad_fact_is_dropped_with_a_note_and_nothing_is_made_up(talk: Path, ba
         assert store.consolidated_clips(VIDEO)[1].notes == tuple(report.dropped)
 
 
+def test_a_fact_with_no_value_is_no_fact_and_a_short_place_word_grounds_a_fact(talk: Path) -> None:
+    def reply(messages: Any) -> str:
+        greeting = label_of(messages, "Good morning Ann")
+        return json.dumps({"facts": [fact("<voice_1>", "name", "none", [greeting]),
+                                     fact("<voice_2>", "role", "Unknown.", [greeting]),
+                                     fact("<voice_1>", "habit", "takes the flight", [greeting])]})
+
+    report = run(talk, scripted(reply, "{\"facts\": []}", "{\"facts\": []}"))
+    assert not report.dropped, "a model saying it has no value is not a dropped fact"
+    assert [row[0] for row in semantic(talk)] == ["<voice_1> often takes the flight."], "the real fact stays"
+
+
+@pytest.mark.parametrize(("value", "source", "grounded"), [
+    ("DC", "I'm currently in DC for my orientation.", True),
+    ("UK", "We flew in from the UK yesterday.", True),
+    ("go", "Let's go, we are late.", False),
+])
+def test_two_letter_content_words_ground_a_fact(value: str, source: str, grounded: bool) -> None:
+    from m3agent.memorize.consolidate_facts import _content
+
+    assert bool(_content(value.lower()) & _content(source.lower())) is grounded
+
+
 def test_an_unusable_reply_is_recorded_and_an_endpoint_error_stops_for_a_retry(talk: Path) -> None:
     chat = scripted("I think her name is Ann.", {"facts": [{"person": "<voice_1>", "kind": "name"}]})
     with pytest.raises(EndpointError):  # the third call finds no reply left: like an endpoint that went away

@@ -109,6 +109,20 @@ def test_a_who_question_is_answered_by_the_unnamed_speaker_of_the_cited_memory(m
     assert kept.text == "the old train station"  # not a who-question: the model's answer stands
 
 
+def test_an_answer_naming_two_people_cites_a_memory_of_each(meeting: Meeting) -> None:
+    def reply(messages: Any) -> str:  # names both speakers, lists only the budget memory (by the first)
+        return json.dumps({"used": [f"m{meeting.memory_ids['budget']}"],
+                           "answer": f"{meeting.tag(1)} and {meeting.tag(2)}"})
+
+    question = "Who talked about the festival budget and who booked the venue?"
+    answer = ask(meeting.store, meeting.embedder, scripted(reply), question, config=GROUNDED)
+    cited = [e for e in answer.evidence if e.cited]
+    shown = {h.memory.id for s in answer.searches for h in s.hits}
+    assert meeting.memory_ids["venue"] in shown
+    assert cited[0].memory_id == meeting.memory_ids["budget"] and len(cited) == 2
+    assert meeting.tag(2) in cited[1].text, "the second person is backed by one of their own memories"
+
+
 def test_ids_that_were_not_shown_are_refused_and_the_reranker_answers(meeting: Meeting) -> None:
     chat = scripted({"used": ["m99999"], "answer": "a fabricated fact"})
     steps = list(answer_question(meeting.store, meeting.embedder, chat, "How much do tickets cost?", config=GROUNDED))

@@ -26,6 +26,13 @@ its of on or she that the their them they this to was were what when where which
 with you your"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
+SHORT_WORDS = frozenset({
+    "am", "an", "as", "at", "be", "by", "do", "go", "he", "hi", "if", "in", "is", "it", "me", "my", "no", "of",
+    "oh", "ok", "on", "or", "so", "to", "up", "us", "we", "ya", "ye", "yo",
+})
+"""Two-letter words that carry no content; any other two-letter token (DC, UK, TV, LA) is a content word
+where a check counts them (consolidation's grounding check)."""
+
 NAMED_AS = r"(?:named|called|addressed as|referred to as|known as)"
 """The verbs of "X is called Y" (shared with the fact-slot grammar of ``memorize.facts``)."""
 

@@ -166,9 +166,24 @@ def needed(used: list[Candidate], shown: list[Candidate], answer: str) -> tuple[
     wanted = _words(answer)
     backing = [c for c in used if wanted & _words(c.text)]
     if backing:
-        return tuple(backing)
+        return tuple(backing + _backing_people(answer, backing, shown))
     elsewhere = sorted((c for c in shown if wanted & _words(c.text)), key=lambda c: -c.overlap)
     return tuple(elsewhere[:MAX_REPAIRED] or used)
+
+
+def _backing_people(answer: str, backing: list[Candidate], shown: list[Candidate]) -> list[Candidate]:
+    """For each person the answer names whom no backing memory names, the shown memory closest to the question
+    that does ("<character_1>, <character_2>" cites a memory of each, even when the model listed only one)."""
+    named = {str(tag) for c in backing for tag in tags.find_tags(c.text)}
+    added: list[Candidate] = []
+    for tag in dict.fromkeys(str(t) for t in tags.find_tags(answer)):
+        if tag in named:
+            continue
+        found = sorted((c for c in shown if c not in backing and tag in c.text), key=lambda c: -c.overlap)
+        if found:
+            added.append(found[0])
+            named.update(str(t) for t in tags.find_tags(found[0].text))
+    return added
 
 
 def _words(text: str) -> set[str]:

@@ -34,7 +34,7 @@ from pydantic import Field
 
 from m3agent import tags
 from m3agent.control.replies import Content, Reply
-from m3agent.text import STOPWORDS, clock, self_names, stem
+from m3agent.text import SHORT_WORDS, STOPWORDS, clock, self_names, stem
 
 if TYPE_CHECKING:
     from m3agent.domain import Memory
@@ -53,7 +53,7 @@ TEMPLATES = {
     "relation": "{person} is {value}.",
     "likes": "{person} likes {value}.",
     "habit": "{person} often {value}.",
-    "place": "{value}.",
+    "place": "The place: {value}.",
 }
 NOBODY = "none"
 
@@ -147,12 +147,21 @@ def checked(reply: ConsolidationReply, shown: Shown) -> tuple[list[Draft], list[
     drafts: list[Draft] = []
     notes: list[str] = []
     for item in reply.facts:
+        if _is_empty(item.value):  # "none" / "unknown": the model saying it has no fact, not a fact to check
+            continue
         draft, problem = _check(item, shown)
         if draft is None:
             notes.append(f"dropped {item.person} {item.kind} {item.value!r}: {problem}")
         else:
             drafts.append(draft)
     return drafts, notes
+
+
+_EMPTY_VALUES = frozenset({"", NOBODY, "unknown", "n/a", "na", "null", "nothing", "not shown", "not known"})
+
+
+def _is_empty(value: str) -> bool:
+    return " ".join(value.lower().split()).strip(" .'\"") in _EMPTY_VALUES
 
 
 def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
@@ -206,7 +215,7 @@ def _gives_name(text: str, name: str) -> bool:
 
 def _content(text: str) -> set[str]:
     plain = tags.rewrite(text, lambda _tag: " ")
-    return {stem(w) for w in _WORD.findall(plain) if w not in STOPWORDS and len(w) > 2}
+    return {stem(w) for w in _WORD.findall(plain) if w not in STOPWORDS and (len(w) > 2 or w not in SHORT_WORDS)}
 
 
 def _contains_words(text: str, phrase: str) -> bool:
