@@ -123,6 +123,22 @@ def test_an_answer_naming_two_people_cites_a_memory_of_each(meeting: Meeting) ->
     assert meeting.tag(2) in cited[1].text, "the second person is backed by one of their own memories"
 
 
+def test_a_question_pinning_on_one_person_what_only_others_said_is_an_abstention(meeting: Meeting) -> None:
+    chat = scripted()  # no reply: the model must not be called
+    question = f"Why did {meeting.tag(1)} book the old train station?"
+    steps = list(answer_question(meeting.store, meeting.embedder, chat, question, config=GROUNDED))
+    answer = steps[-1]
+    assert isinstance(answer, Answer) and answer.text == NOT_IN_MEMORY and not answer.evidence
+    assert not chat.calls and answer.model == "attribution check"
+    note = next(s for s in steps if isinstance(s, Observation) and s.error)
+    assert '"train"' in note.text and '"station"' in note.text
+    # the speaker of those words is asked about: the model answers
+    said = scripted(lambda m: json.dumps({"used": shown_ids(m)[:1], "answer": "as the venue"}))
+    theirs = ask(meeting.store, meeting.embedder, said, f"Why did {meeting.tag(2)} book the old train station?",
+                 config=GROUNDED)
+    assert said.calls and theirs.text != NOT_IN_MEMORY
+
+
 def test_ids_that_were_not_shown_are_refused_and_the_reranker_answers(meeting: Meeting) -> None:
     chat = scripted({"used": ["m99999"], "answer": "a fabricated fact"})
     steps = list(answer_question(meeting.store, meeting.embedder, chat, "How much do tickets cost?", config=GROUNDED))

@@ -14,7 +14,9 @@ ranking, character/name mapping, time filters, ``before_clip``), reranked
 without a model (:mod:`m3agent.control.rerank`), best ``select_k`` shown.
 
 Outcomes: an empty ``used`` (or an answer saying so) is the abstention
-:data:`NOT_IN_MEMORY`. A failed call, a reply that breaks the schema, ids
+:data:`NOT_IN_MEMORY`, as is a question that pins on one person details only
+other people's memories hold (:mod:`m3agent.control.attribution`, checked
+before the model is called). A failed call, a reply that breaks the schema, ids
 that were not shown, or an answer with no cited memory fall back to the
 reranker's first candidate, quoted, with the reason as an Observation.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
+from m3agent.control.attribution import foreign_words
 from m3agent.control.prompts import load_prompt_set
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import clip_label, render_result
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext
 
 GROUNDED_PROMPT = "control_grounded"
+ATTRIBUTION = "attribution check"
+"""The chooser of an abstention decided before any model call (:mod:`m3agent.control.attribution`)."""
 NOT_IN_MEMORY = "The memory does not say."
 GROUNDED_MAX_TOKENS = 64
 MAX_MEMORY_CHARS = 220
@@ -75,8 +80,14 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
+    foreign = foreign_words(run.searcher, run.question) if candidates else ()
     if not candidates:
         outcome = Grounded(NOT_IN_MEMORY, (), RERANK, abstained=True, note="no memory matches the question")
+    elif foreign:
+        words = ", ".join(f'"{w}"' for w in foreign)
+        outcome = Grounded(NOT_IN_MEMORY, (), ATTRIBUTION, abstained=True,
+                           note=f"only memories of other people mention {words}: the memory does not say this "
+                                "of the person asked about")
     else:
         outcome = _ground(run, candidates)
     if outcome.note:
@@ -241,4 +252,5 @@ def _finish(run: RunContext, outcome: Grounded) -> Answer:
     answer = run.finish(outcome.text, 1, outcome.raw or outcome.text, None, cited=cited, rewrite=rewrite)
     if outcome.abstained:
         answer = replace(answer, evidence=(), clips=())
-    return replace(answer, max_rounds=1, model=outcome.chooser if outcome.chooser == RERANK else answer.model)
+    ruled = outcome.chooser in (RERANK, ATTRIBUTION)  # no model wrote this answer
+    return replace(answer, max_rounds=1, model=outcome.chooser if ruled else answer.model)
