@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,15 @@ def data_dir() -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def _no_default_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def _no_default_llm() -> Iterator[None]:
     """Tests run with ``llm = none`` unless they name a model: the default (the packaged Qwen2.5-1.5B) would
-    otherwise consolidate after every ingest and answer every question, for minutes. The tests of the
-    default itself (tests/test_default_llm.py) remove this variable."""
-    monkeypatch.setenv("M3AGENT_LLM", "none")
+    otherwise consolidate after every ingest and answer every question, for minutes. Session-wide, so that
+    session and module fixtures (reference ingests, CLI subprocesses) see it too; the tests of the default
+    itself (tests/test_default_llm.py) remove the variable."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("M3AGENT_LLM", "none")
+        yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -126,7 +126,7 @@ def test_after_an_ingest_job_the_server_consolidates_when_idle(jfk: Path, tmp_pa
     with open_store(str(db), readonly=True, create=False) as store:
         facts = [m for m in store.memories(VIDEO) if m.kind == MemoryKind.SEMANTIC]
         sources = store.memory_sources([f.id for f in facts])
-    assert {f.text for f in facts} == {f"{w[0].upper()}{w[1:]}." for w in words}
+    assert {f.text for f in facts} == {f"The place: {w}." for w in words}
     assert all(f.provenance == "consolidate/1:scripted" for f in facts)
     cited = {source: clip for clip, (_, source) in wanted.items()}
     assert {s for f in facts for s in sources[f.id]} == set(cited), "each fact rests on the memories cited for it"
