@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--clip-seconds", type=float, default=20.0)
     parser.add_argument("--max-clips", type=int, default=None, help="only the first clips of the source")
-    parser.add_argument("--llm", default="llamacpp:qwen-0.5b")
+    parser.add_argument("--llm", default="llamacpp:qwen-1.5b", help="the consolidation model")
     parser.add_argument("--clips-per-call", type=int, action="append", default=None)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = parser.parse_args(argv)
