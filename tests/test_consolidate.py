@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from m3agent.domain import EntityKind, Memory, MemoryKind
+from m3agent.domain import Clip, EntityKind, Memory, MemoryKind
 from m3agent.errors import EndpointError
 from m3agent.llm import create_chat_model
 from m3agent.llm.scripted import ScriptedChat
@@ -73,19 +73,25 @@ def ann_replies() -> list[Any]:
     ]
 
 
-@pytest.fixture
-def talk(tmp_path: Path) -> Iterator[Path]:
-    """The conversation's memory file (entities 1-3 are voices from clip 0)."""
-    with new_store(tmp_path, minilm()) as store:
+def write_talk(folder: Path, extra: Callable[[Clip], list[Memory]] = lambda _clip: []) -> Path:
+    """The conversation's memory file in ``folder`` (entities 1-3 are voices from clip 0), each clip with
+    the ``extra`` memories given for it."""
+    with new_store(folder, minilm()) as store:
         assert add_entities(store, clip_of(0), [EntityKind.VOICE] * 3) == [1, 2, 3]
         for index, lines in LINES.items():
             clip = clip_of(index)
             said = [Memory(MemoryKind.EPISODIC, f'At 0:0{t} <voice_{v}> says: "{text}"', VIDEO, index,
                            clip.start_s + t, clip.start_s + t + 2, (v,)) for t, text, v in lines]
             with store.clip(clip) as writer:
-                for memory in embedded(minilm(), said):
+                for memory in embedded(minilm(), said + extra(clip)):
                     writer.add_memory(memory)
-    yield tmp_path / "memory.db"
+    return folder / "memory.db"
+
+
+@pytest.fixture
+def talk(tmp_path: Path) -> Iterator[Path]:
+    """The conversation's memory file."""
+    yield write_talk(tmp_path)
 
 
 def run(db: Path, chat: Any, clips_per_call: int = 1) -> Any:

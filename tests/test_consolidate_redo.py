@@ -16,33 +16,27 @@ from typing import Any
 
 import pytest
 
-from m3agent.domain import EntityKind, Memory, MemoryKind
+from m3agent.domain import Clip, Memory, MemoryKind
 from m3agent.memorize.perception_writer import PROVENANCE
-from m3agent.memorize.rules import embedded
 from m3agent.settings import load_settings
 from m3agent.store import open_store
-from test_consolidate import LINES, ann_replies, fact, scripted, semantic
-from test_memorize_world import VIDEO, add_entities, clip_of, minilm, new_store
+from test_consolidate import ann_replies, fact, scripted, semantic, write_talk
+from test_memorize_world import VIDEO, minilm
 
 SELF_NAME = "<voice_1>'s name is Ann."
+
+
+def _self_name(clip: Clip) -> list[Memory]:
+    if clip.index != 1:
+        return []
+    return [Memory(MemoryKind.SEMANTIC, SELF_NAME, VIDEO, 1, clip.start_s + 3, clip.start_s + 5, (1,),
+                   confidence=0.7, provenance=PROVENANCE)]
 
 
 @pytest.fixture
 def talk(tmp_path: Path) -> Iterator[Path]:
     """test_consolidate's conversation plus the self-stated name of clip 1 (entities 1-3: voices of clip 0)."""
-    with new_store(tmp_path, minilm()) as store:
-        assert add_entities(store, clip_of(0), [EntityKind.VOICE] * 3) == [1, 2, 3]
-        for index, lines in LINES.items():
-            clip = clip_of(index)
-            said = [Memory(MemoryKind.EPISODIC, f'At 0:0{t} <voice_{v}> says: "{text}"', VIDEO, index,
-                           clip.start_s + t, clip.start_s + t + 2, (v,)) for t, text, v in lines]
-            if index == 1:
-                said.append(Memory(MemoryKind.SEMANTIC, SELF_NAME, VIDEO, 1, clip.start_s + 3, clip.start_s + 5, (1,),
-                                   confidence=0.7, provenance=PROVENANCE))
-            with store.clip(clip) as writer:
-                for memory in embedded(minilm(), said):
-                    writer.add_memory(memory)
-    yield tmp_path / "memory.db"
+    yield write_talk(tmp_path, _self_name)
 
 
 def consolidate(db: Path, chat: Any, *, redo: bool = False) -> Any:

@@ -65,6 +65,13 @@ def copy_of(ingested: Path, tmp_path: Path) -> Path:
     return db
 
 
+def scripted_app(db: Path, jfk: Path, replies: Path, text: str | None = NO_FACTS) -> Any:
+    """A server app whose consolidation model replays ``replies`` (written with ``text`` unless None)."""
+    if text is not None:
+        replies.write_text(text)
+    return create_app(settings_for(db, jfk, memorize={"consolidate_llm": f"scripted:{replies}"}), mcp=False)
+
+
 def until(client: TestClient, path: str, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -99,7 +106,7 @@ def place_replies(client: TestClient) -> dict[int, tuple[str, int]]:
 def test_after_an_ingest_job_the_server_consolidates_when_idle(jfk: Path, tmp_path: Path) -> None:
     replies = tmp_path / "replies.json"  # written once the clips are known: loading the model fails until then
     db = tmp_path / "memory.db"
-    app = create_app(settings_for(db, jfk, memorize={"consolidate_llm": f"scripted:{replies}"}), mcp=False)
+    app = scripted_app(db, jfk, replies, text=None)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         assert client.get("/api/consolidation").json()["state"] == "idle"
         job = client.post("/api/jobs", json={"path": str(jfk), "max_clips": CLIPS}).json()
@@ -135,9 +142,7 @@ def test_after_an_ingest_job_the_server_consolidates_when_idle(jfk: Path, tmp_pa
 
 def test_a_job_submitted_while_consolidating_starts_after_one_unit(jfk: Path, ingested: Path, tmp_path: Path) -> None:
     db = copy_of(ingested, tmp_path)
-    replies = tmp_path / "replies.json"
-    replies.write_text(NO_FACTS)
-    app = create_app(settings_for(db, jfk, memorize={"consolidate_llm": f"scripted:{replies}"}), mcp=False)
+    app = scripted_app(db, jfk, tmp_path / "replies.json")
     ctx = app.state.ctx
     committed: list[float] = []
     submitted: list[str] = []
@@ -160,9 +165,8 @@ def test_a_job_submitted_while_consolidating_starts_after_one_unit(jfk: Path, in
 def test_a_failing_video_is_recorded_and_retried_after_a_back_off(jfk: Path, ingested: Path,
                                                                  tmp_path: Path) -> None:
     db = copy_of(ingested, tmp_path)
-    replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps([{"facts": []}]))  # then the endpoint "goes away": every later call fails
-    app = create_app(settings_for(db, jfk, memorize={"consolidate_llm": f"scripted:{replies}"}), mcp=False)
+    # one reply, then the endpoint "goes away": every later call fails
+    app = scripted_app(db, jfk, tmp_path / "replies.json", json.dumps([{"facts": []}]))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         failed = until(client, "/api/consolidation", lambda s: s["state"] == "failed")
         time.sleep(1.0)
@@ -180,9 +184,7 @@ def test_a_failing_video_is_recorded_and_retried_after_a_back_off(jfk: Path, ing
 def test_a_video_held_by_another_process_is_left_until_it_is_free(jfk: Path, ingested: Path,
                                                                   tmp_path: Path) -> None:
     db = copy_of(ingested, tmp_path)
-    replies = tmp_path / "replies.json"
-    replies.write_text(NO_FACTS)
-    app = create_app(settings_for(db, jfk, memorize={"consolidate_llm": f"scripted:{replies}"}), mcp=False)
+    app = scripted_app(db, jfk, tmp_path / "replies.json")
     with open_store(str(db)) as other, ExitStack() as held:  # as an `m3agent ingest` of it in another process
         held.enter_context(other.video_lock(VIDEO))
         with TestClient(app, base_url="http://127.0.0.1") as client:
@@ -199,9 +201,7 @@ def test_a_video_held_by_another_process_is_left_until_it_is_free(jfk: Path, ing
 def test_an_answer_being_written_delays_consolidation_only_until_it_ends(jfk: Path, ingested: Path,
                                                                         tmp_path: Path) -> None:
     db = copy_of(ingested, tmp_path)
-    replies = tmp_path / "replies.json"
-    replies.write_text(NO_FACTS)
-    app = create_app(settings_for(db, jfk, memorize={"consolidate_llm": f"scripted:{replies}"}), mcp=False)
+    app = scripted_app(db, jfk, tmp_path / "replies.json")
     lock = app.state.ctx.chat_lock
     with TestClient(app, base_url="http://127.0.0.1") as client, lock:  # as /api/ask holds it while answering
         time.sleep(0.5)

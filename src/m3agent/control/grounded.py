@@ -80,10 +80,9 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
-    foreign = foreign_words(run.searcher, run.question) if candidates else ()
     if not candidates:
         outcome = Grounded(NOT_IN_MEMORY, (), RERANK, abstained=True, note="no memory matches the question")
-    elif foreign:
+    elif foreign := foreign_words(run.searcher, run.question):
         words = ", ".join(f'"{w}"' for w in foreign)
         outcome = Grounded(NOT_IN_MEMORY, (), ATTRIBUTION, abstained=True,
                            note=f"only memories of other people mention {words}: the memory does not say this "

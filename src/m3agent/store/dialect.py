@@ -163,6 +163,8 @@ def recorded_change(db: Connection, dialect: Dialect, clip: Clip, memory_id: int
 def forget_consolidation(db: Connection, dialect: Dialect, video_id: str) -> ForgottenConsolidation:
     """Take back the consolidation of ``video_id`` inside the caller's transaction (see
     :meth:`~m3agent.store.protocol.MemoryStore.forget_consolidation`)."""
+    if db.execute(render("SELECT 1 FROM videos WHERE video_id = ?", dialect), (video_id,)).fetchone() is None:
+        raise NotFoundError(f"no video {video_id!r}", hint="list the videos with `m3agent videos`")
     facts = {int(r[0]) for r in db.execute(render(CONSOLIDATION_FACTS, dialect),
                                            (video_id, FACT_PROVENANCE)).fetchall()}
     changes = [r for r in db.execute(render(CHANGES_OF_VIDEO, dialect), (video_id,)).fetchall()

@@ -367,8 +367,6 @@ class PostgresStore:
     @_guarded
     def forget_consolidation(self, video_id: str) -> ForgottenConsolidation:
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM videos WHERE video_id = %s", (video_id,)).fetchone() is None:
-                raise NotFoundError(f"no video {video_id!r}", hint="list the videos with `m3agent videos`")
             forgotten = dialect.forget_consolidation(db, dialect.Dialect.POSTGRES, video_id)
             merge_log.prune(ops.DIALECT, db)
         return forgotten

@@ -360,8 +360,6 @@ class SQLiteStore:
     @_guarded
     def forget_consolidation(self, video_id: str) -> ForgottenConsolidation:
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM videos WHERE video_id = ?", (video_id,)).fetchone() is None:
-                raise NotFoundError(f"no video {video_id!r}", hint="list the videos with `m3agent videos`")
             forgotten = dialect.forget_consolidation(db, dialect.Dialect.SQLITE, video_id)
             merge_log.prune(ops.DIALECT, db)
         self._purge_keywords()
