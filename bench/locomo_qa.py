@@ -5,7 +5,9 @@ A fixed, seeded sample: ``--questions`` from categories 1-4 and ``--adversarial`
 the first N of each (a smaller run is a prefix of the full one). Each ``--run MODE=LLM`` is one row:
 ``select=none`` (today's default: the reranker quotes a memory), ``grounded=llamacpp:qwen-0.5b``,
 ``agent=llamacpp:qwen-0.5b``, ... Answers go to a resumable JSONL per row under the cache; rows and
-their commands go to the "LoCoMo QA (answer modes)" section of docs/benchmarks.md.
+their commands go to the "LoCoMo QA (answer modes)" section of docs/benchmarks.md. ``--scores bench/scores``
+also keeps each row's scores without LoCoMo's text (committable), so that a row longer than one session
+(the agent loop on 2 cores) resumes on a fresh machine.
 
     .venv/bin/python bench/locomo_qa.py --run select=none --run grounded=llamacpp:qwen-0.5b \\
         --run grounded=llamacpp:qwen-1.5b --run agent=llamacpp:qwen-0.5b [--limit 40] [--rounds 3]
@@ -43,7 +45,8 @@ def draw(samples: list[Any], questions: int, adversarial: int, seed: int) -> lis
 
 
 def run_row(
-    mode: str, llm: str, items: list[tuple[Any, int, Any]], settings: Any, rounds: int | None
+    mode: str, llm: str, items: list[tuple[Any, int, Any]], settings: Any, rounds: int | None,
+    clip_k: int | None = None, scores: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Answer ``items`` in ``mode`` with ``llm`` (resuming the row's JSONL); the records of ``items``."""
     from m3agent.bench.locomo import ensure_ingested
@@ -56,10 +59,12 @@ def run_row(
 
     embedder = create_embedder(settings.embedder)
     chat = chat_model_from_settings(settings, llm) if llm != "none" else None
-    config = AgentConfig.from_settings(settings.control, llm, mode=mode, rounds=rounds)
+    config = AgentConfig.from_settings(settings.control, llm, mode=mode, rounds=rounds, clip_k=clip_k)
     tag = f"{mode}-{llm.replace(':', '_').replace('/', '_')}" + (f"-r{rounds}" if rounds else "")
+    tag += f"-c{clip_k}" if clip_k else ""
     log = JsonlLog(settings.resolved_cache_dir() / "bench" / "locomo_qa" / f"{tag}.jsonl")
     done = {r["qid"]: r for r in log.read()}
+    carried = _carry(JsonlLog(scores / f"{tag}.jsonl"), done) if scores else None
     db = settings.resolved_cache_dir() / "bench" / f"locomo-{embedder.name}.db"
     with open_store(str(db)) as store:
         ensure_ingested(store, embedder, sorted({s for s, _, _ in items}, key=lambda s: s.sample_id), 30.0, False)
@@ -73,15 +78,43 @@ def run_row(
             text = answer.text if answer.answered else ""
             record = {"qid": qid, "category": item.category, "question": item.question, "gold": item.answer,
                       "answer": text, "seconds": round(seconds, 2), "cpu_s": round(cpu, 2),
-                      "tokens": answer.usage.total_tokens,
+                      "tokens": answer.usage.total_tokens, "abstained": abstained(text),
                       "rounds": answer.rounds, "model": answer.model, "failure": answer.failure,
                       "cited": [e.memory_id for e in answer.evidence if e.cited],
                       **score(item.category, text, item.answer)}  # fmt: skip
             log.append(record)
+            if carried is not None:
+                carried.append(scores_only(record))
             done[qid] = record
             print(f"[{tag}] {len(done)}/{len(items)} c{item.category} {seconds:.1f}s f1={record['f1']:.2f} "
                   f"{text[:60]!r} / {item.answer!r}", file=sys.stderr, flush=True)  # fmt: skip
     return [done[f"{s.sample_id}#{i}"] for s, i, _ in items]
+
+
+SCORE_FIELDS = ("qid", "category", "f1", "em", "abstained", "seconds", "cpu_s", "tokens", "rounds", "model")
+
+
+def abstained(answer: str) -> bool:
+    return answer == "" or "does not say" in answer
+
+
+def scores_only(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without LoCoMo's text (question, gold answer) or the model's answer: what ``summarise``
+    needs, and safe to commit (the data's licence keeps its text out of the repo)."""
+    return {"abstained": abstained(record.get("answer", "")), **{k: record[k] for k in SCORE_FIELDS if k in record},
+            "failed": record.get("failure") is not None}  # fmt: skip
+
+
+def _carry(carried: Any, done: dict[str, dict[str, Any]]) -> Any:
+    """Merge the committed scores of a row (``--scores``) with this machine's log, both ways: a row too long
+    for one session resumes on a fresh machine from the scores a previous one committed."""
+    kept = {r["qid"]: r for r in carried.read()}
+    for qid, record in kept.items():
+        done.setdefault(qid, record)
+    for qid, record in done.items():
+        if qid not in kept:
+            carried.append(scores_only(record))
+    return carried
 
 
 def interleaved(items: list[tuple[Any, int, Any]]) -> list[tuple[Any, int, Any]]:
@@ -111,7 +144,7 @@ def summarise(mode: str, llm: str, records: list[dict[str, Any]]) -> dict[str, A
         "by_category": {CATEGORY_NAMES[c]: mean([r["f1"] for r in answerable if r["category"] == c])
                         for c in (1, 2, 3, 4)},
         "abstention": mean([r["f1"] for r in bait]),
-        "false_abstention": mean([float(r["answer"] == "" or "does not say" in r["answer"]) for r in answerable]),
+        "false_abstention": mean([float(r.get("abstained", abstained(r.get("answer", "")))) for r in answerable]),
         "p50_s": round(statistics.median(seconds), 2) if seconds else 0.0,
         "p95_s": round(seconds[min(len(seconds) - 1, int(0.95 * len(seconds)))], 2) if seconds else 0.0,
         "idle_p50_s": round(statistics.median(cpu), 2) if cpu else 0.0,
@@ -174,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="answer only the first N of each (smaller run)")
     parser.add_argument("--seed", type=int, default=9)
     parser.add_argument("--rounds", type=int, default=None, help="agent mode: most model turns")
+    parser.add_argument("--clip-k", type=int, default=None, help="agent mode: clips per search_clip")
+    parser.add_argument("--scores", type=Path, default=None,
+                        help="folder of committable per-row scores (no LoCoMo text) to resume from and add to")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = parser.parse_args(argv)
     settings = load_settings(shared_dir=SHARED)
@@ -186,10 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for spec in args.run:
         mode, _, llm = spec.partition("=")
-        records = run_row(mode, llm or "none", items, settings, args.rounds if mode == "agent" else None)
+        agent = mode == "agent"
+        records = run_row(mode, llm or "none", items, settings, args.rounds if agent else None,
+                          args.clip_k if agent else None, args.scores)
         row = summarise(mode, llm or "none", records)
         extra = (f" --limit {args.limit}" if args.limit else "") + (
-            f" --rounds {args.rounds}" if args.rounds and mode == "agent" else "")
+            f" --rounds {args.rounds}" if args.rounds and agent else "") + (
+            f" --clip-k {args.clip_k}" if args.clip_k and agent else "")
         row["command"] = (f"python bench/locomo_qa.py --run {spec} --questions {args.questions} "
                           f"--adversarial {args.adversarial} --seed {args.seed}{extra}")  # fmt: skip
         rows.append(row)
