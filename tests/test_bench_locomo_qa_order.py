@@ -3,20 +3,14 @@ is the prefix of a smaller ``--limit`` run with both kinds in proportion."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "locomo_qa.py"
+from bench_helpers import load_bench_script
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_locomo_qa", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("locomo_qa")
 
 
 def _items(answerable: int, adversarial: int) -> list[tuple[str, int, Any]]:

@@ -3,22 +3,16 @@ scores that hold no LoCoMo text, and summarises the same as from the full log.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
+from bench_helpers import load_bench_script
 from m3agent.bench.results_io import JsonlLog
-
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "locomo_qa.py"
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_locomo_qa_scores", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("locomo_qa")
 
 
 def _record(qid: str, category: int, answer: str, f1: float) -> dict[str, Any]:

@@ -12,17 +12,13 @@ from typing import Any
 import pytest
 
 import m3agent
+from bench_helpers import load_bench_script
 from m3agent.settings import Settings
-
-BENCH_INGEST = Path(__file__).resolve().parents[1] / "bench" / "ingest.py"
 
 
 def episode_video() -> Path:
     """The benchmark episode, built once into the cache folder the way ``bench/ingest.py`` builds it."""
-    spec = importlib.util.spec_from_file_location("bench_ingest", BENCH_INGEST)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_bench_script("ingest")
     cache = Settings().resolved_cache_dir() / "bench"
     cache.mkdir(parents=True, exist_ok=True)
     path, _ = module.episode(cache)
