@@ -23,7 +23,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from m3agent.bench.results_io import JsonlLog
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -105,7 +108,7 @@ def scores_only(record: dict[str, Any]) -> dict[str, Any]:
             "failed": record.get("failure") is not None}  # fmt: skip
 
 
-def _carry(carried: Any, done: dict[str, dict[str, Any]]) -> Any:
+def _carry(carried: JsonlLog, done: dict[str, dict[str, Any]]) -> JsonlLog:
     """Merge the committed scores of a row (``--scores``) with this machine's log, both ways: a row too long
     for one session resumes on a fresh machine from the scores a previous one committed."""
     kept = {r["qid"]: r for r in carried.read()}
