@@ -207,28 +207,13 @@ def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
 def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]) -> str:
     """One line per candidate: ``[m12] CLIP_3 [1:30-2:00] (date): text`` (facts have no clip)."""
     lines = []
-    dates: dict[str, dict[str, str]] = {}
     for label, candidate in zip(shown, candidates, strict=True):
         where = ""
         if candidate.hit is not None:
             memory = candidate.hit.memory
             where = clip_label(run.searcher.clip_ref(memory.video_id, memory.clip_index), False)
-            if memory.video_id not in dates:
-                dates[memory.video_id] = _clip_dates(run, memory.video_id)
-            day = dates[memory.video_id].get(str(memory.clip_index))
-            where = f"{where[:-1]} ({day}):" if day else where
         lines.append(f"[{label}] {where} {_short(candidate.text)}".replace("]  ", "] "))
     return "\n".join(lines)
-
-
-def _clip_dates(run: RunContext, video_id: str) -> dict[str, str]:
-    """The calendar date of each clip when the video's metadata has them (``session_dates``: clip index ->
-    date, as conversation logs such as LoCoMo record); empty otherwise. Dates answer "when" questions."""
-    try:
-        found = run.store.get_video(video_id).metadata.get("session_dates")
-    except M3AgentError:
-        return {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def _short(text: str) -> str:

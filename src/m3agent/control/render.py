@@ -46,10 +46,11 @@ def hit_line(hit: Hit) -> str:
 
 
 def clip_label(clip: ClipRef, with_video: bool = False) -> str:
+    """``CLIP_3 [1:30-2:00] (8 May 2023):``: the span when the clip has one, the date when it has one."""
     video = f" of {clip.video_id}" if with_video else ""
-    if clip.start_s < 0:
-        return f"{clip.label}{video}:"
-    return f"{clip.label}{video} [{clock(clip.start_s)}-{clock(clip.end_s)}]:"
+    span = "" if clip.start_s < 0 else f" [{clock(clip.start_s)}-{clock(clip.end_s)}]"
+    date = f" ({clip.date})" if clip.date else ""
+    return f"{clip.label}{video}{span}{date}:"
 
 
 def dropped_at(result: SearchResult, level: int, cited: Collection[int]) -> list[Hit]:

@@ -10,12 +10,14 @@ from m3agent.domain import Memory
 
 @dataclass(frozen=True, slots=True)
 class ClipRef:
-    """A clip as evidence: where in which video."""
+    """A clip as evidence: where in which video. ``date`` is the clip's calendar date when the video's metadata
+    records one (conversation logs such as LoCoMo keep a date per session); it answers "when" questions."""
 
     video_id: str
     index: int
     start_s: float
     end_s: float
+    date: str | None = None
 
     @property
     def label(self) -> str:
@@ -27,7 +29,7 @@ class ClipRef:
             "clip_index": self.index,
             "start_s": self.start_s,
             "end_s": self.end_s,
-        }
+        } | ({"date": self.date} if self.date else {})
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from m3agent.control.query import Intent, ParsedQuery, parse_query
 from m3agent.control.ranking import Ranked, alias_variants, hybrid_rank, keyword_text
 from m3agent.control.results import ClipHits, ClipRef, Hit, SearchResult
 from m3agent.domain import Memory, SearchFilter
-from m3agent.errors import ConfigError
+from m3agent.errors import ConfigError, M3AgentError
 from m3agent.text import clock
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class MemorySearcher:
         self.seen_clips: set[tuple[str, int]] = set()
         self.shown: set[int] = set()
         self._clip_spans: dict[str, dict[int, ClipRef]] = {}
+        self._dates: dict[str, dict[str, str]] = {}
         self._duration = self._video_duration()
 
     # tools ------------------------------------------------------------------
@@ -220,14 +221,25 @@ class MemorySearcher:
         """Clip times from the store, else the span of ``memories`` (a clip row may be missing)."""
         spans = self._clip_spans.get(video_id)
         if spans is None:
+            dates = self._clip_dates(video_id)
             clips = self.store.clips(video_id)
-            spans = {c.index: ClipRef(video_id, c.index, c.start_s, c.end_s) for c, _, _ in clips}
+            spans = {c.index: ClipRef(video_id, c.index, c.start_s, c.end_s, dates.get(str(c.index)))
+                     for c, _, _ in clips}  # fmt: skip
             self._clip_spans[video_id] = spans
+            self._dates[video_id] = dates
         if index in spans:
             return spans[index]
         start = min((m.start_s for m in memories), default=-1.0)
         end = max((m.end_s for m in memories), default=-1.0)
-        return ClipRef(video_id, index, start, end)
+        return ClipRef(video_id, index, start, end, self._dates[video_id].get(str(index)))
+
+    def _clip_dates(self, video_id: str) -> dict[str, str]:
+        """Clip index -> calendar date from the video's metadata (``session_dates``); empty when it has none."""
+        try:
+            found = self.store.get_video(video_id).metadata.get("session_dates")
+        except M3AgentError:
+            return {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def _video_duration(self) -> float | None:
         if self.video_id is None:
