@@ -21,8 +21,8 @@ from m3agent.control import (
 )
 from m3agent.control.conversation import estimate_tokens
 from m3agent.errors import ConfigError, ContextOverflowError
-from m3agent.llm import create_chat_model
 from m3agent.llm.scripted import ScriptedChat
+from test_control_select import scripted
 from test_control_world import World, opened_world
 
 
@@ -38,12 +38,6 @@ LOOP = AgentConfig.from_settings(seed_search=False)
 
 def act(action: str, content: str, thought: str = "") -> dict[str, str]:
     return {"thought": thought or f"I will {action}.", "action": action, "content": content}
-
-
-def scripted(*replies: Any) -> ScriptedChat:
-    chat = create_chat_model("scripted:", replies=list(replies))
-    assert isinstance(chat, ScriptedChat)
-    return chat
 
 
 def test_round_limit_forces_an_answer_in_the_last_round(world: World) -> None:

@@ -16,9 +16,8 @@ from m3agent.control.render import clip_label
 from m3agent.control.search import MemorySearcher
 from m3agent.domain import Clip, Memory, MemoryKind, Video
 from m3agent.embed import create_embedder
-from m3agent.llm import create_chat_model
-from m3agent.llm.scripted import ScriptedChat
 from m3agent.store import open_store
+from test_control_select import scripted
 
 SESSIONS = {
     "chat": [("8 May, 2023", "Caroline says: I went to a support group yesterday."),
@@ -43,12 +42,6 @@ def memory(tmp_path: Path) -> Iterator[Any]:
                                          embedding=embedder.embed([text])[0]))  # fmt: skip
     yield store, embedder
     store.close()
-
-
-def scripted(*replies: Any) -> ScriptedChat:
-    chat = create_chat_model("scripted:", replies=list(replies))
-    assert isinstance(chat, ScriptedChat)
-    return chat
 
 
 def test_the_searcher_dates_clips_from_the_video_metadata(memory: Any) -> None:

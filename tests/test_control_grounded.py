@@ -19,8 +19,7 @@ import pytest
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
 from m3agent.control.grounded import NOT_IN_MEMORY, is_abstention
 from m3agent.llm import create_chat_model
-from m3agent.llm.scripted import ScriptedChat
-from test_control_select import Meeting, opened_meeting
+from test_control_select import Meeting, opened_meeting, scripted
 
 GROUNDED = AgentConfig.from_settings(mode="grounded")
 _ID_RE = re.compile(r"^\[(m\d+|f\d+)\]", re.MULTILINE)
@@ -30,12 +29,6 @@ _ID_RE = re.compile(r"^\[(m\d+|f\d+)\]", re.MULTILINE)
 def meeting(tmp_path: Path) -> Iterator[Meeting]:
     with opened_meeting(tmp_path) as built:
         yield built
-
-
-def scripted(*replies: Any) -> ScriptedChat:
-    chat = create_chat_model("scripted:", replies=list(replies))
-    assert isinstance(chat, ScriptedChat)
-    return chat
 
 
 def shown_ids(messages: Any) -> list[str]:
