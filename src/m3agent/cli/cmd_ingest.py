@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from m3agent.pipeline import IngestReport
 
 EXIT_CLIPS_FAILED = 6  # documented in the help above and in the README
+EXIT_CONSOLIDATION_FAILED = 7
 
 
 @click.command()
@@ -49,7 +50,9 @@ def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, vid
 
     Exit status: 0 when every clip of this run was stored; 6 when some clips failed (disk full, endpoint
     error, malformed reply, ...): they are named on stderr with their reason, recorded in the memory, and
-    retried by the next run; 1 when a whole video failed (several videos). --json prints the same report.
+    retried by the next run; 7 when every clip was stored but consolidation stopped (the local model's
+    process crashed, an endpoint failed): `m3agent consolidate` resumes it; 1 when a whole video failed
+    (several videos). --json prints the same report.
     """
     from m3agent.executor import ingest_videos, video_jobs
 
@@ -72,6 +75,8 @@ def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, vid
         sys.exit(1)
     if any(o.report.get("clips_failed") for o in outcomes):
         sys.exit(EXIT_CLIPS_FAILED)
+    if any("failed" in (o.report.get("consolidation") or {}) for o in outcomes):
+        sys.exit(EXIT_CONSOLIDATION_FAILED)
 
 
 def _single(settings: Any, source: str, video_id: str, perception_only: bool, max_clips: int | None,
@@ -88,6 +93,8 @@ def _single(settings: Any, source: str, video_id: str, perception_only: bool, ma
     if report.clips_failed:
         _report_failures(report)
         sys.exit(EXIT_CLIPS_FAILED)
+    if "failed" in report.consolidation:
+        sys.exit(EXIT_CONSOLIDATION_FAILED)
 
 
 def _report_consolidation(outcome: dict[str, Any]) -> None:

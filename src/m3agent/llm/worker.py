@@ -1,0 +1,116 @@
+"""The local model's own process: ``python -m m3agent.llm.worker`` loads a GGUF with llama-cpp-python
+and answers chat requests, one JSON line in, one JSON line out.
+
+Why a process of its own: llama.cpp is native code. A crash in it (a kernel compiled for
+another CPU, a malformed user GGUF) kills the process it runs in; here that is this worker,
+and the parent (:mod:`m3agent.llm.model_process`) turns the death into a clear error while
+every stored clip and the consolidation records stay intact.
+
+Protocol (stdout carries only protocol lines; anything native code prints goes to stderr):
+the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}``, answered by
+``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
+``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
+``{"text", "prompt_tokens", "completion_tokens"}`` or an error. Error kinds: ``missing``
+(llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
+``failed``. The worker ends when its input ends (its parent closed it or died).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+from typing import IO, Any
+
+
+def main() -> int:
+    """Serve requests until stdin ends; the exit status is 0 unless the first line was unusable."""
+    out = _protocol_stream()
+    init = _read(sys.stdin)
+    if init is None:
+        return 2
+    llama, ready = _load(init)
+    _write(out, ready)
+    if llama is None:
+        return 0
+    grammars: dict[str, Any] = {}
+    while (request := _read(sys.stdin)) is not None:
+        _write(out, _answer(llama, grammars, request))
+    return 0
+
+
+def _protocol_stream() -> IO[str]:
+    """A private copy of stdout for protocol lines; fd 1 then points at stderr, so that native code
+    printing to stdout cannot corrupt the protocol."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def _read(stream: IO[str]) -> dict[str, Any] | None:
+    line = stream.readline()
+    if not line:
+        return None
+    value = json.loads(line)
+    return value if isinstance(value, dict) else None
+
+
+def _write(stream: IO[str], value: dict[str, Any]) -> None:
+    stream.write(json.dumps(value) + "\n")
+    stream.flush()
+
+
+def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The loaded model and the ready line, or ``None`` and the error line."""
+    started = time.perf_counter()
+    try:
+        llama_cpp = _llama_cpp()
+    except ImportError as exc:
+        return None, {"error": "missing", "message": str(exc)}
+    options = {k: int(init[k]) for k in ("n_ctx", "n_threads", "seed")}
+    try:
+        llama = llama_cpp.Llama(model_path=str(init["model_path"]), verbose=False, **options)
+    except (ValueError, RuntimeError, OSError) as exc:
+        return None, {"error": "load", "message": str(exc)}
+    info = llama_cpp.llama_print_system_info()
+    ready = {"load_s": round(time.perf_counter() - started, 3), "version": getattr(llama_cpp, "__version__", "?"),
+             "system_info": info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info),
+             "library": os.path.dirname(getattr(llama_cpp, "__file__", "") or "")}
+    return llama, {"ready": ready}
+
+
+def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
+    schema = request.get("grammar_schema")
+    try:
+        grammar = _grammar(grammars, schema) if schema else None
+        out = llama.create_chat_completion(messages=request["messages"], grammar=grammar,
+                                           max_tokens=int(request["max_tokens"]),
+                                           temperature=float(request["temperature"]))
+    except ValueError as exc:  # llama-cpp-python's only report of a prompt over the context window
+        kind = "overflow" if "context window" in str(exc) else "failed"
+        return {"error": kind, "message": str(exc)}
+    except RuntimeError as exc:
+        return {"error": "failed", "message": str(exc)}
+    usage = out.get("usage") or {}
+    return {"text": out["choices"][0]["message"].get("content") or "",
+            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+            "completion_tokens": int(usage.get("completion_tokens", 0))}
+
+
+def _grammar(grammars: dict[str, Any], schema: str) -> Any:
+    """The GBNF grammar of a JSON schema (given as its JSON text), built once per schema."""
+    if schema not in grammars:
+        grammars[schema] = _llama_cpp().LlamaGrammar.from_json_schema(schema, verbose=False)
+    return grammars[schema]
+
+
+def _llama_cpp() -> Any:
+    """llama-cpp-python, untyped: its stubs disagree with the keyword options passed through."""
+    return importlib.import_module("llama_cpp")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
