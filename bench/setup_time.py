@@ -6,7 +6,10 @@ runtime is compiled and the default model is pulled, as on a new machine. The ph
 ``scripts/setup.sh`` prints (``(phase: N s)``). Writes the "Set-up (fresh machine)" section of
 docs/benchmarks.md.
 
-    .venv/bin/python bench/setup_time.py [--model qwen-1.5b] [--no-write]
+    .venv/bin/python bench/setup_time.py [--model qwen-1.5b] [--keep-wheel] [--no-write]
+
+``--keep-wheel`` copies the compiled runtime into this machine's wheel cache afterwards (its key is
+the same here), so that the next ``make setup`` does not compile it again.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,11 +62,17 @@ def write_section(phases: list[tuple[str, int]], wall: float, model: str, load: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen-1.5b", help="M3AGENT_SETUP_MODEL of the run")
+    parser.add_argument("--keep-wheel", action="store_true", help="keep the compiled runtime in the wheel cache")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = parser.parse_args(argv)
     load = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory(prefix="m3agent-setup-") as tmp:
         phases, wall, _ = fresh_setup(args.model, Path(tmp))
+        if args.keep_wheel:
+            cache = Path(os.environ.get("M3AGENT_WHEEL_CACHE", Path.home() / ".cache" / "m3agent-wheels"))
+            for built in (Path(tmp) / "wheels").glob("llama-cpp-python-*"):
+                if built.is_dir() and not (cache / built.name).exists():
+                    shutil.copytree(built, cache / built.name)
     for name, seconds in phases:
         print(f"{seconds:6d} s  {name}")
     print(f"{wall:6.0f} s  total")

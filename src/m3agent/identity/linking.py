@@ -8,7 +8,11 @@ Two kinds of evidence, strongest first:
   speaks. When at least two faces were watched long enough while the voice
   spoke, the voice links to the face whose lips move with it, if that face's
   correlation is positive and beats the next face's by a margin. This is what
-  tells two people apart who are on screen together all the time.
+  tells two people apart who are on screen together all the time. The speech
+  it correlates with is the voice's turns (:func:`speech_turns`), not the
+  transcript's segments, and their bounds count as known to within
+  :data:`BOUNDARY_TOLERANCE_S`: segment bounds are where the ASR model put
+  words, and they differ between models and CPUs by tenths of a second.
 * **Co-presence**: while a voice speaks, the faces on screen collect credit: each sampled
 frame inside a voice segment gives ``1/fps`` seconds, split evenly among
 the faces visible in it (a lone face gets all of it, two faces half each).
@@ -29,9 +33,27 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
+from m3agent.perception.vad import GENEROUS
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from m3agent.settings import PerceptionSettings
+
+Span = tuple[float, float, int]  # (start_s, end_s, voice entity)
+
+BOUNDARY_TOLERANCE_S = 0.3
+"""How well the bounds of a voice's speech are known. Measured on the debate clip: the turn changes that
+tiny.en, base and the diarizer's turns put at one place differ by 0.0-0.18 s, once by 0.34 s (Trump's
+first words: 3.78 s diarized, 3.84 s base, 4.12 s tiny.en). Lip sync averages each interval's speech
+share over this much shift of the interval, so a bound moved this far changes the evidence only gradually."""
+
+MAX_PAUSE_S = GENEROUS.min_silence_s + 2 * GENEROUS.pad_s
+"""0.6 s: the longest pause inside one speech region of the generous VAD segmentation (what the
+diarizer's turns and the transcriber cover), so not a silence of the speaker: a voice's transcript
+segments this close are one turn (the debate's pauses between segments of one voice are 0.0-0.46 s)."""
+
 
 @dataclass(frozen=True, slots=True)
 class LinkRule:
@@ -79,13 +101,51 @@ def collect_evidence(faces: Iterable[FaceObservation], voices: Iterable[VoiceSeg
     return evidence_from(sightings, spans, fps, motions)
 
 
-def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[tuple[float, float, int]],
+def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[Span],
                   fps: float, motions: Iterable[tuple[float, int, float]] = ()) -> AVEvidence:
     """:func:`collect_evidence` over ``(time, face)`` sightings, ``(start, end, voice)`` spans and
-    ``(time, face, mouth motion)`` samples (the motion over the sampling interval ending at ``time``)."""
+    ``(time, face, mouth motion)`` samples (the motion over the sampling interval ending at ``time``).
+
+    Lip sync is measured against the voices' :func:`speech_turns` with :data:`BOUNDARY_TOLERANCE_S`,
+    so it does not hinge on where the transcript's segments start and end.
+    """
     spans = list(spans)
     co, speech = _co_presence(sightings, spans, fps)
-    return AVEvidence(co, speech, lip_sync(motions, spans, 1.0 / fps))
+    turns = speech_turns(spans, MAX_PAUSE_S)
+    return AVEvidence(co, speech, lip_sync(motions, turns, 1.0 / fps, tolerance=BOUNDARY_TOLERANCE_S))
+
+
+def speech_turns(spans: Iterable[Span], max_pause: float) -> list[Span]:
+    """Each voice's speech as turns, in time order: what its lips are compared with.
+
+    A transcript segment starts and ends where the ASR model put its first and last word, so the
+    segments' bounds, the gaps between them and their number differ between models and CPUs; a
+    pause of a few tenths of a second between them is no silence the lips show, sampled every
+    half second (2 fps). A voice's span joins its last turn across a pause of at most ``max_pause`` unless
+    another voice began speaking in it; when the voice changes after such a pause, the change is
+    put in the pause's middle. Zero-length spans (words whose timestamps collapsed) still say the
+    voice spoke there; turns that stay zero-length are left out.
+    """
+    turns: list[Span] = []
+    last_of: dict[int, int] = {}
+    for start, end, voice in sorted((s for s in spans if s[1] >= s[0]), key=lambda s: (s[0], s[1])):
+        mine = last_of.get(voice)
+        if mine is not None and _continues(turns, mine, start, max_pause):
+            turns[mine] = (turns[mine][0], max(turns[mine][1], end), voice)
+            continue
+        if turns and turns[-1][2] != voice and 0 < start - turns[-1][1] <= max_pause:
+            start = (turns[-1][1] + start) / 2
+            turns[-1] = (turns[-1][0], start, turns[-1][2])
+        last_of[voice] = len(turns)
+        turns.append((start, max(start, end), voice))
+    return [turn for turn in turns if turn[1] > turn[0]]
+
+
+def _continues(turns: Sequence[Span], index: int, start: float, max_pause: float) -> bool:
+    """Whether speech from ``start`` continues turn ``index``: a short pause, and no other voice began in it
+    (one that began before the turn ended, a word said over it, takes nothing over)."""
+    end = turns[index][1]
+    return start - end <= max_pause and all(other[0] < end for other in turns[index + 1:])
 
 
 def _co_presence(sightings: Iterable[tuple[float, int]], spans: Sequence[tuple[float, float, int]],
@@ -108,53 +168,108 @@ def _co_presence(sightings: Iterable[tuple[float, int]], spans: Sequence[tuple[f
     return dict(co), dict(speech)
 
 
-def lip_sync(motions: Iterable[tuple[float, int, float]], spans: Sequence[tuple[float, float, int]],
-             step: float) -> dict[tuple[int, int], LipSync]:
+def lip_sync(motions: Iterable[tuple[float, int, float]], spans: Sequence[Span], step: float,
+             tolerance: float = 0.0) -> dict[tuple[int, int], LipSync]:
     """Per (face, voice): correlation of the face's mouth motion with the voice's share of each interval.
 
-    The interval of a sample at ``t`` is ``[t - step, t]``. Pairs whose voice is silent in all of the
-    face's intervals, or speaks in all of them (nothing to correlate), get no entry.
+    The interval of a sample at ``t`` is ``[t - step, t]``; with a ``tolerance``, its share is the mean
+    over the interval shifted by every offset in ``[-tolerance, tolerance]`` (speech bounds known only
+    that well). Pairs whose voice is silent in all of the face's intervals, or speaks in all of them
+    (nothing to correlate), get no entry.
     """
     import numpy as np
 
     by_face: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for time_s, face_id, value in motions:
         by_face[face_id].append((time_s, value))
-    speech = _speech_clocks(spans)
+    if not by_face:
+        return {}
+    times = np.unique([t for samples in by_face.values() for t, _ in samples])  # faces share sampled frames
+    faces = {face_id: (np.searchsorted(times, [t for t, _ in samples]), np.array([m for _, m in samples]))
+             for face_id, samples in by_face.items()}
     out: dict[tuple[int, int], LipSync] = {}
-    for face_id, samples in by_face.items():
-        times = np.array([t for t, _ in samples])
-        motion = np.array([m for _, m in samples])
-        for voice_id, clock in speech.items():
-            share = (clock(times) - clock(times - step)) / step
+    for voice_id, clock in speech_clocks(spans).items():
+        plain, shares = clock.share(times, step), clock.share(times, step, tolerance)
+        for face_id, (at, motion) in faces.items():
+            if np.ptp(plain[at]) < 1e-9:  # float noise of a share that is constant
+                continue
+            share = shares[at]
             r = _pearson(motion, share)
             if r is not None:
-                out[(face_id, voice_id)] = LipSync(round(r, 4), len(samples), round(float(share.sum()) * step, 2))
+                out[(face_id, voice_id)] = LipSync(round(r, 4), len(motion), round(float(share.sum()) * step, 2))
     return out
 
 
-def _speech_clocks(spans: Sequence[tuple[float, float, int]]) -> dict[int, Any]:
-    """Per voice, a function giving the seconds it has spoken up to each of an array of times."""
-    import numpy as np
+@dataclass(frozen=True, slots=True, eq=False)
+class SpeechClock:
+    """One voice's speech as disjoint pieces in time order (``starts``, ``lengths``), with the seconds
+    spoken and the integral of that clock up to each piece's start, so shares of any intervals are exact."""
 
+    starts: npt.NDArray[np.float64]
+    lengths: npt.NDArray[np.float64]
+    spoken_before: npt.NDArray[np.float64]
+    integral_before: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, pieces: Sequence[tuple[float, float]]) -> SpeechClock:
+        """The clock of the union of ``pieces`` (``(start, end)``, any order, overlaps allowed)."""
+        import numpy as np
+
+        merged = _union(sorted(pieces))
+        starts = np.array([a for a, _ in merged], dtype=np.float64)
+        lengths = np.array([b - a for a, b in merged], dtype=np.float64)
+        spoken = np.concatenate([[0.0], np.cumsum(lengths)[:-1]])
+        gaps = np.diff(starts)  # piece k and the silence after it, up to the next piece
+        pieces_area = spoken[:-1] * gaps + lengths[:-1] ** 2 / 2 + lengths[:-1] * (gaps - lengths[:-1])
+        integral = np.concatenate([[0.0], np.cumsum(pieces_area)])
+        return cls(starts, lengths, spoken, integral)
+
+    def spoken(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Seconds spoken up to each of ``times``."""
+        import numpy as np
+
+        after, index, into = self._locate(times)
+        value = self.spoken_before[index] + np.clip(into, 0.0, self.lengths[index])
+        return np.asarray(np.where(after, value, 0.0), dtype=np.float64)
+
+    def integral(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """The integral of :meth:`spoken` from before the first piece up to each of ``times``."""
+        import numpy as np
+
+        after, index, into = self._locate(times)
+        length = self.lengths[index]
+        inside = np.clip(into, 0.0, length)
+        value = (self.integral_before[index] + self.spoken_before[index] * into + inside * inside / 2
+                 + length * np.maximum(0.0, into - length))
+        return np.asarray(np.where(after, value, 0.0), dtype=np.float64)
+
+    def share(self, times: npt.NDArray[np.float64], step: float, tolerance: float = 0.0) -> npt.NDArray[np.float64]:
+        """The share of each interval ``[t - step, t]`` spoken; with a ``tolerance``, its mean over the
+        interval shifted by every offset in ``[-tolerance, tolerance]`` (exact: differences of :meth:`integral`)."""
+        if tolerance <= 0:
+            return (self.spoken(times) - self.spoken(times - step)) / step
+        area = (self.integral(times + tolerance) - self.integral(times - tolerance)
+                - self.integral(times - step + tolerance) + self.integral(times - step - tolerance))
+        return area / (2 * tolerance * step)
+
+    def _locate(self, times: npt.NDArray[np.float64]
+                ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        """Per time: whether it is at or after the first piece's start, the last piece that started by
+        then (0 before the first), and the seconds since that piece's start."""
+        import numpy as np
+
+        found = np.searchsorted(self.starts, times, side="right") - 1
+        index = np.maximum(found, 0)
+        return found >= 0, index, np.asarray(times - self.starts[index], dtype=np.float64)
+
+
+def speech_clocks(spans: Sequence[Span]) -> dict[int, SpeechClock]:
+    """Per voice, the :class:`SpeechClock` of its spans (empty and reversed spans ignored)."""
     by_voice: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for start, end, voice_id in spans:
         if end > start:
             by_voice[voice_id].append((start, end))
-    clocks = {}
-    for voice_id, pieces in by_voice.items():
-        merged = _union(sorted(pieces))
-        starts = np.array([a for a, _ in merged])
-        lengths = np.array([b - a for a, b in merged])
-        before = np.concatenate([[0.0], np.cumsum(lengths)])
-
-        def clock(times: Any, starts: Any = starts, lengths: Any = lengths, before: Any = before) -> Any:
-            index = np.searchsorted(starts, times, side="right") - 1
-            inside = np.clip(times - starts[np.maximum(index, 0)], 0.0, lengths[np.maximum(index, 0)])
-            return np.where(index >= 0, before[np.maximum(index, 0)] + inside, 0.0)
-
-        clocks[voice_id] = clock
-    return clocks
+    return {voice_id: SpeechClock.of(pieces) for voice_id, pieces in by_voice.items()}
 
 
 def _union(pieces: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
