@@ -53,7 +53,7 @@ def test_open_loads_nothing_heavy_and_takes_defaults_from_settings(tmp_path: Pat
     memory = m3agent.open(tmp_path / "m.db")
     defaults = Settings()
     assert memory.settings.media == defaults.media and memory.settings.control == defaults.control
-    assert memory.settings.memory == str(tmp_path / "m.db")
+    assert memory.settings.memory.path == tmp_path.resolve() / "m.db"
 
 
 def test_bad_settings_and_bad_forget_calls_raise_clear_errors(tmp_path: Path) -> None:

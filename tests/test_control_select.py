@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
-from m3agent.control.modes import default_mode, resolve_mode, uses_llm
+from m3agent.control.modes import ModelSpec, default_mode, resolve_mode, uses_llm
 from m3agent.control.select import grounded_span
 from m3agent.domain import Clip, EntityKind, FaceVoiceLink, LinkSource, Memory, MemoryKind, Video
 from m3agent.errors import ConfigError
@@ -339,6 +339,8 @@ def test_the_default_mode_follows_the_llm() -> None:
     assert default_mode("openai://localhost:8000/v1?model=qwen") == "agent"
     assert default_mode(None) == "agent"  # the model is unknown: as before select existed
     assert not uses_llm("none") and not uses_llm(None) and uses_llm("llamacpp:smollm2")
+    assert default_mode("llamacpp") == default_mode("LLAMACPP:SmolLM2") == "select"  # both load SmolLM2
+    assert ModelSpec.parse(" LLAMACPP:/m/Q.gguf ") == ModelSpec("llamacpp", "/m/Q.gguf")  # as the registry reads it
     control = ControlSettings()
     assert control.mode == "auto"
     assert AgentConfig.from_settings(control, "llamacpp:smollm2").mode == "select"

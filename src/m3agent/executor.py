@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import ConfigError, M3AgentError, MissingExtraError
+from m3agent.store.location import StoreKind
 
 if TYPE_CHECKING:
     from m3agent.settings import ExecutorSettings, Settings
@@ -124,7 +125,7 @@ def _with_retries(settings: Settings, job: VideoJob, args: dict[str, Any]) -> Vi
 
 def _on_ray(settings: Settings, jobs: Sequence[VideoJob], args: dict[str, Any],
             report: Callable[[VideoOutcome], None]) -> list[VideoOutcome]:
-    if not settings.memory.lower().startswith("postgres"):
+    if settings.memory.kind is not StoreKind.POSTGRES:
         raise ConfigError("Ray workers write one shared memory, and a SQLite file is one machine's",
                           hint="use --memory postgresql://... (see README, Scale-out)")
     settings_json = settings.model_dump_json()

@@ -9,17 +9,38 @@ then defaults. Nothing here runs at import time; call :func:`load_settings`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationError, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from m3agent.domain import ControlModeSetting
 from m3agent.errors import ConfigError
+from m3agent.store.location import StoreLocation, parse_location
 
 DEFAULT_CONFIG_FILE = "m3agent.toml"
 # Face distances for perception.face_embedder = "dlib" (docs/benchmarks.md, Identity calibration).
 DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, "face_photo_distance": 0.5}
+
+
+def _store_location(value: object) -> StoreLocation:
+    """The ``memory`` setting parsed once, here (a bad spec fails like any invalid setting)."""
+    if not isinstance(value, str | Path | StoreLocation):
+        raise ValueError(f"expected a path or a store URL, got {type(value).__name__}")
+    try:
+        return parse_location(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+MemoryLocation = Annotated[
+    StoreLocation,
+    NoDecode,  # the environment value is a spec, not JSON
+    PlainValidator(_store_location, json_schema_input_type=str),
+    PlainSerializer(lambda location: location.canonical, return_type=str),
+]
+"""A memory spec in settings: parsed by :func:`~m3agent.store.location.parse_location`, dumped as its
+canonical spec (an absolute path or URL), so settings sent to a worker as JSON name the same memory."""
 
 
 class MediaSettings(BaseModel):
@@ -273,7 +294,8 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    memory: str = Field("m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
+    memory: MemoryLocation = Field(  # type: ignore[assignment]  # the default spec is parsed (validate_default)
+        "m3agent.db", description="memory store: a path, sqlite:///x.db or postgresql://...")
     memory_pool_size: int = Field(
         4, ge=1, le=256,
         description="PostgreSQL memory: most connections one open store holds (a clip being written holds one "

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.bench.m3_data import Answerer, M3Question
 from m3agent.errors import BenchmarkError, M3AgentError
+from m3agent.store.location import StoreKind, StoreLocation, parse_location
 
 if TYPE_CHECKING:
     from m3agent.bench.judge import Judge, Verdict
@@ -27,18 +27,23 @@ class MemoryLocator:
     root: str
 
     @property
+    def location(self) -> StoreLocation:
+        """The root parsed as a memory spec (a folder of memory files parses as a SQLite path)."""
+        return parse_location(self.root)
+
+    @property
     def is_url(self) -> bool:
-        return "://" in self.root and not self.root.lower().startswith("sqlite:")
+        return self.location.kind is StoreKind.POSTGRES
 
     def path_for(self, video_id: str) -> str | None:
         """The store to open for ``video_id``, or ``None`` when it has no memory file."""
-        if self.is_url:
+        path = self.location.path
+        if path is None:
             return self.root
-        root = Path(self.root)
-        if root.is_dir():
-            candidate = root / f"{video_id}.db"
+        if path.is_dir():
+            candidate = path / f"{video_id}.db"
             return str(candidate) if candidate.is_file() else None
-        return self.root if root.is_file() else None
+        return self.root if path.is_file() else None
 
     def shown(self) -> str:
         """The location as reports may show it (no password)."""

@@ -20,11 +20,13 @@ def migrate(source: str, target: str, as_json: bool) -> None:
     """
     from m3agent.errors import ConfigError
     from m3agent.store import open_store
+    from m3agent.store.location import parse_location
     from m3agent.store.transfer import copy_memory
 
-    if source == target:
+    origin, destination = parse_location(source), parse_location(target)
+    if origin == destination:
         raise ConfigError("--from and --to name the same memory", hint="copy into another file or database")
-    with open_store(source, readonly=True, create=False) as src, open_store(target) as dst:
+    with open_store(origin, readonly=True, create=False) as src, open_store(destination) as dst:
         report = copy_memory(src, dst)
     if as_json:
         print_json(report)

@@ -14,10 +14,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from m3agent.domain import CONTROL_MODE_SETTINGS, CONTROL_MODES, ControlMode
 from m3agent.errors import ConfigError
+from m3agent.registry import parse_spec
 
 Mode = ControlMode
 """The mode type, owned by :mod:`m3agent.domain` (settings, CLI and Answer share it)."""
@@ -29,13 +31,45 @@ NO_LLM = "none"
 """The LLM spec meaning "no model": ``--llm none`` answers in select mode by reranking alone."""
 
 
+SELECT_ONLY_MODELS = ("smollm2",)
+"""Local models too weak to write answers (SmolLM2-135M echoes the question): they only select.
+``llamacpp:`` with no model name loads SmolLM2 as well."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """An ``llm`` spec read as the chat-model registry reads it (:func:`m3agent.registry.parse_spec`), so the
+    mode follows the backend that will really be built: ``backend`` is the registry name (``llamacpp``,
+    ``openai``, ``http``, ``scripted``; ``none`` or ``""`` for no model), ``model`` what follows it."""
+
+    backend: str
+    model: str
+
+    @classmethod
+    def parse(cls, llm_spec: str) -> ModelSpec:
+        """``llm_spec`` split by :func:`~m3agent.registry.parse_spec` (never raises: unknown backends are agents)."""
+        parsed = parse_spec(llm_spec)
+        return cls(parsed.scheme, parsed.target)
+
+    @property
+    def uses_llm(self) -> bool:
+        """False for ``""`` and ``none``: run without a chat model."""
+        return self.backend not in ("", NO_LLM) or bool(self.model)
+
+    @property
+    def local(self) -> bool:
+        """A llama.cpp model run in this process (a packaged name or a .gguf file)."""
+        return self.backend == "llamacpp"
+
+    @property
+    def select_only(self) -> bool:
+        """A local model too weak to write answers (:data:`SELECT_ONLY_MODELS`, or none named: SmolLM2)."""
+        return self.local and self.model.lower() in ("", *SELECT_ONLY_MODELS)
+
+
 def uses_llm(llm_spec: str | None) -> bool:
     """False for no spec, ``""`` or ``"none"``: run without a chat model."""
-    return bool(llm_spec and llm_spec.strip().lower() != NO_LLM)
-
-
-SELECT_ONLY_MODELS = ("llamacpp:smollm2",)
-"""Local models too weak to write answers (SmolLM2-135M echoes the question): they only select."""
+    return llm_spec is not None and ModelSpec.parse(llm_spec).uses_llm
 
 
 def default_mode(llm_spec: str | None) -> Mode:
@@ -47,10 +81,10 @@ def default_mode(llm_spec: str | None) -> Mode:
     """
     if llm_spec is None:
         return "agent"
-    spec = llm_spec.strip().lower()
-    if not uses_llm(spec) or spec in SELECT_ONLY_MODELS or spec == "llamacpp:":
+    spec = ModelSpec.parse(llm_spec)
+    if not spec.uses_llm or spec.select_only:
         return "select"
-    return "grounded" if spec.startswith("llamacpp:") else "agent"
+    return "grounded" if spec.local else "agent"
 
 
 def resolve_mode(requested: str | None, llm_spec: str | None = None) -> Mode:

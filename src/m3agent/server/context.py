@@ -33,23 +33,12 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 
-def memory_path(settings: Settings) -> Path | None:
-    """The file of a SQLite memory (``None`` for a database URL)."""
-    spec = settings.memory
-    if spec.lower().startswith("sqlite:"):
-        spec = spec[len("sqlite:"):]
-        spec = spec[2:] if spec.startswith("//") else spec
-    elif "://" in spec:
-        return None
-    return Path(spec).expanduser().resolve()
-
-
 def data_dir(settings: Settings) -> Path:
     """The server's own folder (uploads, job journal): ``server.data_dir`` or ``MEMORY-server/`` beside the file."""
     if settings.server.data_dir is not None:
         return settings.server.data_dir.expanduser().resolve()
-    path = memory_path(settings)
-    if path is None:
+    path = settings.memory.path
+    if path is None:  # a PostgreSQL memory has no file to sit beside
         return (settings.resolved_cache_dir() / "server").resolve()
     return path.with_name(f"{path.stem}-server")
 
@@ -163,7 +152,7 @@ class ServerContext:
     def fingerprint(self) -> tuple[object, ...]:
         """Changes whenever the memory may have changed: this process's writes, or the file's (and its WAL's)
         modification time and size, which any writer's commit moves."""
-        path = memory_path(self.settings)
+        path = self.settings.memory.path
         stats: list[object] = [self._generation]
         if path is not None:
             for file in (path, path.with_name(path.name + "-wal")):

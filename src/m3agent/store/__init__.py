@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.registry import Registry
+from m3agent.store.location import StoreLocation, parse_location
 
 if TYPE_CHECKING:
     from m3agent.settings import Settings
@@ -17,18 +19,18 @@ STORES.register("postgresql", "m3agent.store.postgres:open_postgres",
 STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql")
 
 
-def open_store(spec: str, *, readonly: bool = False, create: bool = True,
+def open_store(spec: str | Path | StoreLocation, *, readonly: bool = False, create: bool = True,
                link_confidence: float | None = None, pool_size: int | None = None) -> MemoryStore:
-    """Open a store from a plain file path, ``sqlite:///relative.db``, ``sqlite:////abs.db`` or ``postgresql://...``.
+    """Open the store at ``spec``: a :class:`StoreLocation`, or a spec :func:`parse_location` reads (a plain
+    file path, ``sqlite:///relative.db``, ``sqlite:////abs.db`` or ``postgresql://...``).
 
     ``link_confidence`` is ``settings.perception.link_accept_confidence``: from it on, face-voice links
     form characters (``None``: the setting's default). ``pool_size`` is ``settings.memory_pool_size``:
     the most connections a PostgreSQL store holds (``None``: the setting's default).
     """
-    if "://" not in spec and not spec.lower().startswith("sqlite:"):
-        spec = f"sqlite:{spec}"  # a plain path, relative or absolute, taken as written
-    return STORES.create(spec, readonly=readonly, create=create, link_confidence=link_confidence,
-                         pool_size=pool_size)
+    location = parse_location(spec)
+    return STORES.factory(location.kind)(location, readonly=readonly, create=create,
+                                         link_confidence=link_confidence, pool_size=pool_size)
 
 
 def open_memory(settings: Settings, *, readonly: bool = False, create: bool = True) -> MemoryStore:

@@ -1,6 +1,7 @@
 """The shared memory store: PostgreSQL + pgvector, for many workers writing one memory.
 
-``open_postgres(spec)`` connects to ``postgresql://...`` (or ``postgres://``),
+``open_postgres(location)`` connects to the ``postgresql://...`` URL of a
+:class:`~m3agent.store.location.StoreLocation` (``postgres://`` is read there),
 migrates the database (``pg_migrations/``) and keeps a connection pool. The
 contract is :mod:`m3agent.store.protocol`, with the same rules as the SQLite
 store (the shared behavioural tests run against both):
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from m3agent.domain import Vector
-    from m3agent.registry import BackendSpec
+    from m3agent.store.location import StoreLocation
     from m3agent.store.protocol import ClipWriter, ConsolidationWriter, MemoryStore
 
     Conn = psycopg.Connection[Any]
@@ -86,9 +87,9 @@ R = TypeVar("R")
 EF_SEARCH_MIN = 256  # HNSW candidate list (4 k for larger k): recall@10 0.90 at 10^6 rows; 0.73 at 64
 
 
-def open_postgres(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
+def open_postgres(location: StoreLocation, *, readonly: bool = False, create: bool = True,
                   link_confidence: float | None = None, pool_size: int | None = None) -> PostgresStore:
-    """Connect to (and create or migrate) the memory in the PostgreSQL database ``spec.raw``.
+    """Connect to (and create or migrate) the memory in the PostgreSQL database ``location.url``.
 
     ``pool_size`` is ``settings.memory_pool_size`` (its default when ``None``).
     """
@@ -100,7 +101,9 @@ def open_postgres(spec: BackendSpec, *, readonly: bool = False, create: bool = T
     if not 0.0 < accept <= 1.0:
         raise ConfigError(f"link_confidence must be in (0, 1], got {accept}",
                           hint="set perception.link_accept_confidence between 0 and 1")
-    url = spec.raw if spec.raw.startswith("postgresql") else "postgresql" + spec.raw[len("postgres"):]
+    url = location.url
+    if url is None:
+        raise ConfigError(f"memory store {location} is not a PostgreSQL URL", hint="open it with open_store")
     pg_schema.migrate(url, readonly=readonly, create=create)
     with pg_schema.translated(pg_schema.redacted(url)):
         pool = pg_schema.open_pool(url, readonly=readonly, size=size)

@@ -1,10 +1,10 @@
 """The embedded default memory store: one SQLite file holding many videos.
 
-``open_sqlite(spec)`` opens (and creates or migrates) the file named by
-``spec.target``. URL forms follow SQLAlchemy: ``sqlite:///relative.db`` and
-``sqlite:////absolute/path.db``; the short form ``sqlite:path`` takes the path
-as written. See :mod:`m3agent.store.protocol` for the contract and
-``sqlite_migrations/`` for the schema.
+``open_sqlite(location)`` opens (and creates or migrates) the file of a
+:class:`~m3agent.store.location.StoreLocation` (specs are parsed there:
+``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, plain paths).
+See :mod:`m3agent.store.protocol` for the contract and ``sqlite_migrations/``
+for the schema.
 
 Every public method holds the store's lock (one connection, shared by
 threads) and turns SQLite failures into :class:`m3agent.errors.StoreError`
@@ -76,7 +76,7 @@ from m3agent.store.vectors import from_blob, normalized, to_blob
 
 if TYPE_CHECKING:
     from m3agent.domain import Vector
-    from m3agent.registry import BackendSpec
+    from m3agent.store.location import StoreLocation
     from m3agent.store.protocol import ClipWriter, ConsolidationWriter, MemoryStore
 
     def _conforms(store: SQLiteStore, writer: SQLiteClipWriter) -> tuple[MemoryStore, ClipWriter]:
@@ -88,22 +88,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def sqlite_path(spec: BackendSpec) -> Path:
-    """The file named by a ``sqlite`` spec (SQLAlchemy slashes for ``sqlite://`` URLs)."""
-    target = spec.target
-    if "://" in spec.raw and target.startswith("/"):
-        target = target[1:]
-    if not target or target == ":memory:":
-        raise ConfigError(
-            f"memory store {spec.raw!r} names no file",
-            hint="use a path, sqlite:///relative.db or sqlite:////absolute/path.db",
-        )
-    return Path(target).expanduser()
-
-
-def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = True,
+def open_sqlite(location: StoreLocation, *, readonly: bool = False, create: bool = True,
                 link_confidence: float | None = None, pool_size: int | None = None) -> SQLiteStore:
-    """Open the SQLite memory at ``spec.target`` (created and migrated unless told otherwise).
+    """Open the SQLite memory at ``location.path`` (created and migrated unless told otherwise).
 
     ``link_confidence`` is ``settings.perception.link_accept_confidence`` (its default when ``None``).
     ``pool_size`` is ignored: a SQLite store is one connection.
@@ -112,7 +99,9 @@ def open_sqlite(spec: BackendSpec, *, readonly: bool = False, create: bool = Tru
     if not 0.0 < accept <= 1.0:
         raise ConfigError(f"link_confidence must be in (0, 1], got {accept}",
                           hint="set perception.link_accept_confidence between 0 and 1")
-    path = sqlite_path(spec)
+    path = location.path
+    if path is None:
+        raise ConfigError(f"memory store {location} is not a SQLite file", hint="open it with open_store")
     conn, readonly = connect(path, readonly=readonly, create=create)
     return SQLiteStore(conn, path, readonly=readonly, link_confidence=accept)
 
