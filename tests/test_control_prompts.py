@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from m3agent.control.prompts import load_prompt_set
-from m3agent.control.replies import AgentReply, AnswerReply, GroundedReply, Reply, SelectReply, VerdictReply
+from m3agent.control.replies import AgentReply, AnswerReply, GroundedReply, SelectReply, VerdictReply
 from m3agent.errors import MalformedReplyError, PromptError
 from m3agent.llm import ChatReply
+from m3agent.llm.prompts import load_prompt_set
+from m3agent.llm.replies import Reply
 
 REPLIES: dict[str, type[Reply]] = {
     "control_agent": AgentReply,

@@ -24,12 +24,13 @@ import numpy as np
 import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
-from m3agent.control.modes import ModelSpec, default_mode, resolve_mode, uses_llm
+from m3agent.control.modes import default_mode, resolve_mode
 from m3agent.control.select import grounded_span
 from m3agent.domain import Clip, EntityKind, FaceVoiceLink, LinkSource, Memory, MemoryKind, Video
 from m3agent.errors import ConfigError
 from m3agent.llm import create_chat_model
 from m3agent.llm.scripted import ScriptedChat
+from m3agent.llm.spec import ModelSpec, uses_llm
 from m3agent.settings import ControlSettings
 from test_control_world import World, opened_world
 

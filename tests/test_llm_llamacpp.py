@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from m3agent.control.prompts import load_prompt_set
 from m3agent.errors import ConfigError, ContextOverflowError, MissingExtraError, ModelError
 from m3agent.llm import create_chat_model
 from m3agent.llm.llamacpp import LlamaCppChat
+from m3agent.llm.prompts import load_prompt_set
 from m3agent.llm.schema import validate
 
 

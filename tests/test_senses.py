@@ -301,7 +301,7 @@ def test_switched_off_stages_do_not_run() -> None:
 
 
 def test_the_mllm_writer_is_told_the_scene_findings_as_text() -> None:
-    from m3agent.control.prompts import load_prompt_set
+    from m3agent.llm.prompts import load_prompt_set
     from m3agent.memorize import ClipInput
     from m3agent.memorize.mllm_messages import MediaBudget, build_messages
 

@@ -74,7 +74,7 @@ class Memory:
             mode: str | None = None, rounds: int | None = None) -> Answer:
         """Answer ``question`` from the memory, with cited evidence (``mode`` as ``m3agent ask --mode``)."""
         from m3agent.control import AgentConfig, answer_question, run_to_answer
-        from m3agent.control.modes import NO_LLM
+        from m3agent.llm.spec import NO_LLM
 
         config = AgentConfig.from_settings(self.settings.control, self.settings.llm or NO_LLM, mode=mode)
         with self._store() as store:
@@ -135,8 +135,8 @@ class Memory:
 
     def _chat_model(self) -> ChatModel | None:
         """The control LLM of the settings, or ``None`` for ``llm="none"`` (select mode reranks)."""
-        from m3agent.control.modes import uses_llm
         from m3agent.llm import chat_model_from_settings
+        from m3agent.llm.spec import uses_llm
 
         if self._chat is None and uses_llm(self.settings.llm):
             self._chat = chat_model_from_settings(self.settings)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from m3agent.errors import BenchmarkError, M3AgentError, MalformedReplyError
 
 if TYPE_CHECKING:
-    from m3agent.control.prompts import PromptSet
     from m3agent.llm import ChatModel, Usage
+    from m3agent.llm.prompts import PromptSet
 
 JUDGE_MAX_TOKENS = 32
 JUDGE_TEMPERATURE = 0.0
@@ -48,7 +48,7 @@ class Prompt:
 
 def load_prompt(name: str) -> Prompt:
     """``prompts/<name>.txt`` (``[system]``/``[user]`` sections) and ``.json``, with their sha256."""
-    from m3agent.control.prompts import load_prompt_set
+    from m3agent.llm.prompts import load_prompt_set
 
     try:
         prompts = load_prompt_set(name)

@@ -24,8 +24,8 @@ VIEWS = ("videos", "entities", "characters", "memories", "clip")
 def show(ctx: click.Context, what: str, memory: str | None, video_id: str | None,
          clip_index: int | None, limit: int, as_json: bool) -> None:
     """Print what a memory holds. `show --clip N` prints one clip's memories, faces and voices."""
-    from m3agent.inspect import clip_report, list_characters, list_entities, list_memories, list_videos
     from m3agent.store import open_memory
+    from m3agent.views import clip_report, list_characters, list_entities, list_memories, list_videos
 
     settings = build_settings(ctx, memory=memory)
     if clip_index is not None:
@@ -50,7 +50,7 @@ def show(ctx: click.Context, what: str, memory: str | None, video_id: str | None
 
 
 def _print_human(what: str, data: Any) -> None:
-    from m3agent.inspect import render_table
+    from m3agent.views import render_table
 
     console().print(render_table(what, data))
 

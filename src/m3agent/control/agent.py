@@ -17,13 +17,13 @@ import json
 from collections.abc import Callable, Generator, Iterator
 
 from m3agent.control.conversation import Conversation
-from m3agent.control.prompts import PromptSet, load_prompt_set
 from m3agent.control.render import render_result
 from m3agent.control.replies import AgentReply, AnswerReply
 from m3agent.control.runtime import RunContext
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import ContextOverflowError, MalformedReplyError
 from m3agent.llm import context_window
+from m3agent.llm.prompts import PromptSet, load_prompt_set
 from m3agent.llm.schema import strip_thinking
 
 AGENT_PROMPT = "control_agent"

@@ -20,11 +20,12 @@ from m3agent.control.agent import agent_steps
 from m3agent.control.baseline import baseline_steps
 from m3agent.control.config import AgentConfig
 from m3agent.control.grounded import grounded_steps
-from m3agent.control.modes import NO_LLM, Mode, uses_llm
+from m3agent.control.modes import Mode
 from m3agent.control.runtime import RunContext
 from m3agent.control.select import select_steps
 from m3agent.control.steps import Answer, Step
 from m3agent.errors import ConfigError, M3AgentError
+from m3agent.llm.spec import NO_LLM, uses_llm
 
 if TYPE_CHECKING:
     from m3agent.control.characters import CharacterIndex

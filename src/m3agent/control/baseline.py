@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from m3agent.control.prompts import load_prompt_set
 from m3agent.control.render import render_result
 from m3agent.control.replies import AnswerReply
 from m3agent.control.steps import Action, Observation, Step, Thought
 from m3agent.errors import MalformedReplyError
+from m3agent.llm.prompts import load_prompt_set
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
 from m3agent.control.attribution import foreign_words
-from m3agent.control.prompts import load_prompt_set
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import clip_label, render_result
 from m3agent.control.replies import GroundedReply
@@ -39,6 +38,7 @@ from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
+from m3agent.llm.prompts import load_prompt_set
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext

@@ -10,16 +10,17 @@
   answers, under a grammar that allows nothing else; without a model (or when
   it fails) a reranker picks. Made for small local models, which cannot plan
   searches or write answers (the packaged SmolLM2-135M echoes the question).
+
+The spec itself is read by :mod:`m3agent.llm.spec` (shared with memorize).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 from m3agent.domain import CONTROL_MODE_SETTINGS, CONTROL_MODES, ControlMode
 from m3agent.errors import ConfigError
-from m3agent.registry import parse_spec
+from m3agent.llm.spec import ModelSpec
 
 Mode = ControlMode
 """The mode type, owned by :mod:`m3agent.domain` (settings, CLI and Answer share it)."""
@@ -27,8 +28,6 @@ MODES = CONTROL_MODES
 MODE_CHOICES = CONTROL_MODE_SETTINGS
 """What settings and ``--mode`` accept: ``auto`` and every mode."""
 AUTO: Final = "auto"
-NO_LLM = "none"
-"""The LLM spec meaning "no model": ``--llm none`` answers in select mode by reranking alone."""
 
 
 SELECT_ONLY_MODELS = ("smollm2",)
@@ -36,40 +35,9 @@ SELECT_ONLY_MODELS = ("smollm2",)
 ``llamacpp:`` with no model name loads SmolLM2 as well."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """An ``llm`` spec read as the chat-model registry reads it (:func:`m3agent.registry.parse_spec`), so the
-    mode follows the backend that will really be built: ``backend`` is the registry name (``llamacpp``,
-    ``openai``, ``http``, ``scripted``; ``none`` or ``""`` for no model), ``model`` what follows it."""
-
-    backend: str
-    model: str
-
-    @classmethod
-    def parse(cls, llm_spec: str) -> ModelSpec:
-        """``llm_spec`` split by :func:`~m3agent.registry.parse_spec` (never raises: unknown backends are agents)."""
-        parsed = parse_spec(llm_spec)
-        return cls(parsed.scheme, parsed.target)
-
-    @property
-    def uses_llm(self) -> bool:
-        """False for ``""`` and ``none``: run without a chat model."""
-        return self.backend not in ("", NO_LLM) or bool(self.model)
-
-    @property
-    def local(self) -> bool:
-        """A llama.cpp model run in this process (a packaged name or a .gguf file)."""
-        return self.backend == "llamacpp"
-
-    @property
-    def select_only(self) -> bool:
-        """A local model too weak to write answers (:data:`SELECT_ONLY_MODELS`, or none named: SmolLM2)."""
-        return self.local and self.model.lower() in ("", *SELECT_ONLY_MODELS)
-
-
-def uses_llm(llm_spec: str | None) -> bool:
-    """False for no spec, ``""`` or ``"none"``: run without a chat model."""
-    return llm_spec is not None and ModelSpec.parse(llm_spec).uses_llm
+def _select_only(spec: ModelSpec) -> bool:
+    """A local model too weak to write answers (:data:`SELECT_ONLY_MODELS`, or none named: SmolLM2)."""
+    return spec.local and spec.model.lower() in ("", *SELECT_ONLY_MODELS)
 
 
 def default_mode(llm_spec: str | None) -> Mode:
@@ -82,7 +50,7 @@ def default_mode(llm_spec: str | None) -> Mode:
     if llm_spec is None:
         return "agent"
     spec = ModelSpec.parse(llm_spec)
-    if not spec.uses_llm or spec.select_only:
+    if not spec.uses_llm or _select_only(spec):
         return "select"
     return "grounded" if spec.local else "agent"
 

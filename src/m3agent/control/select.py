@@ -29,13 +29,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from m3agent.control.prompts import load_prompt_set
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import render_result
 from m3agent.control.replies import NO_CHOICE, SelectReply
 from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
+from m3agent.llm.prompts import load_prompt_set
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from m3agent.errors import ModelError
 from m3agent.llm.llamacpp import LlamaCppChat
+from m3agent.llm.prompts import load_prompt_set
 from m3agent.llm.runtime_build import RuntimeBuild, inspect_runtime
 
 QUESTION = "In which room is the copper kettle stored?"
@@ -53,8 +54,6 @@ def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> Runtime
 
     ``require_answer=False`` only proves that the runtime evaluates the prompt and replies under the grammar,
     for models too small to find the answer (SmolLM2-135M answers with the last note it read)."""
-    from m3agent.control.prompts import load_prompt_set
-
     build = inspect_runtime()
     unsafe = portability_problems(build)
     if unsafe:

@@ -162,7 +162,7 @@ def _known_facts(store: MemoryStore, new: list[Memory], last: Clip) -> list[Memo
 def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, options: ConsolidationOptions,
          report: ConsolidationReport) -> tuple[list[cf.Draft], list[str]]:
     """One model call over the unit; the checked drafts and the notes of what was dropped."""
-    from m3agent.control.prompts import load_prompt_set
+    from m3agent.llm.prompts import load_prompt_set
 
     prompts = load_prompt_set(cf.PROMPT)
     shown = cf.shown_memories(new, _known_facts(store, new, last))

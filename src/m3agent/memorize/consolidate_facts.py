@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from m3agent import tags
-from m3agent.control.replies import Content, Reply
+from m3agent.llm.replies import Content, Reply
 from m3agent.text import SHORT_WORDS, STOPWORDS, clock, self_names, stem
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ SKIPPED = ("consolidation skipped: no LLM configured (llm is none); to write sem
 
 def consolidation_model(settings: Settings) -> str | None:
     """The spec of the consolidation model, or ``None`` when there is none (``none`` or unset)."""
-    from m3agent.control.modes import uses_llm
+    from m3agent.llm.spec import uses_llm
 
     spec = settings.memorize.consolidate_llm or settings.llm
     return spec if uses_llm(spec) else None

@@ -44,7 +44,7 @@ class LocalWriter:
         self.provenance = f"local-writer/1:{chat.name}"
 
     def write(self, clip_input: ClipInput) -> WriterOutput:
-        from m3agent.control.prompts import load_prompt_set
+        from m3agent.llm.prompts import load_prompt_set
 
         base = PerceptionWriter().write(clip_input)
         prompts = load_prompt_set(PROMPT)

@@ -30,7 +30,7 @@ from m3agent.memorize.media_parts import (
 from m3agent.text import clock
 
 if TYPE_CHECKING:
-    from m3agent.control.prompts import PromptSet
+    from m3agent.llm.prompts import PromptSet
     from m3agent.memorize.inputs import ClipInput
 
 AUDIO_SECONDS = 20.0

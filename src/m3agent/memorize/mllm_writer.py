@@ -52,8 +52,8 @@ from m3agent.memorize.perception_writer import PerceptionWriter
 from m3agent.memorize.statements import Interpreted, interpret
 
 if TYPE_CHECKING:
-    from m3agent.control.prompts import PromptSet
     from m3agent.llm import ChatModel
+    from m3agent.llm.prompts import PromptSet
     from m3agent.registry import BackendSpec
     from m3agent.settings import MemorizeSettings, Settings
 
@@ -107,7 +107,7 @@ class MLLMWriter:
 
     def _ask(self, inp: ClipInput) -> tuple[Interpreted, Usage, int]:
         """Call until a usable reply (at most ``attempts`` calls), with feedback after each bad one."""
-        from m3agent.control.prompts import load_prompt_set
+        from m3agent.llm.prompts import load_prompt_set
 
         prompts = load_prompt_set(PROMPT)
         kinds = inp.tag_kinds()

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
-from m3agent import inspect
+from m3agent import views
 from m3agent.domain import EntityKind
 from m3agent.errors import NotFoundError
 from m3agent.server import schemas, service
@@ -27,7 +27,7 @@ MEDIA: dict[int | str, dict[str, Any]] = {
 def list_entities(ctx: Ctx, kind: Annotated[Literal["face", "voice"] | None, Query()] = None,
                   offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
     with ctx.stores.read() as store:
-        character_of, _ = inspect.character_names(store)
+        character_of, _ = views.character_names(store)
         rows = [service.entity_out(e, character_of)
                 for e in store.entities(EntityKind(kind) if kind else None)]
     return service.page(rows, offset, limit)
@@ -56,7 +56,7 @@ def get_entity_media(ctx: Ctx, entity_id: EntityId, index: MediaIndex) -> Respon
 def rename_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Rename) -> schemas.EntityOut:
     with ctx.write() as store:
         store.rename_entity(entity_id, body.name.strip())
-        character_of, _ = inspect.character_names(store)
+        character_of, _ = views.character_names(store)
         return service.entity_out(store.get_entity(entity_id), character_of)
 
 
@@ -65,7 +65,7 @@ def rename_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Rename) -> schema
 def merge_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Merge) -> schemas.EntityOut:
     with ctx.write() as store:
         store.merge_entities(entity_id, body.absorb)
-        character_of, _ = inspect.character_names(store)
+        character_of, _ = views.character_names(store)
         return service.entity_out(store.get_entity(entity_id), character_of)
 
 
@@ -84,7 +84,7 @@ def list_merges(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> dict[str, o
 def undo_merge(ctx: Ctx, merge_id: MergeId) -> schemas.EntityOut:
     with ctx.write() as store:
         restored = store.undo_merge(merge_id)
-        character_of, _ = inspect.character_names(store)
+        character_of, _ = views.character_names(store)
         return service.entity_out(restored, character_of)
 
 
@@ -93,7 +93,7 @@ def undo_merge(ctx: Ctx, merge_id: MergeId) -> schemas.EntityOut:
 def split_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Split) -> schemas.EntityOut:
     with ctx.write() as store:
         new = store.split_entity(entity_id, body.observation_ids)
-        character_of, _ = inspect.character_names(store)
+        character_of, _ = views.character_names(store)
         return service.entity_out(new, character_of)
 
 

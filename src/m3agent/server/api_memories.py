@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from m3agent import inspect
+from m3agent import views
 from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.errors import M3AgentError
 from m3agent.server import schemas, service
@@ -31,8 +31,8 @@ def list_memories(ctx: Ctx, video_id: Annotated[str | None, Query()] = None,
         if video_id is not None:
             store.get_video(video_id)
         memories = store.memories(video_id, clip, flt)
-        character_of, names = inspect.character_names(store)
-        rows = [schemas.MemoryOut(**inspect.memory_row(m, character_of, names))
+        character_of, names = views.character_names(store)
+        rows = [schemas.MemoryOut(**views.memory_row(m, character_of, names))
                 for m in memories[offset:offset + limit]]
     return {"items": rows, "total": len(memories), "offset": offset, "limit": limit}
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.responses import FileResponse
 
-from m3agent import inspect
+from m3agent import views
 from m3agent.errors import NotFoundError
 from m3agent.server import schemas, service
 from m3agent.server.deps import Ctx, Limit, Offset
@@ -38,7 +38,7 @@ def delete_video(ctx: Ctx, video_id: VideoId) -> schemas.Forgotten:
             summary="One clip: its memories, faces and voices")
 def get_clip(ctx: Ctx, video_id: VideoId, clip_index: ClipIndex) -> schemas.ClipDetail:
     with ctx.stores.read() as store:
-        report = inspect.clip_report(store, video_id, clip_index)
+        report = views.clip_report(store, video_id, clip_index)
     if report["status"] == "missing":
         raise NotFoundError(f"video {video_id} has no clip {clip_index}", hint="GET /api/videos/{id} lists clips")
     return schemas.ClipDetail.model_validate(report)

@@ -192,8 +192,8 @@ class ServerContext:
 
     def chat(self) -> ChatModel | None:
         """The control LLM of the settings (``None`` for ``llm = "none"``), loaded once."""
-        from m3agent.control.modes import uses_llm
         from m3agent.llm import chat_model_from_settings
+        from m3agent.llm.spec import uses_llm
 
         with self._models_lock:
             if not self._chat_loaded:

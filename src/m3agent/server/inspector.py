@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from m3agent import __version__, inspect, tags
+from m3agent import __version__, tags, views
 from m3agent.server import service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
@@ -76,8 +76,8 @@ async def video_page(request: Request, ctx: Ctx, video_id: str) -> HTMLResponse:
 def _video_data(ctx: ServerContext, video_id: str) -> dict[str, Any]:
     detail = service.video_detail(ctx, video_id)
     with ctx.stores.read() as store:
-        _, names = inspect.character_names(store, video_id)
-        clips = [inspect.clip_report(store, video_id, clip.index) for clip in detail.clips]
+        _, names = views.character_names(store, video_id)
+        clips = [views.clip_report(store, video_id, clip.index) for clip in detail.clips]
     return {"video": detail, "clips": clips, "names": names}
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent import inspect
+from m3agent import views
 from m3agent.errors import NotFoundError
 from m3agent.server import schemas
 from m3agent.server.security import inside
@@ -53,8 +53,8 @@ def media_file(ctx: ServerContext, video: Video) -> Path | None:
 # memories and search -----------------------------------------------------------
 def memory_out(store: MemoryStore, memory_id: int) -> schemas.MemoryOut:
     memory = store.get_memory(memory_id)
-    character_of, names = inspect.character_names(store)
-    return schemas.MemoryOut(**inspect.memory_row(memory, character_of, names))
+    character_of, names = views.character_names(store)
+    return schemas.MemoryOut(**views.memory_row(memory, character_of, names))
 
 
 def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
@@ -122,7 +122,7 @@ def entity_out(entity: Entity, character_of: dict[int, int]) -> schemas.EntityOu
 def entity_detail(ctx: ServerContext, entity_id: int) -> schemas.EntityDetail:
     with ctx.stores.read() as store:
         entity = store.get_entity(entity_id)
-        character_of, _ = inspect.character_names(store)
+        character_of, _ = views.character_names(store)
         media = entity_media(store, entity, 16)
         return schemas.EntityDetail(**entity_out(entity, character_of).model_dump(), media=len(media),
                                     observations_list=observations(store, entity))
@@ -153,16 +153,16 @@ def observations(store: MemoryStore, entity: Entity) -> list[schemas.Observation
 def characters(store: MemoryStore, video_id: str | None = None) -> list[schemas.CharacterOut]:
     if video_id is not None:
         store.get_video(video_id)
-    return [schemas.CharacterOut(**row) for row in inspect.list_characters(store, video_id)]
+    return [schemas.CharacterOut(**row) for row in views.list_characters(store, video_id)]
 
 
 def character_detail(ctx: ServerContext, character_id: int) -> schemas.CharacterDetail:
     with ctx.stores.read() as store:
         character = _character(store, character_id)
-        character_of, names = inspect.character_names(store)
+        character_of, names = views.character_names(store)
         members = [entity_out(store.get_entity(e), character_of) for e in character.entity_ids]
         memories = store.memories_of_entities(character.entity_ids)
-        facts = [schemas.MemoryOut(**inspect.memory_row(m, character_of, names))
+        facts = [schemas.MemoryOut(**views.memory_row(m, character_of, names))
                  for m in memories if m.kind.value == "semantic"]
         return schemas.CharacterDetail(
             id=character.id, tag=character.tag, name=character.name, entities=list(character.entity_ids),

@@ -5,7 +5,7 @@ Statements are written once with ``?`` placeholders; :func:`render` gives Postgr
 SQL is the same on both stores live here too, so the two stores cannot drift: deleting a memory
 (with the transcript it quotes), storing a face-voice link, recording a stage timing, recording
 the sources of a consolidated fact and what a consolidation changed, forgetting a video's
-consolidation. Both
+consolidation; and the text rules of deleting an entity (:data:`NEUTRAL`, link lines). Both
 ``sqlite3.Connection`` and ``psycopg.Connection`` have the ``execute(sql, params)`` these use.
 """
 
@@ -17,6 +17,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
+from m3agent import tags
 from m3agent.domain import ForgottenConsolidation, LinkSource
 from m3agent.errors import IntegrityError, NotFoundError
 
@@ -192,3 +193,25 @@ def _restore(db: Connection, dialect: Dialect, changes: Sequence[Any]) -> int:
             last = before
         db.execute(render(RESTORE_MEMORY, dialect), (sum(float(r[1]) for r in rows), last, memory_id))
     return len(by_memory)
+
+
+NEUTRAL = "someone"  # what a deleted entity's tag becomes in memories that stay
+
+
+def is_link_line(text: str) -> bool:
+    """A bookkeeping line recording a face-voice link (``Equivalence: <face_1>, <voice_2>``)."""
+    return text.lstrip().lower().startswith("equivalence")
+
+
+def unnamed(text: str, entity_id: int) -> str:
+    """``text`` with every face/voice tag of ``entity_id`` replaced by :data:`NEUTRAL`
+    (capitalised where it starts a sentence)."""
+    out: list[tags.Token] = []
+    for token in tags.tokenize(text):
+        if isinstance(token, tags.Tag) and token.kind in ("face", "voice") and token.id == entity_id:
+            before = tags.render(out).rstrip()
+            starts = not before or before[-1] in ".!?"
+            out.append(NEUTRAL.capitalize() if starts else NEUTRAL)
+        else:
+            out.append(token)
+    return tags.render(out)

@@ -2,7 +2,7 @@
 
 The same rules as :mod:`m3agent.store.sqlite_entities` (read its docstring for
 what each deletion removes), written in PostgreSQL's dialect; the text rules
-(tag rewriting, "someone", link lines) are shared from there. Each function
+("someone", link lines) are shared through :mod:`m3agent.store.dialect`. Each function
 runs inside a transaction opened by the caller.
 """
 
@@ -15,9 +15,7 @@ from m3agent import tags
 from m3agent.domain import EntityKind
 from m3agent.errors import IntegrityError
 from m3agent.store import dialect, merge_log
-from m3agent.store.pg_rows import as_array
-from m3agent.store.pg_writer import require_entity, write_bank
-from m3agent.store.sqlite_entities import _is_link_line, _unnamed
+from m3agent.store.pg_rows import as_array, require_entity, write_bank
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import from_blob
 
@@ -120,10 +118,10 @@ def delete_entity(db: Conn, entity_id: int) -> None:
     """Remove the entity and what memory text says about it; observations, bank, edges and links cascade."""
     require_entity(db, entity_id)
     for memory_id, text, others in _memories_naming(db, entity_id):
-        if not others or _is_link_line(text):
+        if not others or dialect.is_link_line(text):
             db.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
         else:
-            db.execute("UPDATE memories SET text = %s WHERE id = %s", (_unnamed(text, entity_id), memory_id))
+            db.execute("UPDATE memories SET text = %s WHERE id = %s", (dialect.unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = %s", (entity_id,))
     merge_log.prune(DIALECT, db)
 

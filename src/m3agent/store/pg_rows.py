@@ -1,4 +1,6 @@
-"""SQL fragments and row -> domain conversions of the PostgreSQL store (``%s`` parameters)."""
+"""SQL fragments and row -> domain conversions of the PostgreSQL store (``%s`` parameters), and the entity
+lookups its writer and its identity corrections (:mod:`~m3agent.store.pg_entities`) share (here, so neither
+imports the other)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Memory, MemoryKind, SearchFilter
+from m3agent.errors import NotFoundError
 
 if TYPE_CHECKING:
+    import psycopg
+
     from m3agent.domain import Vector
+
+    Conn = psycopg.Connection[Any]
 
 MEMORY_COLUMNS = (
     "m.id, m.kind, m.text, m.video_id, m.clip_index, m.start_s, m.end_s, m.weight, m.confidence, "
@@ -76,3 +83,24 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
         last_clip_index=row[10],
         embedding=as_array(row[11]),
     )
+
+
+def require_entity(db: Conn, entity_id: int) -> str:
+    """The kind of entity ``entity_id``; :class:`NotFoundError` when it does not exist."""
+    row = db.execute("SELECT kind FROM entities WHERE id = %s", (entity_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"no entity {entity_id}")
+    return str(row[0])
+
+
+def write_bank(db: Conn, entity_id: int, embeddings: Sequence[Vector]) -> None:
+    """Append ``embeddings`` to the entity's bank after its current exemplars."""
+    if not len(embeddings):
+        return
+    row = db.execute("SELECT coalesce(max(ord) + 1, 0) FROM entity_embeddings WHERE entity_id = %s",
+                     (entity_id,)).fetchone()
+    start = int(row[0]) if row else 0
+    vectors = [as_array(v) for v in embeddings]
+    with db.cursor() as cur:
+        cur.executemany("INSERT INTO entity_embeddings (entity_id, ord, vector) VALUES (%s, %s, %s)",
+                        [(entity_id, start + i, v) for i, v in enumerate(vectors)])

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
-from m3agent.store import dialect
-from m3agent.store.pg_rows import as_array
+from m3agent.store import dialect, merge_log
+from m3agent.store.pg_entities import DIALECT
+from m3agent.store.pg_rows import require_entity, write_bank
 from m3agent.store.sqlite_rows import words_json
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.sqlite_writer import check_link
@@ -191,9 +192,6 @@ class PgClipWriter:
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
         clip so it can be undone; returns the record id."""
-        from m3agent.store import merge_log
-        from m3agent.store.pg_entities import DIALECT
-
         db = self._db()
         self._barrier()
         return merge_log.merge_recorded(DIALECT, db, keep, absorb, source="auto", evidence=evidence,
@@ -201,27 +199,6 @@ class PgClipWriter:
 
     def record_timing(self, stage: str, seconds: float) -> None:
         dialect.record_timing(self._db(), dialect.Dialect.POSTGRES, self.clip, stage, seconds)
-
-
-def require_entity(db: Conn, entity_id: int) -> str:
-    """The kind of entity ``entity_id``; :class:`NotFoundError` when it does not exist."""
-    row = db.execute("SELECT kind FROM entities WHERE id = %s", (entity_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"no entity {entity_id}")
-    return str(row[0])
-
-
-def write_bank(db: Conn, entity_id: int, embeddings: Sequence[Vector]) -> None:
-    """Append ``embeddings`` to the entity's bank after its current exemplars."""
-    if not len(embeddings):
-        return
-    row = db.execute("SELECT coalesce(max(ord) + 1, 0) FROM entity_embeddings WHERE entity_id = %s",
-                     (entity_id,)).fetchone()
-    start = int(row[0]) if row else 0
-    vectors = [as_array(v) for v in embeddings]
-    with db.cursor() as cur:
-        cur.executemany("INSERT INTO entity_embeddings (entity_id, ord, vector) VALUES (%s, %s, %s)",
-                        [(entity_id, start + i, v) for i, v in enumerate(vectors)])
 
 
 def store_blob(db: Conn, kind: str, data: bytes | None) -> int | None:

@@ -25,9 +25,8 @@ from m3agent import tags
 from m3agent.domain import EntityKind
 from m3agent.errors import IntegrityError
 from m3agent.store import dialect, merge_log
-from m3agent.store.sqlite_rows import placeholders
+from m3agent.store.sqlite_rows import placeholders, require_entity, write_bank
 from m3agent.store.sqlite_schema import utc_now
-from m3agent.store.sqlite_writer import require_entity, write_bank
 from m3agent.store.vectors import from_blob
 
 
@@ -155,18 +154,15 @@ def _split_bank(db: sqlite3.Connection, old: int, new: int, moved: list[bytes]) 
     write_bank(db, new, [from_blob(v) for v in moved])
 
 
-NEUTRAL = "someone"  # what a deleted entity's tag becomes in memories that stay
-
-
 def delete_entity(db: sqlite3.Connection, entity_id: int) -> None:
     """Remove the entity and what memory text says about it (see the module docstring);
     observations (with their media), bank, edges and links cascade."""
     require_entity(db, entity_id)
     for memory_id, text, others in _memories_naming(db, entity_id):
-        if not others or _is_link_line(text):
+        if not others or dialect.is_link_line(text):
             db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         else:
-            db.execute("UPDATE memories SET text = ? WHERE id = ?", (_unnamed(text, entity_id), memory_id))
+            db.execute("UPDATE memories SET text = ? WHERE id = ?", (dialect.unnamed(text, entity_id), memory_id))
     db.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
     merge_log.prune(DIALECT, db)
 
@@ -186,25 +182,6 @@ def _memories_naming(db: sqlite3.Connection, entity_id: int) -> list[tuple[int, 
         if entity_id in named:
             found.append((memory_id, text, named - {entity_id}))
     return found
-
-
-def _is_link_line(text: str) -> bool:
-    """A bookkeeping line recording a face-voice link (``Equivalence: <face_1>, <voice_2>``)."""
-    return text.lstrip().lower().startswith("equivalence")
-
-
-def _unnamed(text: str, entity_id: int) -> str:
-    """``text`` with every face/voice tag of ``entity_id`` replaced by :data:`NEUTRAL`
-    (capitalised where it starts a sentence)."""
-    out: list[tags.Token] = []
-    for token in tags.tokenize(text):
-        if isinstance(token, tags.Tag) and token.kind in ("face", "voice") and token.id == entity_id:
-            before = tags.render(out).rstrip()
-            starts = not before or before[-1] in ".!?"
-            out.append(NEUTRAL.capitalize() if starts else NEUTRAL)
-        else:
-            out.append(token)
-    return tags.render(out)
 
 
 def delete_memory(db: sqlite3.Connection, memory_id: int) -> None:

@@ -1,4 +1,5 @@
-"""SQL fragments and row <-> domain conversions of the SQLite store."""
+"""SQL fragments and row <-> domain conversions of the SQLite store, and the entity lookups its writer and its
+identity corrections (:mod:`~m3agent.store.sqlite_entities`) share (here, so neither imports the other)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import (
     BBox,
@@ -20,7 +21,11 @@ from m3agent.domain import (
     VoiceSegment,
     Word,
 )
-from m3agent.store.vectors import from_blob
+from m3agent.errors import NotFoundError
+from m3agent.store.vectors import from_blob, to_blob
+
+if TYPE_CHECKING:
+    from m3agent.domain import Vector
 
 MEMORY_COLUMNS = (
     "m.id, m.kind, m.text, m.video_id, m.clip_index, m.start_s, m.end_s, m.weight, m.confidence, "
@@ -163,3 +168,22 @@ def entity_from_row(row: Sequence[Any]) -> Entity:
 
 def video_from_row(row: sqlite3.Row | Sequence[Any]) -> Video:
     return Video(video_id=row[0], source=row[1], duration_s=row[2], title=row[3], metadata=json.loads(row[4]))
+
+
+def require_entity(db: sqlite3.Connection, entity_id: int) -> str:
+    """The kind of entity ``entity_id``; :class:`NotFoundError` when it does not exist."""
+    row = db.execute("SELECT kind FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"no entity {entity_id}")
+    return str(row[0])
+
+
+def write_bank(db: sqlite3.Connection, entity_id: int, embeddings: Sequence[Vector]) -> None:
+    """Append ``embeddings`` to the entity's bank after its current exemplars."""
+    start = db.execute(
+        "SELECT coalesce(max(ord) + 1, 0) FROM entity_embeddings WHERE entity_id = ?", (entity_id,)
+    ).fetchone()[0]
+    db.executemany(
+        "INSERT INTO entity_embeddings (entity_id, ord, vector) VALUES (?, ?, ?)",
+        [(entity_id, start + i, to_blob(v)) for i, v in enumerate(embeddings)],
+    )

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from m3agent.domain import Clip, Entity, EntityKind, FaceObservation, FaceVoiceLink, Memory, VoiceSegment
 from m3agent.errors import IntegrityError, NotFoundError, StoreError
-from m3agent.store import dialect
-from m3agent.store.sqlite_rows import words_json
+from m3agent.store import dialect, merge_log
+from m3agent.store.sqlite_entities import DIALECT
+from m3agent.store.sqlite_rows import require_entity, words_json, write_bank
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import normalized, to_blob
 
@@ -220,9 +221,6 @@ class SQLiteClipWriter:
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this
         clip so it can be undone; returns the record id."""
-        from m3agent.store import merge_log
-        from m3agent.store.sqlite_entities import DIALECT
-
         db = self._db()
         return merge_log.merge_recorded(DIALECT, db, keep, absorb, source="auto", evidence=evidence,
                                         video_id=self.clip.video_id, clip_index=self.clip.index)
@@ -245,25 +243,6 @@ def check_link(link: FaceVoiceLink, kind_of: Callable[[int], str]) -> None:
                 f"entity {entity_id} is not a {role.value}: a link joins face_id (a face) and voice_id (a voice)",
                 hint="pass the face entity as face_id and the voice entity as voice_id",
             )
-
-
-def require_entity(db: sqlite3.Connection, entity_id: int) -> str:
-    """The kind of entity ``entity_id``; :class:`NotFoundError` when it does not exist."""
-    row = db.execute("SELECT kind FROM entities WHERE id = ?", (entity_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"no entity {entity_id}")
-    return str(row[0])
-
-
-def write_bank(db: sqlite3.Connection, entity_id: int, embeddings: Sequence[Vector]) -> None:
-    """Append ``embeddings`` to the entity's bank after its current exemplars."""
-    start = db.execute(
-        "SELECT coalesce(max(ord) + 1, 0) FROM entity_embeddings WHERE entity_id = ?", (entity_id,)
-    ).fetchone()[0]
-    db.executemany(
-        "INSERT INTO entity_embeddings (entity_id, ord, vector) VALUES (?, ?, ?)",
-        [(entity_id, start + i, to_blob(v)) for i, v in enumerate(embeddings)],
-    )
 
 
 def store_blob(db: sqlite3.Connection, kind: str, data: bytes | None) -> int | None:

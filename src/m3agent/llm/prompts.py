@@ -1,9 +1,11 @@
-"""Control prompts as data: ``prompts/control_*.txt`` (named sections) + ``.json`` reply schemas.
+"""Prompts as data: ``prompts/<name>.txt`` (named sections) + ``prompts/<name>.json`` reply schemas.
 
+Every prompt of the package (memorize, control, judges, the runtime check) is
+loaded here, under ``llm`` so that memorize and control both may import it.
 A template file is split into sections by lines ``[name]``; fields are
 ``$name`` (``string.Template``), so JSON examples need no escaping; a field
 left unfilled is an error, never a literal ``$name`` in the prompt. Typed
-replies: :mod:`m3agent.control.replies`.
+replies: :mod:`m3agent.llm.replies` (the base) and :mod:`m3agent.control.replies`.
 """
 
 from __future__ import annotations
