@@ -132,7 +132,8 @@ def measure(args: argparse.Namespace) -> int:
     if args.mode in ("worker", "paired"):
         label = args.worker_label if args.mode == "paired" else args.label
         opened = open_worker(args.model, args.worker_build_path)
-        sides.append((label, "worker", opened, _build_words(inspect_runtime())))
+        library = Path(str(opened[2].process.ready.get("library", ""))) / "lib"  # what the worker itself loaded
+        sides.append((label, "worker", opened, _build_words(inspect_runtime(library))))
     rows: list[list[tuple[float, int, bool]]] = [[] for _ in sides]
     for messages, room in asked:
         for i, (_, _, (answer, _, _), _) in enumerate(sides):
@@ -148,9 +149,10 @@ def measure(args: argparse.Namespace) -> int:
 def _build_words(build: Any) -> str:
     if build is None:
         return "?"
-    isa = " ".join(build.instruction_sets()) or "flags not recorded"
     native = [p for p in build.problems() if "native" in p]
-    return f"{isa} (native: {native[0].split('(')[-1].rstrip(')')})" if native else isa
+    if native:  # the expanded flag list of a native build is long: its CPU name says it
+        return f"native flags ({native[0].split('(')[-1].rstrip(')')})"
+    return " ".join(build.instruction_sets()) or "flags not recorded"
 
 
 def _record(args: argparse.Namespace, label: str, mode: str, load: float, rows: list[tuple[float, int, bool]],

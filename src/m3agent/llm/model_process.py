@@ -4,7 +4,7 @@
 request and reads one back. When the worker dies (a native crash: SIGSEGV, SIGILL, SIGBUS,
 or a kill), the request raises :class:`~m3agent.errors.ModelCrashError` naming the runtime,
 the signal, the worker's last words and the fix; the next request starts a fresh worker.
-Measured cost of the separation (docs/benchmarks.md): about 0.3 s more start-up, no
+Measured cost of the separation (docs/runtime.md): 0.3-0.6 s more start-up, no
 measurable cost per request.
 """
 
