@@ -149,9 +149,9 @@ def measure(args: argparse.Namespace) -> int:
 def _build_words(build: Any) -> str:
     if build is None:
         return "?"
-    native = [p for p in build.problems() if "native" in p]
-    if native:  # the expanded flag list of a native build is long: its CPU name says it
-        return f"native flags ({native[0].split('(')[-1].rstrip(')')})"
+    native = next((lib for lib in build.libraries if lib.native), None)
+    if native is not None:  # the expanded flag list of a native build is long: its CPU name says it
+        return f"native flags ({' '.join(f for f in native.arch if f != '-march=x86-64')})"
     return " ".join(build.instruction_sets()) or "flags not recorded"
 
 

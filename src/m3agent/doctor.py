@@ -237,19 +237,17 @@ def _runtime_build_check() -> Check:
 def _model_run_check(llm: str | None, cache_dir: Path) -> list[Check]:
     """Run the configured local model on the check prompt (``m3agent models check``), when it is available."""
     from m3agent.errors import M3AgentError
-    from m3agent.llm import create_chat_model
-    from m3agent.llm.llamacpp import LlamaCppChat
+    from m3agent.llm import llamacpp
     from m3agent.llm.runtime_check import check_runtime
+    from m3agent.registry import parse_spec
 
     if not llm or not llm.startswith("llamacpp:") or importlib.util.find_spec("llama_cpp") is None:
         return []
     name = f"local LLM runs ({llm})"
     try:
-        chat = create_chat_model(llm, cache_dir=cache_dir)
+        chat = llamacpp.create(parse_spec(llm), cache_dir=cache_dir)  # a llamacpp: spec is a LlamaCppChat
     except M3AgentError as exc:
         return [Check(name, "llm", "missing", exc.message, exc.hint)]
-    if not isinstance(chat, LlamaCppChat):
-        return []
     try:
         return [Check(name, "llm", "ok", check_runtime(chat).summary())]
     except M3AgentError as exc:

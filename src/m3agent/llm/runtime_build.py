@@ -52,6 +52,11 @@ class LibraryBuild:
         return False
 
     @property
+    def arch(self) -> list[str]:
+        """The ``-march=`` / ``-mcpu=`` flags it was compiled with."""
+        return sorted(f for f in self.flags if f.startswith(("-march=", "-mcpu=")))
+
+    @property
     def avx512(self) -> bool:
         return any(f.startswith(AVX512_FLAGS) for f in self.flags)
 
@@ -67,23 +72,32 @@ class RuntimeBuild:
     folder: Path
     libraries: tuple[LibraryBuild, ...]
 
-    def problems(self) -> list[str]:
-        """Why this build is not portable, in words (empty when it is)."""
+    def unsafe(self) -> list[str]:
+        """Why this build may crash on another CPU, in words: AMX kernels, native flags, AVX-512, no library."""
         found = []
         for lib in self.libraries:
             if lib.amx:
                 found.append(f"{lib.path.name} carries AMX kernels ({', '.join(lib.amx_symbols[:2]) or 'flags'})")
             if lib.native:
-                arch = sorted(f for f in lib.flags if f.startswith(("-march=", "-mcpu=")))
-                found.append(f"{lib.path.name} was compiled with native CPU flags ({' '.join(arch)})")
+                found.append(f"{lib.path.name} was compiled with native CPU flags ({' '.join(lib.arch)})")
             if lib.avx512:
                 found.append(f"{lib.path.name} needs AVX-512 (it crashes with SIGILL on CPUs without it)")
-        if not any(lib.recorded for lib in self.libraries):
-            found.append("its compiler flags were not recorded (not built by m3agent's set-up), so it may be "
-                         "compiled for another CPU")
         if not self.libraries:
             found.append(f"no shared library in {self.folder}")
         return found
+
+    @property
+    def recorded(self) -> bool:
+        """Whether any library recorded its compiler flags (m3agent's set-up builds it so)."""
+        return any(lib.recorded for lib in self.libraries)
+
+    def problems(self) -> list[str]:
+        """Why this build is not known to be portable, in words (empty when it is): :meth:`unsafe`, and
+        flags that were not recorded."""
+        unknown = [] if self.recorded or not self.libraries else [
+            "its compiler flags were not recorded (not built by m3agent's set-up), so it may be compiled for "
+            "another CPU"]
+        return self.unsafe() + unknown
 
     def instruction_sets(self) -> list[str]:
         """The ``-m`` instruction-set flags the CPU kernels were compiled with (``-mavx2``, ...)."""

@@ -44,9 +44,7 @@ class RuntimeCheck:
 
 def portability_problems(build: RuntimeBuild | None) -> list[str]:
     """The build problems that make the runtime unsafe on other CPUs: AMX kernels, native flags, AVX-512."""
-    if build is None:
-        return []
-    return [p for p in build.problems() if "not recorded" not in p]
+    return [] if build is None else build.unsafe()
 
 
 def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> RuntimeCheck:
