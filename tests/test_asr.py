@@ -152,3 +152,30 @@ def test_joined_speech_maps_back_without_crossing_removed_pauses() -> None:
     assert chunks.original_span(1.25, 1.5) == (5.25, 5.5)
     assert chunks.original_span(0.9, 1.05) == (1.9, 2.0)  # mostly before the junction
     assert chunks.original_span(0.95, 1.5) == (5.0, 5.5)  # mostly after it
+
+
+@pytest.mark.media
+def test_a_dense_window_is_transcribed_to_its_end(tmp_path: Path, jfk: np.ndarray, media_dir: Path,
+                                                 whisper_parts: None) -> None:
+    """A 30 s window of overlapping debate speech followed by a speech: the token budget must not cut the window
+    (at 6 tokens/s everything after the debate's 12.8 s was lost, the whole JFK line with it)."""
+    from m3agent.media import read_audio
+    from m3agent.perception.asr import Transcriber
+
+    debate = read_audio(media_dir / "video" / "iianet_debate_trump_clinton.mp4")
+    audio = np.concatenate([debate, jfk]).astype(np.float32)
+    result = Transcriber("base", tmp_path, threads=2).transcribe(audio, [(0.0, len(audio) / 16000)])
+    text = " ".join(normalise_words(" ".join(s.text for s in result.segments)))
+    assert "senator with a republican president" in text
+    assert "ask not what your country can do for you" in text
+    assert "what you can do for your country" in text
+    assert result.segments[-1].end_s > len(debate) / 16000 + 8.0
+
+
+def test_only_a_long_enough_unheard_tail_is_decoded_again() -> None:
+    from m3agent.perception.asr import AsrSegment, unheard_tail
+
+    said = (AsrSegment(0.0, 12.8, "if you were effective", (), ()),)
+    assert unheard_tail([(0.0, 15.8), (16.6, 17.9)], said) == [(pytest.approx(13.1), 15.8), (16.6, 17.9)]
+    assert unheard_tail([(0.0, 13.5)], said) == []  # 0.4 s after the last word: a pause, not lost speech
+    assert unheard_tail([(0.0, 30.0)], ()) == []  # nothing heard at all: no second try

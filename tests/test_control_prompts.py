@@ -19,6 +19,7 @@ REPLIES: dict[str, type[Reply]] = {
     "control_agent": AgentReply,
     "control_answer": AnswerReply,
     "control_grounded": GroundedReply,
+    "control_grounded_graph": GroundedReply,
     "control_select": SelectReply,
     "judge_m3": VerdictReply,
     "judge_locomo": VerdictReply,

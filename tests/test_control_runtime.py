@@ -97,7 +97,7 @@ def test_import_graph_sees_every_kind_of_import() -> None:
     assert "m3agent.bench.agent_adapter" in graph["m3agent.bench.m3"]  # inside a function
     assert "m3agent.control.mapping" in graph["m3agent.control.search"]  # from package import module
     assert {"m3agent.control.agent", "m3agent.control.baseline", "m3agent.control.select"} <= graph[
-        "m3agent.control.api"
+        "m3agent.control.answering"
     ]
 
 

@@ -87,9 +87,17 @@ def assert_same(ref: Reference, db: Path) -> None:
 def statement_in_clip(ref: Reference, clip: int, fraction: float) -> int:
     """The number of a statement ``fraction`` of the way through the transaction of clip ``clip``.
 
-    Each clip transaction writes its clips row twice (pending, then done); clips run in order.
+    Each clip transaction writes its clips row more than once (created, pending, done): a clip's transaction
+    begins at the first clips row written after the previous COMMIT; clips run in order.
     """
-    begin = [i for i, (_, sql) in enumerate(ref.trace, 1) if sql.startswith("INSERT INTO clips")][2 * clip]
+    begins, open_clip = [], False
+    for i, (_, sql) in enumerate(ref.trace, 1):
+        if sql == "COMMIT":
+            open_clip = False
+        elif sql.startswith("INSERT INTO clips") and not open_clip:
+            begins.append(i)
+            open_clip = True
+    begin = begins[clip]
     end = next(i for i, (_, sql) in enumerate(ref.trace, 1) if sql == "COMMIT" and i > begin)
     return begin + int((end - begin) * fraction)
 

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("embed", "llm", "media", "store"),
     ("perception",),
     ("identity",),
-    ("memorize",),
+    ("memorize", "graph"),  # graph: the entity-graph operators over what memorize wrote
     ("control",),
     # entry points that wire the stages; "" is the package itself (m3agent/__init__.py re-exports api)
     ("", "api", "doctor", "executor", "importers", "pipeline", "views"),

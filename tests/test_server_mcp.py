@@ -25,7 +25,8 @@ from server_helpers import Built, build_memory, live_server
 
 BIN = Path(sys.executable).with_name("m3agent")
 SRC = Path(__file__).resolve().parents[1] / "src"
-TOOLS = {"remember", "job_status", "recall", "ask", "forget", "list_characters", "rename_character"}
+TOOLS = {"remember", "job_status", "recall", "ask", "forget", "list_characters", "rename_character",
+         "who_is_at", "person_profile", "appearances", "people_together", "shots", "count_people"}
 TOKEN = "mcp-test-token-0123456789"
 
 

@@ -185,10 +185,10 @@ def test_server_keeps_uploads_and_jobs_beside_the_memory(party: Path) -> None:
 
 def test_api_opens_relative_and_absolute_sqlite_urls(party: Path) -> None:
     for spec in ("sqlite:///rel.db", f"sqlite:///{party}", party):
-        with m3agent.open(spec, embedder="hash", llm="none") as memory:
-            assert memory.settings.memory.path == party
-            assert repr(memory) == f"Memory({str(spec)!r})"
-            assert [h.text for h in memory.search("red hat", k=2).hits]  # the built memory, not a new file
+        with m3agent.open(spec, embedder="hash", llm="none") as agent:
+            assert agent.settings.memory.path == party
+            assert repr(agent) == f"Agent({str(spec)!r})"
+            assert [h.text for h in agent.search("red hat", k=2).hits]  # the built memory, not a new file
     assert [p.name for p in party.parent.glob("*.db")] == ["rel.db"]
 
 
@@ -197,8 +197,8 @@ def test_api_honours_link_accept_confidence_like_the_cli(party: Path) -> None:
     texts: dict[float, list[str]] = {}
     for bar in (0.5, 0.9):
         (party.parent / "m3agent.toml").write_text(f'embedder = "hash"\n[perception]\nlink_accept_confidence = {bar}\n')
-        with m3agent.open("sqlite:///rel.db", llm="none") as memory:
-            answer = memory.ask(QUESTION)
+        with m3agent.open("sqlite:///rel.db", llm="none") as agent:
+            answer = agent.ask(QUESTION)
         texts[bar] = [e.text for e in answer.evidence]
         out = cli("ask", QUESTION, "--memory", "sqlite:///rel.db", "--json", cwd=party.parent)
         assert out.returncode == 0, out.stderr

@@ -75,3 +75,10 @@ def test_stated_names(text: str, expected: list[tuple[str, int, str]]) -> None:
 def test_stated_names_read_the_canonical_tag() -> None:
     [(tag, name)] = stated_names("<character_12>'s name is Ann.")
     assert tag == tags.Tag(tags.TagKind.CHARACTER, 12) and name == "Ann"
+
+
+def test_a_title_is_not_a_name() -> None:
+    assert stated_names("<face_2>'s name is Mr. President.") == []
+    assert stated_names("<face_2>'s name is Senator") == []
+    assert self_names("I'm President of the club") == []
+    assert [n for _, n in stated_names("<face_2>'s name is Ann Lee.")] == ["Ann Lee"]

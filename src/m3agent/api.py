@@ -1,12 +1,13 @@
-"""The Python API for agents that embed m3agent: ``m3agent.open(path)`` returns a :class:`Memory`.
+"""The Python API for agents that embed m3agent: ``m3agent.open(path)`` returns an :class:`Agent`.
 
-A :class:`Memory` calls the same functions as the CLI (``ingest``, ``ask``,
+An :class:`Agent` calls the same functions as the CLI (``ingest``, ``ask``,
 ``delete``), with one :class:`~m3agent.settings.Settings` built by
 :func:`~m3agent.settings.load_settings` (keyword overrides, ``M3AGENT_*``
 environment, ``m3agent.toml``, defaults). The store is opened for each call
 and closed after it, as the CLI does, so several processes can share one
 file; the text embedder and the chat model are loaded on first use and kept.
-Nothing heavy is imported until a method runs.
+Nothing heavy is imported until a method runs. (The handle is not called
+``Memory``: :class:`m3agent.domain.Memory` is one stored memory.)
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 
-def open(memory: str | Path = "m3agent.db", *, config: str | Path | None = None, **settings: Any) -> Memory:
-    """The memory in ``memory`` (a file path, ``sqlite:///file.db`` or ``postgresql://...``); a SQLite file is
-    created by the first ingest.
+def open(memory: str | Path = "m3agent.db", *, config: str | Path | None = None, **settings: Any) -> Agent:
+    """An :class:`Agent` on the memory in ``memory`` (a file path, ``sqlite:///file.db`` or ``postgresql://...``);
+    opens nothing, so a SQLite file is created by the first ingest.
 
     ``settings`` override any setting by name (``llm="openai://host/v1?model=M"``,
     ``media={"clip_seconds": 10}``); ``config`` names a TOML settings file.
@@ -34,11 +35,14 @@ def open(memory: str | Path = "m3agent.db", *, config: str | Path | None = None,
     """
     from m3agent.settings import load_settings
 
-    return Memory(load_settings(config, memory=str(memory), **settings))
+    return Agent(load_settings(config, memory=str(memory), **settings))
 
 
-class Memory:
-    """One memory store and the settings to write and query it (see the module docstring)."""
+class Agent:
+    """The handle on one memory store and the settings to write and query it (see the module docstring).
+
+    Holds no open store between calls, only the loaded models, so several processes can share one file.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -46,9 +50,9 @@ class Memory:
         self._chat: ChatModel | None = None
 
     def __repr__(self) -> str:
-        return f"Memory({str(self.settings.memory)!r})"
+        return f"Agent({str(self.settings.memory)!r})"
 
-    def __enter__(self) -> Memory:
+    def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -107,7 +111,7 @@ class Memory:
                  if value is not None]
         if len(given) != 1:
             raise ConfigError(f"forget takes exactly one of video=, entity=, memory= (got {len(given)})",
-                              hint="e.g. memory.forget(video='interview')")
+                              hint="e.g. agent.forget(video='interview')")
         with open_memory(self.settings, create=False) as store:
             if video is not None:
                 store.delete_video(video)

@@ -371,6 +371,41 @@ class Shot:
 
 
 @dataclass(frozen=True, slots=True)
+class ShotRecord:
+    """A shot of a clip as the memory keeps it (absolute seconds, ``cut`` as in :class:`Shot`) with what it shows:
+    ``kind`` ``still`` (a photo, a slide, a title card), ``live`` (video) or ``uncertain``, with ``confidence``
+    in [0, 1], ``motion`` (the median share of changed pixels, ``None`` when unmeasured) and ``evidence``."""
+
+    video_id: str
+    clip_index: int
+    start_s: float
+    end_s: float
+    cut: bool
+    kind: str = "uncertain"
+    confidence: float = 0.0
+    motion: float | None = None
+    evidence: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EntityAttribute:
+    """A measured description of one entity in one clip: ``name`` (``voice_register``, ``position``, ``depth``,
+    ``apparent_gender``, ``apparent_age``) with its ``value`` (text), ``confidence`` in [0, 1], ``weight`` (the
+    evidence behind it: voiced seconds, sightings, face crops; what combines rows over clips) and ``evidence``
+    in words. ``id`` is the store's row id (0 until stored)."""
+
+    entity_id: int
+    video_id: str
+    clip_index: int
+    name: str
+    value: str
+    confidence: float
+    weight: float
+    evidence: str = ""
+    id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ScreenText:
     """One line of text read on screen and held from ``start_s`` to ``end_s`` (the last frame it was read on)."""
 

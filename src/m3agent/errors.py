@@ -175,3 +175,9 @@ class UploadTooLargeError(ServerRequestError):
 class UnsupportedUploadError(ServerRequestError):
     status_code = 415
     default_hint = "upload a video or audio file (see server.upload_extensions)"
+
+
+class UnfitRequestError(ServerRequestError):
+    """A well-formed request whose values do not fit what they name (a time past the end of its video)."""
+
+    status_code = 422

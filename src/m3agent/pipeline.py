@@ -26,8 +26,10 @@ from m3agent.errors import M3AgentError, StoreError, StoreFullError
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
+    from m3agent.identity.resolver import ResolvedClip
     from m3agent.memorize import MemoryWriter
     from m3agent.memorize.rules import WriteRules
+    from m3agent.perception.attributes.clip import ClipMeasures
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
@@ -168,8 +170,9 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
             raise perception
         report.problems.extend(f"clip {media.clip.index}: {skip.stage} skipped: {skip.reason}"
                                for skip in perception.senses.skipped)
+        measures = _measure(perception, settings)
         with store.clip(media.clip) as writer:
-            memories = _write_clip(store, writer, memorizer, settings, perception, report)
+            memories = _write_clip(store, writer, memorizer, settings, perception, report, measures)
             for stage, seconds in perception.timings.items():
                 writer.record_timing(stage, seconds)
         report.memories_written += memories
@@ -274,8 +277,9 @@ class Memorizer:
 
 
 def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, settings: Settings,
-                perception: ClipPerception, report: IngestReport) -> int:
-    """Identities, then memories (unless perception-only), inside the clip's transaction."""
+                perception: ClipPerception, report: IngestReport, measures: ClipMeasures | None = None) -> int:
+    """Identities and the measured attributes of their entities, then memories (unless perception-only),
+    inside the clip's transaction."""
     from m3agent.identity.resolver import IdentityRules, resolve_clip
     from m3agent.memorize.rules import memorize_clip
 
@@ -283,6 +287,8 @@ def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, se
     resolved = resolve_clip(store, writer, perception, IdentityRules.from_settings(settings))
     report.new_entities += len(resolved.new_entities)
     writer.record_timing("identity", time.perf_counter() - started)
+    if measures is not None:
+        _write_attributes(writer, measures, resolved, report)
     if memorizer is None:
         return 0
     started = time.perf_counter()
@@ -290,6 +296,33 @@ def _write_clip(store: MemoryStore, writer: Any, memorizer: Memorizer | None, se
                              fps=settings.media.frame_fps, rules=memorizer.rules, senses=perception.senses)
     writer.record_timing("memorize", time.perf_counter() - started)
     return int(stats.inserted)
+
+
+def _measure(perception: ClipPerception, settings: Settings) -> ClipMeasures | None:
+    """The clip's measured descriptions (:mod:`m3agent.perception.attributes.clip`), taken before its
+    transaction opens, their seconds added to the clip's timings as ``attributes``; ``None`` when switched off."""
+    if not settings.perception.attributes:
+        return None
+    from m3agent.perception.attributes.clip import measure_clip
+
+    started = time.perf_counter()
+    measures = measure_clip(perception, threads=settings.perception.threads)
+    perception.timings["attributes"] = time.perf_counter() - started
+    return measures
+
+
+def _write_attributes(writer: Any, measures: ClipMeasures, resolved: ResolvedClip, report: IngestReport) -> None:
+    """The measured attributes of the clip's entities and its shots, written with the clip; a failed estimator
+    is reported as a skip (the clip is ingested all the same)."""
+    from m3agent.perception.attributes.clip import entity_attributes
+
+    rows, skipped = entity_attributes(measures, resolved.tracks, resolved.voices)
+    for row in rows:
+        writer.add_attribute(row)
+    for shot in measures.shots:
+        writer.add_shot(shot)
+    report.problems.extend(f"clip {measures.clip.index}: attribute {name} skipped: {reason}"
+                           for name, reason in (*measures.skipped, *skipped))
 
 
 def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:

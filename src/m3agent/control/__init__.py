@@ -4,7 +4,7 @@
 ``select`` (one retrieval; a small model or a reranker picks the answering
 memory); see :mod:`m3agent.control.modes`.
 
-Entry points (:mod:`m3agent.control.api`): :func:`answer` answers from
+Entry points (:mod:`m3agent.control.answering`): :func:`answer` answers from
 :class:`~m3agent.settings.Settings` exactly as ``m3agent ask`` does
 (:func:`answer_steps` yields the steps); :func:`answer_question` yields typed
 steps (Thought, Action, Observation, then one Answer) for explicit models and
@@ -14,7 +14,7 @@ both. Importing this package loads no model.
 
 from __future__ import annotations
 
-from m3agent.control.api import (
+from m3agent.control.answering import (
     MODE_STEPS,
     answer,
     answer_question,

@@ -6,7 +6,7 @@ them. A question that names exactly one person and holds at least :data:`MIN_FOR
 (found in at most :data:`MAX_RARE_HITS` memories the question may see) none of which occurs in that
 person's memories is about something the memory does not attribute to them: the answer is an abstention.
 
-Measured on LoCoMo with the conversations' own turns (bench/locomo_qa.py, docs/benchmarks.md): two such
+Measured on LoCoMo with the conversations' own turns (bench/locomo_answer_modes.py, docs/benchmarks.md): two such
 words fire on 15% of the adversarial questions (which swap the speaker) and on 1.8% of the answerable
 ones; one word would fire on 40% and 15%.
 """

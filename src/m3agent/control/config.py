@@ -35,6 +35,7 @@ class AgentConfig:
     temperature: float
     evidence_limit: int
     min_similarity: float
+    graph: bool
 
     @classmethod
     def from_settings(

@@ -24,6 +24,7 @@ reranker's first candidate, quoted, with the reason as an Observation.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -31,19 +32,28 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
 from m3agent.control.attribution import foreign_words
+from m3agent.control.graph_facts import GraphFact, graph_facts
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import clip_label, render_result
 from m3agent.control.replies import GroundedReply
 from m3agent.control.rerank import Candidate, rank_candidates, stems
+from m3agent.control.results import ClipHits, Hit, SearchResult
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.llm.prompts import load_prompt_set
+from m3agent.text import clock
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext
 
 GROUNDED_PROMPT = "control_grounded"
+GRAPH_PROMPT = "control_grounded_graph"
+"""The prompt when the question is anchored in the people graph (:mod:`m3agent.control.graph_facts`)."""
+GRAPH_TOOL = "entity_graph"
+GRAPH_MEMORIES = 4
+"""Retrieved memories shown beside the graph's facts (the facts carry the answer; fewer memories keep the prompt
+near the plain mode's length)."""
 ATTRIBUTION = "attribution check"
 """The chooser of an abstention decided before any model call (:mod:`m3agent.control.attribution`)."""
 NOT_IN_MEMORY = "The memory does not say."
@@ -80,24 +90,65 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
+    facts = graph_facts_for(run, candidates)
+    if facts:
+        yield Action(1, GRAPH_TOOL, run.question)
+        graph_result = _graph_result(run, facts)
+        run.searches.append(graph_result)
+        yield Observation(1, "\n".join(f.text for f in facts), graph_result)
+        candidates = [Candidate(f.text, None, math.inf) for f in facts] + candidates[:GRAPH_MEMORIES]
     if not candidates:
         outcome = Grounded(NOT_IN_MEMORY, (), RERANK, abstained=True, note="no memory matches the question")
-    elif foreign := foreign_words(run.searcher, run.question):
+    elif not facts and (foreign := foreign_words(run.searcher, run.question)):
         words = ", ".join(f'"{w}"' for w in foreign)
         outcome = Grounded(NOT_IN_MEMORY, (), ATTRIBUTION, abstained=True,
                            note=f"only memories of other people mention {words}: the memory does not say this "
                                 "of the person asked about")
     else:
-        outcome = _ground(run, candidates)
+        outcome = _ground(run, candidates, graph=bool(facts))
     if outcome.note:
         yield Observation(1, outcome.note, error=outcome.note)
     yield Thought(1, _explain(outcome))
-    yield _finish(run, outcome)
+    yield _finish(run, outcome, facts)
 
 
-def labels(candidates: list[Candidate]) -> list[str]:
-    """The id each candidate is shown with: ``m<memory id>``, or ``f<n>`` for a derived fact."""
-    return [f"m{c.memory_id}" if c.memory_id is not None else f"f{i}" for i, c in enumerate(candidates, 1)]
+def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
+    """The id each candidate is shown with: ``m<memory id>``, or ``f<n>`` for a derived fact (``g<n>`` for a fact
+    of the people graph)."""
+    return [f"m{c.memory_id}" if c.memory_id is not None else f"{fact}{i}" for i, c in enumerate(candidates, 1)]
+
+
+def graph_facts_for(run: RunContext, candidates: list[Candidate]) -> list[GraphFact]:
+    """The people-graph facts for the question (none when it names no time, scene or order, or the memory
+    holds no video to anchor it in)."""
+    from m3agent.graph.operators import EntityGraph
+
+    if not run.config.graph:
+        return []
+    top = next((c.hit.memory for c in candidates if c.hit is not None), None)
+    video_id = run.video_id or (top.video_id if top is not None else _only_video(run))
+    if video_id is None:
+        return []
+    fallback = (top.start_s, top.end_s) if top is not None and top.video_id == video_id else None
+    return graph_facts(EntityGraph(run.store), video_id, run.question, fallback)
+
+
+def _only_video(run: RunContext) -> str | None:
+    videos = run.store.videos()
+    return videos[0].video_id if len(videos) == 1 else None
+
+
+def _graph_result(run: RunContext, facts: list[GraphFact]) -> SearchResult:
+    """The graph's facts as a search result: the stored shot summaries they rest on are its hits (the evidence
+    an answer from them cites)."""
+    from m3agent.control.graph_facts import backing_memories
+    from m3agent.graph.operators import EntityGraph
+
+    by_clip: dict[tuple[str, int], list[Hit]] = {}
+    for memory in backing_memories(EntityGraph(run.store), facts):
+        by_clip.setdefault((memory.video_id, memory.clip_index), []).append(Hit(memory, memory.text, 1.0))
+    clips = tuple(ClipHits(run.searcher.clip_ref(v, i), 1.0, tuple(hits)) for (v, i), hits in by_clip.items())
+    return SearchResult(GRAPH_TOOL, run.question, clips, facts=tuple(f.text for f in facts))
 
 
 def grounded_schema(template: dict[str, Any], shown: list[str]) -> dict[str, Any]:
@@ -112,11 +163,11 @@ def is_abstention(text: str) -> bool:
     return bool(_ABSTAIN_RE.match(text.strip()))
 
 
-def _ground(run: RunContext, candidates: list[Candidate]) -> Grounded:
+def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False) -> Grounded:
     if run.chat is None:
         return _fallback(candidates, "", "no chat model; the reranker chose")
-    shown = labels(candidates)
-    prompts = load_prompt_set(GROUNDED_PROMPT)
+    shown = labels(candidates, "g" if graph else "f")
+    prompts = load_prompt_set(GRAPH_PROMPT if graph else GROUNDED_PROMPT)
     messages = [  # the system text is fixed, so llama.cpp reuses its cached prefix from the last question
         {"role": "system", "content": prompts.render("system")},
         {"role": "user", "content": prompts.render(
@@ -205,13 +256,17 @@ def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
 
 
 def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]) -> str:
-    """One line per candidate: ``[m12] CLIP_3 [1:30-2:00] (date): text`` (facts have no clip)."""
+    """One line per candidate: ``[m12] [1:32-1:40]: text`` for a memory of a video (its own span: no clip id a
+    model could copy into its answer), ``[m12] CLIP_3 [0:00-0:30] (date): text`` for a dated conversation (as the
+    LoCoMo figures were measured); facts as they are."""
     lines = []
     for label, candidate in zip(shown, candidates, strict=True):
         where = ""
         if candidate.hit is not None:
             memory = candidate.hit.memory
-            where = clip_label(run.searcher.clip_ref(memory.video_id, memory.clip_index), False)
+            clip = run.searcher.clip_ref(memory.video_id, memory.clip_index)
+            video = clip.start_s >= 0 and not clip.date  # a dated conversation keeps its clip label and date
+            where = f"[{clock(memory.start_s)}-{clock(memory.end_s)}]:" if video else clip_label(clip)
         lines.append(f"[{label}] {where} {_short(candidate.text)}".replace("]  ", "] "))
     return "\n".join(lines)
 
@@ -230,9 +285,11 @@ def _explain(outcome: Grounded) -> str:
     return f"{outcome.chooser} answered from {ids}."
 
 
-def _finish(run: RunContext, outcome: Grounded) -> Answer:
+def _finish(run: RunContext, outcome: Grounded, facts: list[GraphFact] | None = None) -> Answer:
     cited = {c.memory_id for c in outcome.used if c.memory_id is not None}
-    rewrite = all(c.hit is not None for c in outcome.used)  # a derived fact keeps its tags
+    backing = {f.text: f.memory_ids for f in facts or ()}
+    cited |= {m for c in outcome.used if c.hit is None for m in backing.get(c.text, ())}
+    rewrite = all(c.hit is not None or c.text in backing for c in outcome.used)  # a name fact keeps its tags
     answer = run.finish(outcome.text, 1, outcome.raw or outcome.text, None, cited=cited, rewrite=rewrite)
     if outcome.abstained:
         answer = replace(answer, evidence=(), clips=())

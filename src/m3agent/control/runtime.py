@@ -1,7 +1,7 @@
 """The run context: what every control mode receives for one question.
 
 A mode is a function ``RunContext -> Iterator[Step]`` (the table is in
-:mod:`m3agent.control.api`). The context owns the tools (the
+:mod:`m3agent.control.answering`). The context owns the tools (the
 :class:`~m3agent.control.search.MemorySearcher` scoped to ``video_id`` and
 ``before_clip``, the chat model), the spending (usage, latency), what the run
 has seen (searches, thoughts), and the one way to end a run
@@ -10,6 +10,7 @@ has seen (searches, thoughts), and the one way to end a run
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,7 @@ class RunContext:
         """
         final_texts = [content, *self.thoughts[-1:]]
         text = names_for_tags(content, self.searcher) if rewrite else content
+        text = without_internal_ids(text, self.searcher, self.video_id or _first_video(self.searches))
         evidence, clips = rank_evidence(
             self.searches,
             self.embedder,
@@ -131,6 +133,28 @@ class RunContext:
             model=self.chat.name if self.chat else "rerank", video_id=self.video_id, before_clip=self.before_clip,
             raw_text=raw or content, failure=failure,
         )  # fmt: skip
+
+
+_CLIP_ID = re.compile(r"\bCLIP_(\d+)\b")
+_MEMORY_ID = re.compile(r"\s*\[m\d+\]")
+
+
+def without_internal_ids(text: str, searcher: MemorySearcher, video_id: str | None) -> str:
+    """The answer without the ids the model was shown: ``[m12]`` is dropped, ``CLIP_3`` becomes the clip's time
+    (``the part at 1:30–2:00``) or date; a user never sees an internal id."""
+    def clip(match: re.Match[str]) -> str:
+        if video_id is None:
+            return "that part"
+        ref = searcher.clip_ref(video_id, int(match.group(1)))
+        if ref.date:
+            return ref.date
+        return "that part" if ref.start_s < 0 else f"the part at {clock(ref.start_s)}–{clock(ref.end_s)}"
+
+    return _MEMORY_ID.sub("", _CLIP_ID.sub(clip, text)).strip()
+
+
+def _first_video(searches: list[SearchResult]) -> str | None:
+    return next((h.memory.video_id for s in searches for h in s.hits), None)
 
 
 def names_for_tags(text: str, searcher: MemorySearcher) -> str:

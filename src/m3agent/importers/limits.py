@@ -43,6 +43,7 @@ class GraphLimits:
 
     @classmethod
     def from_settings(cls, settings: ImportSettings | None = None) -> GraphLimits:
+        """The limits of ``settings.importer`` (megabytes turned into bytes); the defaults when ``None``."""
         from m3agent.settings import ImportSettings
 
         s = settings or ImportSettings()
@@ -54,6 +55,7 @@ class GraphLimits:
         )
 
     def deadline(self) -> Deadline:
+        """A deadline ``max_seconds`` from now: start it when the import starts, check it between steps."""
         return Deadline(time.monotonic() + self.max_seconds, self.max_seconds)
 
 
@@ -65,6 +67,8 @@ class Deadline:
     seconds: float
 
     def check(self, doing: str) -> None:
+        """Raise :class:`BenchmarkError` naming ``doing`` once the deadline has passed, so an import that
+        runs too long stops before writing anything."""
         if time.monotonic() > self.at:
             raise BenchmarkError(
                 f"the import ran longer than its limit of {self.seconds:g} s ({doing}); nothing of it was kept",
@@ -82,6 +86,8 @@ class Problems(list[str]):
             self.append(item)
 
     def append(self, item: str) -> None:
+        """Keep ``item`` (shortened) while fewer than :data:`MAX_PROBLEMS` are kept, else only count it, so a
+        graph full of bad nodes cannot grow the report without bound."""
         if len(self) < MAX_PROBLEMS:
             super().append(item if len(item) <= MAX_PROBLEM_CHARS else item[: MAX_PROBLEM_CHARS - 1] + "…")
         else:

@@ -82,6 +82,8 @@ class ImportReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values: entity ids keyed by string, memory ids only counted (there can be
+        thousands)."""
         out = {k: v for k, v in self.__dict__.items() if k not in ("entity_ids", "memory_ids")}
         out["entity_ids"] = {str(k): v for k, v in self.entity_ids.items()}
         out["memory_count"] = len(self.memory_ids)

@@ -43,6 +43,7 @@ class ReferenceNode:
 
     @property
     def is_entity(self) -> bool:
+        """Whether the node is a face (``img``) or voice node, i.e. becomes an entity rather than a memory."""
         return self.type in ENTITY_TYPES
 
     @property
@@ -52,10 +53,12 @@ class ReferenceNode:
 
     @property
     def text(self) -> str:
+        """The node's first content as text (a text node's memory); empty when it has none."""
         return str(self.contents[0]) if self.contents else ""
 
     @property
     def is_equivalence(self) -> bool:
+        """Whether the node is a semantic "Equivalence: ..." statement (a face-voice link, not a memory)."""
         return self.type == "semantic" and self.text.lower().startswith("equivalence")
 
 
@@ -70,6 +73,7 @@ class ReferenceGraph:
     problems: tuple[str, ...] = ()
 
     def entities(self) -> list[ReferenceNode]:
+        """Face and voice nodes by id, so entities are created in a stable order."""
         return [n for _, n in sorted(self.nodes.items()) if n.is_entity]
 
     def texts(self) -> list[ReferenceNode]:
@@ -77,6 +81,7 @@ class ReferenceGraph:
         return [self.nodes[i] for i in self.text_order]
 
     def clips(self) -> list[int]:
+        """The clip indices the text nodes name, ascending, without repeats."""
         return sorted({n.clip for n in self.texts() if n.clip is not None})
 
     def entities_of(self, text_id: int) -> dict[int, float]:

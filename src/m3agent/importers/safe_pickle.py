@@ -84,6 +84,8 @@ class GraphUnpickler(pickle.Unpickler):
         self._numpy = _BoundedNumpy(max_array_bytes, budget_bytes)
 
     def find_class(self, module: str, name: str) -> Any:
+        """The allow-listed stand-in for ``module.name`` (graph surrogates, plain builtins, bounded numpy);
+        any other name raises :class:`UnsafePickleError`, so a pickle cannot run code."""
         full = allowed_name(module, name)  # raises UnsafePickleError for anything else
         if module in GRAPH_MODULES:
             return _GRAPH_CLASSES[name]
@@ -96,6 +98,7 @@ class GraphUnpickler(pickle.Unpickler):
         return self._numpy.constructor(full)
 
     def persistent_load(self, pid: Any) -> Any:
+        """Always refused: persistent ids reach outside the pickle, and a memory graph never uses them."""
         raise UnsafePickleError("the pickle uses persistent ids, which a memory graph never does")
 
 

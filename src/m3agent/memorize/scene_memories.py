@@ -18,6 +18,8 @@ from m3agent.domain import Clip, ClipSenses, FaceTrack, Memory, MemoryKind, Obje
 from m3agent.text import clock
 
 PROVENANCE = "scene-senses/1"
+SHOT_HEAD = "Shot "
+OPENING = " (after a scene change)"
 PLURALS = {"person": "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
 SUMMARY_ITEMS = 4
 
@@ -88,6 +90,15 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
         parts.append("sounds: " + ", ".join(sounds[:SUMMARY_ITEMS]))
     if not parts:
         return None
-    opening = " (after a scene change)" if shot.cut else ""
-    text = f"Shot {span(shot.start_s, shot.end_s)}{opening}: " + "; ".join(parts) + "."
+    opening = OPENING if shot.cut else ""
+    text = f"{SHOT_HEAD}{span(shot.start_s, shot.end_s)}{opening}: " + "; ".join(parts) + "."
     return _memory(clip, text, shot.start_s, shot.end_s, entities=[*faces, *speakers[:SUMMARY_ITEMS]])
+
+
+def read_shot_summary(memory: Memory) -> tuple[bool, str] | None:
+    """``(opens a scene, what the shot holds)`` when ``memory`` is a shot summary written here, else None: the
+    entity-graph operators read shots back through this, so the wording has one owner."""
+    if memory.provenance != PROVENANCE or not memory.text.startswith(SHOT_HEAD):
+        return None
+    head, _, body = memory.text.partition(": ")
+    return head.endswith(OPENING), body.rstrip(".")

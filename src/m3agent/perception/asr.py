@@ -172,7 +172,26 @@ class Transcriber:
         regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
         language: str | None = None,
     ) -> AsrResult:
-        """Transcribe the ``regions`` (seconds) of 16 kHz mono ``audio``; no regions, no result."""
+        """Transcribe the ``regions`` (seconds) of 16 kHz mono ``audio``; no regions, no result.
+
+        Whisper sometimes ends a window early (the token budget runs out on dense speech, or it stops after an
+        overlap) and never decodes the rest: the speech after its last segment is then decoded once more on its
+        own (measured: the last 17 s of a 30 s window of debate and a speech were lost without this).
+        """
+        first = self._decode(audio, regions, language)
+        rest = unheard_tail(regions, first.segments)
+        if not rest:
+            return first
+        more = self._decode(audio, rest, language or first.language or None)
+        return AsrResult(first.segments + more.segments, first.language or more.language,
+                         first.language_probability or more.language_probability)
+
+    def _decode(
+        self,
+        audio: npt.NDArray[np.float32],
+        regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
+        language: str | None,
+    ) -> AsrResult:
         speech, chunk_map = _join_regions(audio, regions)
         if len(speech) < RATE // 10:
             return AsrResult(())
@@ -200,6 +219,21 @@ class Transcriber:
             kept = (seg for seg in segments if _reliable(seg))
             out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
         return AsrResult(out, str(info.language or ""), float(info.language_probability or 0.0))
+
+
+MIN_TAIL_S = 1.5  # speech after the last segment shorter than this is not decoded again
+TAIL_SLACK_S = 0.3
+
+
+def unheard_tail(regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
+                 segments: tuple[AsrSegment, ...]) -> list[tuple[float, float]]:
+    """The parts of ``regions`` after the last transcribed segment, when they hold at least ``MIN_TAIL_S`` of
+    speech (all of them when nothing was transcribed from speech that long: no second try then)."""
+    if not segments:
+        return []
+    end = max(s.end_s for s in segments) + TAIL_SLACK_S
+    tail = [(max(a, end), b) for a, b in regions if b > end]
+    return tail if sum(b - a for a, b in tail) >= MIN_TAIL_S else []
 
 
 TOKENS_PER_SECOND = 6.0  # fast English speech is ~3.5 tokens/s; loops are far above

@@ -3,7 +3,7 @@ merge (recorded, undoable), split."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
@@ -24,24 +24,26 @@ MEDIA: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/api/entities", response_model=schemas.Page[schemas.EntityOut], summary="List face/voice entities")
-def list_entities(ctx: Ctx, kind: Annotated[Literal["face", "voice"] | None, Query()] = None,
-                  offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+def list_entities(ctx: Ctx, kind: Annotated[EntityKind | None, Query()] = None,
+                  offset: Offset = 0, limit: Limit = 100) -> schemas.Page[schemas.EntityOut]:
+    """Every face and/or voice entity with its character, one page at a time."""
     with ctx.stores.read() as store:
         character_of, _ = views.character_names(store)
-        rows = [service.entity_out(e, character_of)
-                for e in store.entities(EntityKind(kind) if kind else None)]
+        rows = [service.entity_out(e, character_of) for e in store.entities(kind)]
     return service.page(rows, offset, limit)
 
 
 @router.get("/api/entities/{entity_id}", response_model=schemas.EntityDetail,
             summary="One entity with its observations (the ids a split takes)")
 def get_entity(ctx: Ctx, entity_id: EntityId) -> schemas.EntityDetail:
+    """The entity with its observations, whose ids a split takes."""
     return service.entity_detail(ctx, entity_id)
 
 
 @router.get("/api/entities/{entity_id}/media/{index}", response_class=Response, responses=MEDIA,
             summary="Face crop N (JPEG) of a face entity, or voice snippet N (WAV) of a voice entity")
 def get_entity_media(ctx: Ctx, entity_id: EntityId, index: MediaIndex) -> Response:
+    """Crop or snippet ``index``, so a person can tell who an entity is; not cached (it changes on merges)."""
     with ctx.stores.read() as store:
         entity = store.get_entity(entity_id)
         media = service.entity_media(store, entity, index + 1)
@@ -54,6 +56,7 @@ def get_entity_media(ctx: Ctx, entity_id: EntityId, index: MediaIndex) -> Respon
 
 @router.patch("/api/entities/{entity_id}", response_model=schemas.EntityOut, summary="Rename an entity")
 def rename_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Rename) -> schemas.EntityOut:
+    """Name the entity; memories and answers then show the name."""
     with ctx.write() as store:
         store.rename_entity(entity_id, body.name.strip())
         character_of, _ = views.character_names(store)
@@ -63,6 +66,7 @@ def rename_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Rename) -> schema
 @router.post("/api/entities/{entity_id}/merge", response_model=schemas.EntityOut,
              summary="Fold another entity into this one (the same person recognised twice)")
 def merge_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Merge) -> schemas.EntityOut:
+    """Fold ``absorb`` into this entity (409 when it cannot be, e.g. itself); recorded, so it can be undone."""
     with ctx.write() as store:
         store.merge_entities(entity_id, body.absorb)
         character_of, _ = views.character_names(store)
@@ -71,7 +75,8 @@ def merge_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Merge) -> schemas.
 
 @router.get("/api/merges", response_model=schemas.Page[schemas.MergeOut],
             summary="Recorded entity merges, automatic ones with their evidence")
-def list_merges(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+def list_merges(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> schemas.Page[schemas.MergeOut]:
+    """The merge log, automatic merges with the evidence that decided them, so wrong ones can be undone."""
     with ctx.stores.read() as store:
         rows = [schemas.MergeOut(id=m.id, keep=m.keep_id, absorbed=m.absorbed_id, kind=m.kind,
                                  source=m.source, evidence=m.evidence, video_id=m.video_id, clip_index=m.clip_index,
@@ -82,6 +87,7 @@ def list_merges(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> dict[str, o
 @router.post("/api/merges/{merge_id}/undo", response_model=schemas.EntityOut,
              summary="Undo a recorded merge: the absorbed entity comes back under its old id")
 def undo_merge(ctx: Ctx, merge_id: MergeId) -> schemas.EntityOut:
+    """Bring the absorbed entity back under its old id (409 when already undone)."""
     with ctx.write() as store:
         restored = store.undo_merge(merge_id)
         character_of, _ = views.character_names(store)
@@ -91,6 +97,7 @@ def undo_merge(ctx: Ctx, merge_id: MergeId) -> schemas.EntityOut:
 @router.post("/api/entities/{entity_id}/split", response_model=schemas.EntityOut, status_code=201,
              summary="Move observations to a new entity (two people taken for one); returns the new entity")
 def split_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Split) -> schemas.EntityOut:
+    """Move the given observations to a new entity of the same kind and return it."""
     with ctx.write() as store:
         new = store.split_entity(entity_id, body.observation_ids)
         character_of, _ = views.character_names(store)
@@ -99,13 +106,15 @@ def split_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Split) -> schemas.
 
 @router.delete("/api/entities/{entity_id}", response_model=schemas.Forgotten, summary="Forget an entity")
 def delete_entity(ctx: Ctx, entity_id: EntityId) -> schemas.Forgotten:
+    """Delete the entity and what derives from it; irreversible."""
     return service.forget(ctx, schemas.ForgetRequest(entity=entity_id))
 
 
 @router.get("/api/characters", response_model=schemas.Page[schemas.CharacterOut],
             summary="Characters: entities linked face-to-voice into one person")
 def list_characters(ctx: Ctx, video_id: Annotated[str | None, Query()] = None,
-                    offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
+                    offset: Offset = 0, limit: Limit = 100) -> schemas.Page[schemas.CharacterOut]:
+    """The characters of the memory, or of one video, one page at a time."""
     with ctx.stores.read() as store:
         rows = service.characters(store, video_id)
     return service.page(rows, offset, limit)
@@ -114,10 +123,12 @@ def list_characters(ctx: Ctx, video_id: Annotated[str | None, Query()] = None,
 @router.get("/api/characters/{character_id}", response_model=schemas.CharacterDetail,
             summary="A character: its faces and voices, facts, and appearances across videos")
 def get_character(ctx: Ctx, character_id: CharacterId) -> schemas.CharacterDetail:
+    """Everything known of one person: members, facts, how many events name them, where they appear."""
     return service.character_detail(ctx, character_id)
 
 
 @router.patch("/api/characters/{character_id}", response_model=schemas.CharacterOut,
               summary="Rename a character (all its entities)")
 def rename_character(ctx: Ctx, character_id: CharacterId, body: schemas.Rename) -> schemas.CharacterOut:
+    """Give every entity of the character the name (a character is named by its members)."""
     return service.rename_character(ctx, character_id, body.name)

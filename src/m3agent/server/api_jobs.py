@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Path, UploadFile
 
 from m3agent.errors import AccessDeniedError, ConfigError, MediaError, UnsupportedUploadError, UploadTooLargeError
-from m3agent.server import schemas
+from m3agent.server import schemas, service
 from m3agent.server.deps import Ctx, Limit, Offset
 from m3agent.server.jobs import Job
 from m3agent.server.security import confined
@@ -21,6 +21,7 @@ CHUNK = 1 << 20
 
 @router.post("", response_model=Job, status_code=202, summary="Ingest a server-side file or a URL")
 def create_job(ctx: Ctx, request: schemas.JobRequest) -> Job:
+    """Queue the ingest of a file inside ``server.allowed_folders`` or (if ``server.allow_urls``) a URL."""
     from m3agent.media import default_video_id
     from m3agent.media.sources import NETWORK_SCHEMES
 
@@ -46,6 +47,7 @@ def upload_job(ctx: Ctx, file: Annotated[UploadFile, File(description="the media
                video_id: Annotated[str | None, Form(min_length=1, max_length=200, pattern=schemas.VIDEO_ID)] = None,
                max_clips: Annotated[int | None, Form(ge=1, le=1_000_000)] = None,
                perception_only: Annotated[bool, Form()] = False) -> Job:
+    """Store the upload (refused past ``server.max_upload_mb`` or when unreadable as media) and queue its ingest."""
     from m3agent.media import default_video_id, probe
 
     name = FsPath(file.filename or "upload").name
@@ -92,16 +94,18 @@ def _save_upload(ctx: Ctx, file: UploadFile, suffix: str) -> FsPath:
 
 
 @router.get("", response_model=schemas.Page[Job], summary="List jobs, newest first")
-def list_jobs(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> dict[str, object]:
-    jobs = ctx.require_jobs().all()
-    return {"items": jobs[offset:offset + limit], "total": len(jobs), "offset": offset, "limit": limit}
+def list_jobs(ctx: Ctx, offset: Offset = 0, limit: Limit = 100) -> schemas.Page[Job]:
+    """The jobs of this server, newest first, finished ones included (the journal keeps them)."""
+    return service.page(ctx.require_jobs().all(), offset, limit)
 
 
 @router.get("/{job_id}", response_model=Job, summary="A job's state and progress (clips done, RTF)")
 def get_job(ctx: Ctx, job_id: JobId) -> Job:
+    """A job's state and progress; poll it until the state is done, failed or cancelled."""
     return ctx.require_jobs().get(job_id)
 
 
 @router.post("/{job_id}/cancel", response_model=Job, summary="Cancel a job (a running one stops after its clip)")
 def cancel_job(ctx: Ctx, job_id: JobId) -> Job:
+    """Cancel a job; the clips it committed stay, and rerunning the source resumes after them."""
     return ctx.require_jobs().cancel(job_id)

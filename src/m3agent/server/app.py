@@ -15,9 +15,19 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from m3agent import __version__
-from m3agent.server import api_consolidation, api_entities, api_jobs, api_memories, api_videos, failures, schemas
+from m3agent.server import (
+    api_consolidation,
+    api_entities,
+    api_graph,
+    api_jobs,
+    api_memories,
+    api_videos,
+    failures,
+    schemas,
+)
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
+from m3agent.server.jobs import ACTIVE
 from m3agent.server.security import GuardMiddleware, UploadLimitMiddleware
 
 if TYPE_CHECKING:
@@ -53,7 +63,7 @@ def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) 
     app.state.ctx = ctx
     failures.install(app)
     _add_health(app)
-    for module in (api_videos, api_jobs, api_consolidation, api_entities, api_memories):
+    for module in (api_videos, api_jobs, api_consolidation, api_entities, api_graph, api_memories):
         app.include_router(module.router)
     if mcp_server is not None:
         app.mount("/mcp", mcp_server.streamable_http_app(streamable_http_path="/", host=settings.server.host))
@@ -68,17 +78,19 @@ def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) 
 def _add_health(app: FastAPI) -> None:
     @app.get("/health", response_model=schemas.Health, tags=["health"], summary="The process is up")
     def health() -> schemas.Health:
+        """Answers while the process runs, touching nothing (liveness probes)."""
         return schemas.Health(status="ok", version=__version__)
 
     @app.get("/ready", response_model=schemas.Readiness, tags=["health"],
              summary="The memory can be read (503 while it cannot)")
     def ready(ctx: Ctx) -> schemas.Readiness:
+        """Reads the memory, so it fails (503) while the memory cannot be read (readiness probes)."""
         jobs = ctx.require_jobs().all()
         with ctx.stores.read() as store:
             model = store.embedding_model()
             return schemas.Readiness(ready=True, memory=store.url, videos=len(store.videos()),
                                      embedding_model=None if model is None else f"{model[0]}/{model[1]}",
-                                     jobs_active=sum(1 for j in jobs if j.state in ("queued", "running")))
+                                     jobs_active=sum(1 for j in jobs if j.state in ACTIVE))
 
 
 def _add_middleware(app: FastAPI, settings: Settings) -> None:

@@ -75,6 +75,7 @@ class StorePool:
         return store
 
     def close(self) -> None:
+        """Close every store the pool opened (at shutdown; lent ones must have come back)."""
         with self._lock:
             for store in self._all:
                 store.close()
@@ -120,16 +121,19 @@ class ServerContext:
         self.jobs.start()
 
     def stop(self) -> None:
+        """Stop the job runner (running jobs resume at the next start) and close the read stores."""
         if self.jobs is not None:
             self.jobs.stop()
         self.stores.close()
 
     def require_jobs(self) -> JobRunner:
+        """The job runner; a ``RuntimeError`` before :meth:`start` (a programming error, not a bad request)."""
         if self.jobs is None:
             raise RuntimeError("the server context was not started")
         return self.jobs
 
     def consolidation_status(self) -> ConsolidationStatus:
+        """Idle consolidation's state, with the pending clips counted on a read store."""
         with self.stores.read() as store:
             return self.consolidator.status(store)
 

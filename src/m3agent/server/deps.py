@@ -10,6 +10,7 @@ from m3agent.server.context import ServerContext
 
 
 def get_ctx(request: Request) -> ServerContext:
+    """The :class:`ServerContext` that :func:`~m3agent.server.app.create_app` put on the app (``Ctx``)."""
     ctx = request.app.state.ctx
     assert isinstance(ctx, ServerContext)
     return ctx

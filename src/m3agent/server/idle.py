@@ -44,6 +44,8 @@ POLL_S = 60.0  # with nothing to consolidate, look again this often (other proce
 
 
 class IdleState(enum.StrEnum):
+    """What idle consolidation is doing (``GET /api/consolidation``'s ``state``)."""
+
     OFF = "off"  # no consolidation model, or server.consolidate_when_idle is false
     IDLE = "idle"  # nothing pending (or waiting for the queue to be quiet)
     RUNNING = "running"  # consolidating a video, unit by unit
@@ -55,9 +57,13 @@ class Models(Protocol):
 
     chat_lock: threading.Lock
 
-    def embedder(self, store: MemoryStore) -> Embedder: ...
+    def embedder(self, store: MemoryStore) -> Embedder:
+        """The text embedder matching the store's recorded model."""
+        ...
 
-    def consolidation_chat(self, spec: str) -> ChatModel: ...
+    def consolidation_chat(self, spec: str) -> ChatModel:
+        """The consolidation model ``spec``, loaded once and kept."""
+        ...
 
 
 @dataclass
@@ -100,6 +106,7 @@ class IdleConsolidator:
 
     @property
     def enabled(self) -> bool:
+        """A consolidation model is configured and ``server.consolidate_when_idle`` is on."""
         return self.spec is not None
 
     # the worker's step ---------------------------------------------------------

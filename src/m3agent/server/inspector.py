@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from m3agent import __version__, tags, views
+from m3agent.domain import EntityKind
 from m3agent.server import service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
@@ -46,6 +47,7 @@ _ENV: list[Any] = []
 
 
 def render(request: Request, name: str, **data: Any) -> HTMLResponse:
+    """Template ``name`` filled with ``data`` (autoescaped); the environment is built on first use."""
     if not _ENV:
         _ENV.append(_templates())
     html = _ENV[0].get_template(name).render(request=request, version=__version__, **data)
@@ -60,6 +62,7 @@ def _time_or_unknown(seconds: float | None) -> str:
 
 @router.get("/", response_class=HTMLResponse)
 async def videos_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """The videos and the latest jobs: the inspector's start page."""
     def load() -> dict[str, Any]:
         with ctx.stores.read() as store:
             return {"videos": [service.video_out(ctx, store, v) for v in store.videos()],
@@ -70,6 +73,7 @@ async def videos_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 @router.get("/videos/{video_id}", response_class=HTMLResponse)
 async def video_page(request: Request, ctx: Ctx, video_id: str) -> HTMLResponse:
+    """A video's timeline of clips (memories, faces, voices) under its player."""
     return render(request, "video.html", **await run_in_threadpool(_video_data, ctx, video_id))
 
 
@@ -83,11 +87,12 @@ def _video_data(ctx: ServerContext, video_id: str) -> dict[str, Any]:
 
 @router.get("/characters", response_class=HTMLResponse)
 async def characters_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Every character with a face crop, to see who the memory knows."""
     def load() -> dict[str, Any]:
         with ctx.stores.read() as store:
             rows = []
             for character in service.characters(store):
-                faces = [e for e in character.entities if store.get_entity(e).kind.value == "face"]
+                faces = [e for e in character.entities if store.get_entity(e).kind == EntityKind.FACE]
                 rows.append({"character": character, "face": faces[0] if faces else None})
             return {"characters": rows}
 
@@ -96,12 +101,13 @@ async def characters_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 @router.get("/characters/{character_id}", response_class=HTMLResponse)
 async def character_page(request: Request, ctx: Ctx, character_id: int) -> HTMLResponse:
+    """One character's crops, snippets, facts and appearances, with the forms to rename, merge and split."""
     def load() -> dict[str, Any]:
         detail = service.character_detail(ctx, character_id)
         members = [service.entity_detail(ctx, e.id) for e in detail.members]
         with ctx.stores.read() as store:
-            others = {kind: [e for e in store.entities() if e.kind.value == kind and e.id not in detail.entities]
-                      for kind in ("face", "voice")}
+            others = {kind.value: [e for e in store.entities(kind) if e.id not in detail.entities]
+                      for kind in EntityKind}
             durations = {v.video_id: v.duration_s for v in store.videos()}
         return {"c": detail, "members": members, "others": others, "durations": durations}
 
@@ -110,6 +116,7 @@ async def character_page(request: Request, ctx: Ctx, character_id: int) -> HTMLR
 
 @router.get("/ask", response_class=HTMLResponse)
 async def ask_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """The question form; the answer streams in from ``POST /api/ask/stream``."""
     def load() -> dict[str, Any]:
         with ctx.stores.read() as store:
             return {"videos": [v.video_id for v in store.videos()]}
@@ -119,6 +126,7 @@ async def ask_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 @router.get("/login", response_class=HTMLResponse)
 async def login_page(request: Request) -> HTMLResponse:
+    """The token form shown to a browser when the server has a token."""
     return render(request, "login.html", failed=False)
 
 

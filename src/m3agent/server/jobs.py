@@ -46,6 +46,8 @@ SourceKind = Literal["path", "upload", "url"]
 
 
 class JobState(enum.StrEnum):
+    """Where a job is; queued and running ones (:data:`ACTIVE`) are resumed after a restart."""
+
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
@@ -128,6 +130,7 @@ class JobRunner:
     # API ----------------------------------------------------------------------
     def submit(self, source: str, kind: SourceKind, video_id: str, *, max_clips: int | None = None,
                perception_only: bool = False) -> Job:
+        """Queue an ingest of ``source`` and journal it, so it survives a restart; returns the queued job."""
         job = Job(id=uuid.uuid4().hex[:12], source=source, source_kind=kind, video_id=video_id,
                   max_clips=max_clips, perception_only=perception_only)
         with self._lock:
@@ -138,6 +141,7 @@ class JobRunner:
         return job
 
     def get(self, job_id: str) -> Job:
+        """The job's current state (:class:`~m3agent.errors.NotFoundError` for an unknown id)."""
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None:
@@ -145,6 +149,7 @@ class JobRunner:
         return job
 
     def all(self) -> list[Job]:
+        """Every journaled job, newest first."""
         with self._lock:
             return sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
 

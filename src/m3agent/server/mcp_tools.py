@@ -1,5 +1,6 @@
 """MCP tools over a served memory (official ``mcp`` SDK): remember, job_status, recall, ask, forget,
-list_characters, rename_character.
+list_characters, rename_character, and the entity-graph tools who_is_at, person_profile, appearances,
+people_together, shots and count_people.
 
 The same operations as the REST API (:mod:`m3agent.server.service`). Served
 over stdio by ``m3agent mcp`` and over streamable HTTP at ``/mcp`` by
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from pydantic import Field
 
 from m3agent.errors import M3AgentError
-from m3agent.server import schemas, service
+from m3agent.server import graph_schemas, graph_service, schemas, service
 from m3agent.server.jobs import Job
 
 if TYPE_CHECKING:
@@ -28,11 +29,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 INSTRUCTIONS = """A long-term memory of videos: who was seen and heard, what they said and did.
 Use `recall` to search memories, `ask` for an answer with cited evidence, `remember` to ingest a new video
-(then `job_status`), `list_characters`/`rename_character` to name people, and `forget` to delete."""
+(then `job_status`), `list_characters`/`rename_character` to name people, and `forget` to delete.
+For exact who/where/when facts read the entity graph: `who_is_at` (a moment), `person_profile`, `appearances`,
+`people_together`, `shots` (order of events) and `count_people`. Times are seconds or clock text like 3:10."""
 
 MISSING_HINT = "check the id: list_characters lists people, recall finds memories with their video ids"
 VideoId = Annotated[str | None, Field(description="restrict to one video id (default: all videos)")]
 BeforeClip = Annotated[int | None, Field(ge=0, description="hide clips after this index (inclusive)")]
+GraphVideo = Annotated[str, Field(min_length=1, description="the video id (recall and list results name it)")]
+PersonRef = Annotated[int | str, Field(description="a character id (3), a tag (<character_3>, <face_2>, <voice_5>) "
+                                                   "or a given name")]
+Time = Annotated[float | str, Field(description="seconds (190) or clock text (3:10) from the video's start")]
 
 
 def _hinted(func: F) -> F:
@@ -126,4 +133,47 @@ def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
         """Name a character; answers and memories then use the name."""
         return service.rename_character(ctx, character_id, name)
 
-    return [remember, job_status, recall, ask, forget, list_characters, rename_character]
+    return [remember, job_status, recall, ask, forget, list_characters, rename_character, *_graph_tools(ctx)]
+
+
+def _graph_tools(ctx: ServerContext) -> list[Callable[..., Any]]:
+    """The entity-graph operators: exact facts of who is where when, read from faces, voices and shots."""
+
+    def who_is_at(video_id: GraphVideo, time: Time,
+                  end: Annotated[float | str | None, Field(description="end of an interval (default: an instant)")]
+                  = None) -> graph_schemas.MomentOut:
+        """Who is on screen at a moment of a video (left/centre/right, foreground/background), who speaks and
+        what they say, the scene's text, objects and sounds, and the shot. Use it for questions about one
+        time ("who is on the left at 3:10?", "who speaks at 0:40?")."""
+        return graph_service.moment(ctx, video_id, graph_service.seconds(time, "time"),
+                                    None if end is None else graph_service.seconds(end, "end"))
+
+    def person_profile(ref: PersonRef) -> graph_schemas.ProfileOut:
+        """One person at a glance: their face and voice ids, every appearance in order, the first and the last,
+        and measured attributes. Use it for "when does X first/last appear?" and "what does X look like?"."""
+        return graph_service.profile(ctx, ref)
+
+    def appearances(ref: PersonRef, video_id: VideoId = None) -> graph_schemas.AppearancesOut:
+        """Every interval a person is seen, heard or both, in time order. Use it for "when is X on screen?",
+        "how often does X speak?" or to order events around a person."""
+        return graph_service.appearances(ctx, ref, video_id)
+
+    def people_together(ref: PersonRef, video_id: VideoId = None) -> graph_schemas.TogetherOut:
+        """The other people present while a person is, with the shared intervals. Use it for "who is with X?"
+        or "does X ever meet Y?"."""
+        return graph_service.together(ctx, ref, video_id)
+
+    def shots(video_id: GraphVideo) -> list[graph_schemas.ShotOut]:
+        """The shots of a video in order, each with its span, summary and people. Use it for "what happens
+        before/after ...?" and to walk a video scene by scene."""
+        return graph_service.shots(ctx, video_id)
+
+    def count_people(video_id: GraphVideo, start: Time = 0.0,
+                     end: Annotated[float | str | None, Field(description="default: the end of the video")] = None,
+                     ) -> graph_schemas.PeopleCountOut:
+        """How many distinct people are seen or heard in an interval of a video, and who. Use it for "how many
+        people are in the room?" rather than counting names in search results."""
+        return graph_service.count(ctx, video_id, graph_service.seconds(start, "start"),
+                                   None if end is None else graph_service.seconds(end, "end"))
+
+    return [who_is_at, person_profile, appearances, people_together, shots, count_people]

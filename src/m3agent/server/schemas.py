@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from m3agent.domain import ControlModeSetting
+from m3agent.domain import ClipStatus, ControlModeSetting, EntityKind, MemoryKind
 
 T = TypeVar("T")
 VIDEO_ID = r"^[^/\x00]+$"  # ids appear in API paths, so no slash
@@ -31,19 +31,25 @@ class Problem(BaseModel):
 
 
 class Health(BaseModel):
+    """The process answers (``/health``): for liveness probes; it reads nothing."""
+
     status: Literal["ok"]
     version: str
 
 
 class Readiness(BaseModel):
+    """The memory can be read (``/ready``): what it holds, its embedding model and the ingest jobs running."""
+
     ready: bool
     memory: str
     videos: int
-    embedding_model: str | None
-    jobs_active: int
+    embedding_model: str | None = Field(description="name/dimension of the stored vectors; null before any")
+    jobs_active: int = Field(description="ingest jobs queued or running")
 
 
 class VideoOut(BaseModel):
+    """A video in the memory with its ingest progress."""
+
     video_id: str
     source: str
     duration_s: float | None
@@ -54,21 +60,27 @@ class VideoOut(BaseModel):
 
 
 class ClipOut(BaseModel):
+    """A recorded clip of a video; ``reason`` says why it failed or was skipped."""
+
     index: int
     start_s: float
     end_s: float
-    status: str
+    status: ClipStatus
     reason: str
 
 
 class VideoDetail(VideoOut):
+    """A video with its clips and how many memories it holds."""
+
     clips: list[ClipOut]
     memories: int
 
 
 class MemoryOut(BaseModel):
+    """A memory: an episodic event of one clip, or a semantic fact, with its time span and entities."""
+
     id: int
-    kind: str
+    kind: MemoryKind
     video_id: str
     clip: int
     start_s: float
@@ -81,6 +93,8 @@ class MemoryOut(BaseModel):
 
 
 class FaceGroup(BaseModel):
+    """The sightings of one face entity in a clip (``entity`` null: not identified)."""
+
     entity: int | None
     character: int | None
     observations: int
@@ -89,6 +103,8 @@ class FaceGroup(BaseModel):
 
 
 class VoiceLine(BaseModel):
+    """One transcribed voice segment of a clip with its speaker (``entity`` null: not identified)."""
+
     start_s: float
     end_s: float
     entity: int | None
@@ -97,9 +113,11 @@ class VoiceLine(BaseModel):
 
 
 class ClipDetail(BaseModel):
+    """One clip as the memory holds it: its memories, faces and voices."""
+
     video_id: str
     clip: int
-    status: str
+    status: ClipStatus
     reason: str
     memories: list[MemoryOut]
     faces: list[FaceGroup]
@@ -107,9 +125,11 @@ class ClipDetail(BaseModel):
 
 
 class EntityOut(BaseModel):
+    """A face or voice identity (``<face_N>``/``<voice_N>``) and the character it belongs to, if any."""
+
     id: int
     tag: str
-    kind: Literal["face", "voice"]
+    kind: EntityKind
     name: str
     video_id: str | None
     first_clip: int | None
@@ -130,11 +150,15 @@ class ObservationOut(BaseModel):
 
 
 class EntityDetail(EntityOut):
+    """An entity with its observations: the ids a split takes, and how many crops or snippets it has."""
+
     media: int = Field(description="face crops (JPEG) or voice snippets (WAV) available, numbered from 0")
     observations_list: list[ObservationOut]
 
 
 class CharacterOut(BaseModel):
+    """A person: the face and voice entities linked into one ``<character_N>``, named by its members."""
+
     id: int
     tag: str
     name: str
@@ -142,6 +166,8 @@ class CharacterOut(BaseModel):
 
 
 class Appearance(BaseModel):
+    """A clip where a character is seen or heard."""
+
     video_id: str
     clip_index: int
     start_s: float
@@ -149,6 +175,8 @@ class Appearance(BaseModel):
 
 
 class CharacterDetail(CharacterOut):
+    """A character with its members, facts, event count and appearances across videos."""
+
     members: list[EntityOut]
     facts: list[MemoryOut] = Field(description="semantic memories about the character")
     events: int = Field(description="episodic memories naming the character")
@@ -156,10 +184,14 @@ class CharacterDetail(CharacterOut):
 
 
 class Rename(BaseModel):
+    """The new name of an entity or character (not blank)."""
+
     name: str = Field(min_length=1, max_length=200, pattern=r"\S", description="the new name")
 
 
 class Merge(BaseModel):
+    """The entity folded into the one in the path (the same person recognised twice)."""
+
     absorb: int = Field(ge=0, le=MAX_ID, description="the entity folded into this one")
 
 
@@ -169,8 +201,8 @@ class MergeOut(BaseModel):
     id: int
     keep: int
     absorbed: int
-    kind: str
-    source: str
+    kind: EntityKind
+    source: str = Field(description="auto (identity resolution) or manual")
     evidence: str
     video_id: str | None
     clip_index: int | None
@@ -179,6 +211,8 @@ class MergeOut(BaseModel):
 
 
 class Split(BaseModel):
+    """The observations moved to a new entity (two people taken for one)."""
+
     observation_ids: list[int] = Field(min_length=1, max_length=10000,
                                        description="face/voice observation ids moved to a new entity")
 
@@ -190,6 +224,8 @@ class Split(BaseModel):
 
 
 class ConsolidationFailure(BaseModel):
+    """A failed consolidation attempt waiting for its retry."""
+
     video_id: str | None = Field(description="the video whose consolidation failed; null: the model or the store")
     error: str
     hint: str | None
@@ -197,16 +233,46 @@ class ConsolidationFailure(BaseModel):
     retry_in_s: float = Field(description="seconds until it is tried again")
 
 
+class ForgottenConsolidationOut(BaseModel):
+    """What a redo of a video's consolidation took back first."""
+
+    video_id: str
+    facts: int = Field(description="facts it had written, deleted")
+    clips: int = Field(description="clips no longer recorded as consolidated")
+    restored: int = Field(description="memories kept, their weight and last confirmed clip put back")
+
+
+class ConsolidationReportOut(BaseModel):
+    """What one video's consolidation did so far (``rtf``: wall seconds per media second of its clips)."""
+
+    video_id: str
+    model: str
+    clips_consolidated: int
+    clips_already: int
+    calls: int
+    facts_written: int
+    reinforced: int
+    contradicted: int
+    dropped: list[str] = Field(description="why proposed facts were not written")
+    prompt_tokens: int
+    completion_tokens: int
+    media_seconds: float
+    wall_seconds: float
+    forgotten: ForgottenConsolidationOut | None
+    rtf: float
+
+
 class ConsolidationStatus(BaseModel):
     """Semantic consolidation while the server is idle (``server.consolidate_when_idle``)."""
 
     enabled: bool = Field(description="a consolidation model is configured and idle consolidation is on")
     model: str | None = Field(description="memorize.consolidate_llm, else llm")
-    state: Literal["off", "idle", "running", "failed"]
+    state: Literal["off", "idle", "running", "failed"] = Field(
+        description="off: no model or disabled; idle: nothing pending; failed: waiting for a retry")
     video_id: str | None = Field(description="the video of the current or last unit")
     pending_clips: int = Field(description="stored clips of every video not consolidated yet")
     units_done: int = Field(description="units consolidated since the server started")
-    last_report: dict[str, Any] | None = Field(description="the current or last video's consolidation so far")
+    last_report: ConsolidationReportOut | None = Field(description="the current or last video's consolidation so far")
     last_error: str | None
     failures: list[ConsolidationFailure] = Field(description="what failed and waits for its retry")
     updated_at: float | None = Field(description="UNIX time of the last change of state")
@@ -230,6 +296,8 @@ class JobRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
+    """A memory search with the agent's tools' filters: one video, clips up to one, by memory or by clip."""
+
     query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     k: int = Field(10, ge=1, le=200, description="memories returned")
     video_id: str | None = Field(None, description="search one video only")
@@ -239,6 +307,8 @@ class SearchRequest(BaseModel):
 
 
 class AskRequest(BaseModel):
+    """A question, optionally about one video up to one clip; ``mode``/``rounds`` override the settings."""
+
     question: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     video_id: str | None = None
     before_clip: int | None = Field(None, ge=0, le=MAX_ID)
@@ -261,8 +331,8 @@ class ForgetRequest(BaseModel):
 
 
 class Forgotten(BaseModel):
+    """What was deleted, with everything derived from it."""
+
     deleted: Literal["video", "entity", "memory"]
     id: str
 
-
-JSONObject = dict[str, Any]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from m3agent import views
+from m3agent.domain import ClipStatus, EntityKind, MemoryKind
 from m3agent.errors import NotFoundError
 from m3agent.server import schemas
 from m3agent.server.security import inside
@@ -18,25 +19,28 @@ from m3agent.server.security import inside
 if TYPE_CHECKING:
     from m3agent.control.results import SearchResult
     from m3agent.control.steps import Step
-    from m3agent.domain import Entity, Video
+    from m3agent.domain import Character, Entity, Video
     from m3agent.server.context import ServerContext
     from m3agent.store.protocol import MemoryStore
 
+T = TypeVar("T")
 
 # videos -----------------------------------------------------------------------
 def video_out(ctx: ServerContext, store: MemoryStore, video: Video) -> schemas.VideoOut:
+    """The video with its ingest progress, and whether its file can be streamed."""
     clips = store.clips(video.video_id)
     return schemas.VideoOut(
         video_id=video.video_id, source=video.source, duration_s=video.duration_s, title=video.title,
-        clips_done=sum(1 for _, status, _ in clips if status.value == "done"), clips_recorded=len(clips),
+        clips_done=sum(1 for _, status, _ in clips if status == ClipStatus.DONE), clips_recorded=len(clips),
         playable=media_file(ctx, video) is not None)
 
 
 def video_detail(ctx: ServerContext, video_id: str) -> schemas.VideoDetail:
+    """The video with its clips (:class:`~m3agent.errors.NotFoundError` when it is not stored)."""
     with ctx.stores.read() as store:
         video = store.get_video(video_id)
         base = video_out(ctx, store, video)
-        clips = [schemas.ClipOut(index=c.index, start_s=c.start_s, end_s=c.end_s, status=s.value, reason=r)
+        clips = [schemas.ClipOut(index=c.index, start_s=c.start_s, end_s=c.end_s, status=s, reason=r)
                  for c, s, r in store.clips(video_id)]
         return schemas.VideoDetail(**base.model_dump(), clips=clips, memories=len(store.memories(video_id)))
 
@@ -52,6 +56,7 @@ def media_file(ctx: ServerContext, video: Video) -> Path | None:
 
 # memories and search -----------------------------------------------------------
 def memory_out(store: MemoryStore, memory_id: int) -> schemas.MemoryOut:
+    """One memory with its tags rewritten to characters and their names."""
     memory = store.get_memory(memory_id)
     character_of, names = views.character_names(store)
     return schemas.MemoryOut(**views.memory_row(memory, character_of, names))
@@ -73,7 +78,7 @@ def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
 
 def ask_steps(ctx: ServerContext, request: schemas.AskRequest) -> Iterator[Step]:
     """The typed steps of answering, as ``m3agent ask`` takes them; the last one is the Answer."""
-    from m3agent.control.api import answer_steps
+    from m3agent.control.answering import answer_steps
 
     with ctx.stores.read() as store:
         if request.video_id is not None:
@@ -93,7 +98,8 @@ def ask_steps(ctx: ServerContext, request: schemas.AskRequest) -> Iterator[Step]
 
 
 def ask(ctx: ServerContext, request: schemas.AskRequest) -> dict[str, Any]:
-    from m3agent.control.api import run_to_answer
+    """The final Answer's JSON (``Answer.to_dict()``, typed by :class:`~m3agent.server.answer_schemas.AnswerOut`)."""
+    from m3agent.control.answering import run_to_answer
 
     return run_to_answer(ask_steps(ctx, request)).to_dict()
 
@@ -114,12 +120,14 @@ def forget(ctx: ServerContext, request: schemas.ForgetRequest) -> schemas.Forgot
 
 # entities and characters ----------------------------------------------------------
 def entity_out(entity: Entity, character_of: dict[int, int]) -> schemas.EntityOut:
-    return schemas.EntityOut(id=entity.id, tag=entity.tag, kind=entity.kind.value, name=entity.name,
+    """The entity as the API shows it; ``character_of`` maps entity ids to their character's id."""
+    return schemas.EntityOut(id=entity.id, tag=entity.tag, kind=entity.kind, name=entity.name,
                              video_id=entity.video_id, first_clip=entity.first_clip, last_clip=entity.last_clip,
                              observations=entity.n_observations, character=character_of.get(entity.id))
 
 
 def entity_detail(ctx: ServerContext, entity_id: int) -> schemas.EntityDetail:
+    """The entity with its observations and how many crops or snippets it has (at most 16)."""
     with ctx.stores.read() as store:
         entity = store.get_entity(entity_id)
         character_of, _ = views.character_names(store)
@@ -130,7 +138,7 @@ def entity_detail(ctx: ServerContext, entity_id: int) -> schemas.EntityDetail:
 
 def entity_media(store: MemoryStore, entity: Entity, limit: int) -> list[bytes]:
     """Face crops (JPEG) of a face entity, voice snippets (WAV) of a voice entity."""
-    if entity.kind.value == "face":
+    if entity.kind == EntityKind.FACE:
         return store.entity_crops(entity.id, limit)
     return store.entity_snippets(entity.id, limit)
 
@@ -139,7 +147,7 @@ def observations(store: MemoryStore, entity: Entity) -> list[schemas.Observation
     """Every sighting (face) or segment (voice) of ``entity``, in time order, across videos."""
     rows: list[schemas.ObservationOut] = []
     for video in store.videos():
-        if entity.kind.value == "face":
+        if entity.kind == EntityKind.FACE:
             rows += [schemas.ObservationOut(id=f.id, video_id=video.video_id, clip_index=f.clip_index,
                                             start_s=f.time_s, end_s=f.time_s)
                      for f in store.faces(video.video_id) if f.entity_id == entity.id]
@@ -151,26 +159,28 @@ def observations(store: MemoryStore, entity: Entity) -> list[schemas.Observation
 
 
 def characters(store: MemoryStore, video_id: str | None = None) -> list[schemas.CharacterOut]:
+    """The characters of the memory, or of one video (:class:`~m3agent.errors.NotFoundError` if not stored)."""
     if video_id is not None:
         store.get_video(video_id)
     return [schemas.CharacterOut(**row) for row in views.list_characters(store, video_id)]
 
 
 def character_detail(ctx: ServerContext, character_id: int) -> schemas.CharacterDetail:
+    """A character with its members, semantic facts, episodic event count and appearances."""
     with ctx.stores.read() as store:
         character = _character(store, character_id)
         character_of, names = views.character_names(store)
         members = [entity_out(store.get_entity(e), character_of) for e in character.entity_ids]
         memories = store.memories_of_entities(character.entity_ids)
         facts = [schemas.MemoryOut(**views.memory_row(m, character_of, names))
-                 for m in memories if m.kind.value == "semantic"]
+                 for m in memories if m.kind == MemoryKind.SEMANTIC]
         return schemas.CharacterDetail(
             id=character.id, tag=character.tag, name=character.name, entities=list(character.entity_ids),
-            members=members, facts=facts, events=sum(1 for m in memories if m.kind.value == "episodic"),
+            members=members, facts=facts, events=sum(1 for m in memories if m.kind == MemoryKind.EPISODIC),
             appearances=_appearances(store, set(character.entity_ids)))
 
 
-def _character(store: MemoryStore, character_id: int) -> Any:
+def _character(store: MemoryStore, character_id: int) -> Character:
     for character in store.characters():
         if character.id == character_id:
             return character
@@ -199,6 +209,7 @@ def rename_character(ctx: ServerContext, character_id: int, name: str) -> schema
                                     entities=list(renamed.entity_ids))
 
 
-def page(items: list[Any], offset: int, limit: int) -> dict[str, Any]:
-    return {"items": items[offset:offset + limit], "total": len(items), "offset": offset, "limit": limit}
+def page(items: list[T], offset: int, limit: int) -> schemas.Page[T]:
+    """``items[offset : offset + limit]`` with the total: every list endpoint pages the same way."""
+    return schemas.Page[T](items=items[offset:offset + limit], total=len(items), offset=offset, limit=limit)
 

@@ -11,37 +11,58 @@ consolidation; and the text rules of deleting an entity (:data:`NEUTRAL`, link l
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from enum import Enum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent import tags
 from m3agent.domain import ForgottenConsolidation, LinkSource
 from m3agent.errors import IntegrityError, NotFoundError
+from m3agent.store.location import StoreKind
 
 if TYPE_CHECKING:
     from m3agent.domain import Clip, FaceVoiceLink
 
 SLACK_S = 0.01  # spans are stored as floats; a speech memory spans exactly its segment
 
-
-class Dialect(Enum):
-    SQLITE = "sqlite"
-    POSTGRES = "postgres"
+Dialect = StoreKind  # the backend a memory lives in is the SQL it speaks: one enum names both
 
 
 class Rows(Protocol):
+    """What both drivers' cursors offer: fetching, iterating, the count of rows a write touched."""
+
+    @property
+    def rowcount(self) -> int: ...
+
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
 
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Cursor(Protocol):
+    def executemany(self, sql: str, params_seq: Iterable[Sequence[Any]], /) -> Any: ...
+
+    def close(self) -> None: ...
+
 
 class Connection(Protocol):
-    """What both drivers' connections offer: ``execute(sql, params)`` returning a cursor."""
+    """What both drivers' connections offer: ``execute(sql, params)`` returning a cursor, ``cursor()``."""
 
-    def execute(self, sql: str, params: Sequence[Any], /) -> Rows: ...
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ..., /) -> Rows: ...
+
+    def cursor(self) -> Cursor: ...
+
+
+def execute_many(db: Connection, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    """Run ``sql`` (in the driver's style) once per parameter row, batched by the driver (psycopg pipelines)."""
+    cursor = db.cursor()
+    try:
+        cursor.executemany(sql, rows)
+    finally:
+        cursor.close()
 
 
 @lru_cache(maxsize=1024)  # statements are few, but some are built with a placeholder per listed id
@@ -52,6 +73,11 @@ def render(sql: str, dialect: Dialect) -> str:
     parts = sql.split("'")  # even parts are outside quoted literals ('' escapes split into empty parts)
     return "'".join(p.replace("%", "%%").replace("?", "%s") if i % 2 == 0 else p.replace("%", "%%")
                     for i, p in enumerate(parts))
+
+
+def marks(count: int) -> str:
+    """``count`` comma-separated ``?`` placeholders, for an ``IN (...)`` list."""
+    return ", ".join("?" * count)
 
 
 MEMORY_SPAN = "SELECT text, video_id, clip_index, start_s, end_s FROM memories WHERE id = ?"
@@ -131,7 +157,7 @@ def add_sources(db: Connection, dialect: Dialect, clip: Clip, memory_id: int, so
     unique = sorted(set(source_ids))
     if not unique:
         return
-    sql = EPISODIC_UP_TO.format(ids=", ".join("?" * len(unique)))
+    sql = EPISODIC_UP_TO.format(ids=marks(len(unique)))
     found = {int(r[0]) for r in db.execute(render(sql, dialect), (*unique, clip.video_id, clip.index)).fetchall()}
     check_sources(unique, found, clip)
     for source_id in unique:

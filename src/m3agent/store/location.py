@@ -21,7 +21,8 @@ _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 class StoreKind(StrEnum):
-    """The two store backends a memory can live in."""
+    """The two store backends a memory can live in; also the SQL dialect each speaks
+    (:data:`m3agent.store.dialect.Dialect` is this enum)."""
 
     SQLITE = "sqlite"
     POSTGRES = "postgres"

@@ -1,8 +1,8 @@
 """Entity merges recorded with their grounds, and undone from the record (both backends).
 
-A merge folds one entity into another and deletes it (``sqlite_entities`` /
-``pg_entities``). Just before, :func:`capture` notes what the merge will
-change: the absorbed entity's row, its observations, bank, memory edges,
+A merge folds one entity into another and deletes it
+(:func:`m3agent.store.entity_ops.merge_entities`). Just before, :func:`capture` notes what the merge will
+change: the absorbed entity's row, its observations, measured attributes, bank, memory edges,
 character base id and links, the kept entity's details, and the text of the
 memories whose tags the merge rewrites. :func:`record` stores that snapshot
 (table ``entity_merges``) with who merged (``auto`` or ``manual``) and why.
@@ -79,6 +79,8 @@ def capture(d: Dialect, db: Any, keep: int, absorb: int) -> dict[str, Any]:
         "keep_name": kept[0],
         "table": table,
         "observations": [int(r[0]) for r in d.run(db, f"SELECT id FROM {table} WHERE entity_id = ?", (absorb,))],
+        "attributes": [int(r[0]) for r in d.run(db, "SELECT id FROM entity_attributes WHERE entity_id = ?",
+                                                (absorb,))],
         "bank": [[float(x) for x in v] for v in d.read_bank(db, absorb)],
         "edges": edges,
         "keep_edges": keep_edges,
@@ -183,10 +185,10 @@ def _restore_entity(d: Dialect, db: Any, keep: int, absorb: int, snap: dict[str,
     for entity_id in (keep, absorb):
         if str(entity_id) in bases:
             d.run(db, "INSERT INTO characters (id, entity_id) VALUES (?, ?)", (bases[str(entity_id)], entity_id))
-    table, ids = snap["table"], snap["observations"]
-    if ids:
-        d.run(db, f"UPDATE {table} SET entity_id = ? WHERE entity_id = ? AND id IN ("
-              + ", ".join("?" for _ in ids) + ")", (absorb, keep, *ids))
+    for table, ids in ((snap["table"], snap["observations"]), ("entity_attributes", snap.get("attributes", []))):
+        if ids:
+            d.run(db, f"UPDATE {table} SET entity_id = ? WHERE entity_id = ? AND id IN ("
+                  + ", ".join("?" for _ in ids) + ")", (absorb, keep, *ids))
     bank = [np.asarray(v, dtype=np.float32) for v in snap["bank"]]
     d.write_bank(db, absorb, bank)
     _drop_exemplars(d, db, keep, bank)

@@ -23,6 +23,7 @@ from m3agent.domain import (
     ClipStatus,
     ConsolidatedClip,
     Entity,
+    EntityAttribute,
     EntityKind,
     EntityMerge,
     FaceObservation,
@@ -31,6 +32,7 @@ from m3agent.domain import (
     Memory,
     ScoredMemory,
     SearchFilter,
+    ShotRecord,
     Video,
     VoiceSegment,
 )
@@ -84,6 +86,16 @@ class ClipWriter(Protocol):
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Automatic merge of ``absorb`` into ``keep`` in this clip's transaction, recorded with
         ``evidence`` (see :meth:`MemoryStore.undo_merge`); returns the record id."""
+        ...
+
+    def add_attribute(self, attribute: EntityAttribute) -> int:
+        """Store a measured description of an entity seen or heard in this clip (one per entity and name: a
+        second replaces the first); returns its id. Raises :class:`~m3agent.errors.IntegrityError` for an
+        unknown entity, a confidence outside [0, 1] or a negative weight."""
+        ...
+
+    def add_shot(self, shot: ShotRecord) -> None:
+        """Store a shot of this clip with whether it shows a still picture or live video."""
         ...
 
     def record_timing(self, stage: str, seconds: float) -> None:
@@ -232,6 +244,16 @@ class MemoryStore(Protocol):
         """Remove the entity, its embeddings, crops, snippets, edges and links, and what memory text
         says about it: memories about it alone (and link bookkeeping lines naming it) are deleted, its
         tag in other memories becomes "someone"."""
+        ...
+
+    def entity_attributes(self, entity_ids: Sequence[int]) -> list[EntityAttribute]:
+        """The measured descriptions of ``entity_ids``, by entity, video, clip, name and id. A merge hands the
+        absorbed entity's rows to the kept one (an undo hands them back); a split moves a clip's rows with the
+        majority of that clip's observations, their weight scaled to the share moved or kept."""
+        ...
+
+    def shots(self, video_id: str) -> list[ShotRecord]:
+        """The stored shots of a video (with still or live), in time order."""
         ...
 
     def links(self, min_confidence: float = 0.0) -> list[FaceVoiceLink]:

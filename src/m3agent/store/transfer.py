@@ -42,6 +42,8 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("consolidated_clips", "video_id, clip_index"),
     ("memory_sources", "memory_id, source_id"),
     ("consolidation_changes", "memory_id, video_id, clip_index"),
+    ("entity_attributes", "id"),
+    ("shots", "video_id, clip_index, start_s"),
 )
 # Tables a store keeps for itself: rebuilt by the target (indexes, snapshots, counters) or written by set-up.
 NOT_COPIED = frozenset({
@@ -119,7 +121,7 @@ class _Side:
             return
         for table, key in (("videos", "id"), ("entities", "id"), ("characters", "id"), ("blobs", "id"),
                            ("faces", "id"), ("voices", "id"), ("memories", "id"), ("links", "seq"),
-                           ("entity_merges", "id")):
+                           ("entity_merges", "id"), ("entity_attributes", "id")):
             conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{key}'), max({key}))"
                          f" FROM {table} HAVING max({key}) IS NOT NULL")
 

@@ -1,4 +1,4 @@
-"""bench/locomo_qa.py answers adversarial questions spread among the others, so that a run stopped early
+"""bench/locomo_answer_modes.py answers adversarial questions spread among the others, so that a run stopped early
 is the prefix of a smaller ``--limit`` run with both kinds in proportion."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from bench_helpers import load_bench_script
 
 
 def _bench() -> Any:
-    return load_bench_script("locomo_qa")
+    return load_bench_script("locomo_answer_modes")
 
 
 def _items(answerable: int, adversarial: int) -> list[tuple[str, int, Any]]:

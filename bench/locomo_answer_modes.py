@@ -9,7 +9,7 @@ their commands go to the "LoCoMo QA (answer modes)" section of docs/benchmarks.m
 also keeps each row's scores without LoCoMo's text (committable), so that a row longer than one session
 (the agent loop on 2 cores) resumes on a fresh machine.
 
-    .venv/bin/python bench/locomo_qa.py --run select=none --run grounded=llamacpp:qwen-0.5b \\
+    .venv/bin/python bench/locomo_answer_modes.py --run select=none --run grounded=llamacpp:qwen-0.5b \\
         --run grounded=llamacpp:qwen-1.5b --run agent=llamacpp:qwen-0.5b [--limit 40] [--rounds 3]
 """
 
@@ -65,6 +65,7 @@ def run_row(
     config = AgentConfig.from_settings(settings.control, llm, mode=mode, rounds=rounds, clip_k=clip_k)
     tag = f"{mode}-{llm.replace(':', '_').replace('/', '_')}" + (f"-r{rounds}" if rounds else "")
     tag += f"-c{clip_k}" if clip_k else ""
+    # the cache folder keeps the script's former name, so the answers cached by earlier runs resume
     log = JsonlLog(settings.resolved_cache_dir() / "bench" / "locomo_qa" / f"{tag}.jsonl")
     done = {r["qid"]: r for r in log.read()}
     carried = _carry(JsonlLog(scores / f"{tag}.jsonl"), done) if scores else None
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = (f" --limit {args.limit}" if args.limit else "") + (
             f" --rounds {args.rounds}" if args.rounds and agent else "") + (
             f" --clip-k {args.clip_k}" if args.clip_k and agent else "")
-        row["command"] = (f"python bench/locomo_qa.py --run {spec} --questions {args.questions} "
+        row["command"] = (f"python bench/locomo_answer_modes.py --run {spec} --questions {args.questions} "
                           f"--adversarial {args.adversarial} --seed {args.seed}{extra}")  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -1,4 +1,4 @@
-"""bench/locomo_qa.py ``--scores``: a row too long for one session resumes on a fresh machine from committed
+"""bench/locomo_answer_modes.py ``--scores``: a row too long for one session resumes on a fresh machine from committed
 scores that hold no LoCoMo text, and summarises the same as from the full log."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from m3agent.bench.results_io import JsonlLog
 
 
 def _bench() -> Any:
-    return load_bench_script("locomo_qa")
+    return load_bench_script("locomo_answer_modes")
 
 
 def _record(qid: str, category: int, answer: str, f1: float) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """LoCoMo retrieval benchmark: evidence recall vs context cost, written to docs/benchmarks.md.
 
-Usage: .venv/bin/python bench/locomo.py [--embedder minilm] [--samples conv-26 conv-30] [--store PATH]
+Usage: .venv/bin/python bench/locomo_recall.py [--embedder minilm] [--samples conv-26 conv-30] [--store PATH]
        [--json OUT.json] [--no-doc]
 """
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if not args.no_doc:
-        command = ".venv/bin/python bench/locomo.py " + shlex.join(
+        command = ".venv/bin/python bench/locomo_recall.py " + shlex.join(
             _recorded(argv if argv is not None else sys.argv[1:])
         )
         write_locomo_section(REPO / "docs" / "benchmarks.md", result, command.strip())

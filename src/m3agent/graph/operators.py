@@ -1,0 +1,309 @@
+"""Query operators over the entity graph of a memory: who is where when, in what order, with whom, how many.
+
+:class:`EntityGraph` reads a :class:`~m3agent.store.protocol.MemoryStore` through its protocol only, so both
+stores serve it unchanged; what it reads per video (face sightings, voice spans, shots) is loaded once per
+graph. A graph is a snapshot for one question or one request: build a new one after an ingest.
+
+Contracts: times are seconds of their video; results are in time order; a person is a character (linked face
+and voice entities), so a face seen at 0:10 and its linked voice heard at 3:00 are one person's appearances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent import tags
+from m3agent.domain import EntityKind, MemoryKind, SearchFilter
+from m3agent.errors import NotFoundError
+from m3agent.graph.descriptions import combine_attributes, shot_kind
+from m3agent.graph.values import (
+    Appearance,
+    Company,
+    Moment,
+    PeopleCount,
+    Person,
+    Profile,
+    Role,
+    ShotView,
+    Sighting,
+    Utterance,
+)
+from m3agent.memorize.scene_memories import PROVENANCE as SCENE_PROVENANCE
+from m3agent.memorize.scene_memories import read_shot_summary
+
+if TYPE_CHECKING:
+    from m3agent.domain import BBox, FaceObservation, Memory, ShotRecord, Video, VoiceSegment
+    from m3agent.store.protocol import MemoryStore
+
+MERGE_GAP_S = 2.0
+"""Sightings or speech of one person less than this apart are one appearance (faces are sampled at 2 fps and
+the detector misses some frames; speech has short pauses)."""
+AT_SLACK_S = 0.5  # a face sampled this close to an instant counts as on screen at it
+LEFT, RIGHT = 0.4, 0.6  # face centre as a share of the frame width: left of LEFT is left, right of RIGHT is right
+BACKGROUND_SHARE = 0.55  # a face less than this share of the largest face's height at the same time is background
+
+
+@dataclass(frozen=True, slots=True)
+class _VideoData:
+    video: Video
+    sightings: tuple[tuple[float, int], ...]
+    speech: tuple[tuple[float, float, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _ShotRow:
+    start_s: float
+    end_s: float
+    opens: bool
+    body: str
+    entities: tuple[int, ...]
+    memory_ids: tuple[int, ...]
+
+    def joined(self, memory: Memory, body: str) -> _ShotRow:
+        """This shot continued by the summary of its next clip's part."""
+        return _ShotRow(self.start_s, memory.end_s, self.opens, f"{self.body}; {body}",
+                        tuple(dict.fromkeys(self.entities + memory.entity_ids)), (*self.memory_ids, memory.id))
+
+
+class EntityGraph:
+    """The operators over ``store`` (``max_frame_side``: the setting frames were downscaled with, for positions)."""
+
+    def __init__(self, store: MemoryStore, *, max_frame_side: int = 1280) -> None:
+        self.store = store
+        self.max_frame_side = max_frame_side
+        self._videos: dict[str, _VideoData] = {}
+        self._people: list[Person] | None = None
+        self._shots: dict[str, list[ShotView]] = {}
+
+    # people --------------------------------------------------------------
+    def people(self) -> list[Person]:
+        """Every person of the memory (one per character), by character id."""
+        if self._people is None:
+            kinds = {e.id: e.kind for e in self.store.entities()}
+            self._people = [Person(c.id, c.tag, c.name,
+                                   tuple(e for e in c.entity_ids if kinds.get(e) is EntityKind.FACE),
+                                   tuple(e for e in c.entity_ids if kinds.get(e) is EntityKind.VOICE))
+                            for c in self.store.characters()]
+        return self._people
+
+    def person(self, ref: int | str) -> Person:
+        """The person of a character id, a tag (``<character_3>``, ``<face_2>``, ``<voice_5>``) or a given name."""
+        tag = tags.parse(ref) if isinstance(ref, str) else None
+        for p in self.people():
+            if tag is not None and (
+                    (tag.kind == "character" and p.character_id == tag.id) or
+                    (tag.kind != "character" and tag.id in p.entity_ids)):
+                return p
+            if isinstance(ref, int) and p.character_id == ref:
+                return p
+            if isinstance(ref, str) and tag is None and p.name and p.name.lower() == ref.strip().lower():
+                return p
+        raise NotFoundError(f"no person {ref!r} in this memory",
+                            hint="name a character id, a <character_N>/<face_N>/<voice_N> tag or a given name")
+
+    def person_of_entity(self, entity_id: int) -> Person:
+        """The person an entity belongs to."""
+        for p in self.people():
+            if entity_id in p.entity_ids:
+                return p
+        raise NotFoundError(f"no entity {entity_id} in this memory")
+
+    # appearances -----------------------------------------------------------
+    def appearances(self, person: Person, video_id: str | None = None) -> list[Appearance]:
+        """Every interval in which ``person`` is seen or heard, over all videos (or one), in time order."""
+        out: list[Appearance] = []
+        for vid in self._video_ids(video_id):
+            data = self._data(vid)
+            faces = merge_spans((t, t) for t, e in data.sightings if e in person.face_ids)
+            voices = merge_spans((a, b) for a, b, e in data.speech if e in person.voice_ids)
+            out += _with_roles(vid, faces, voices)
+        return out
+
+    def profile(self, person: Person) -> Profile:
+        """``person`` with all appearances (first and last among them) and the attributes measured for their face
+        and voice entities, combined over every clip (:func:`~m3agent.graph.descriptions.combine_attributes`)."""
+        rows = self.store.entity_attributes(person.entity_ids)
+        return Profile(person, tuple(self.appearances(person)), combine_attributes(rows))
+
+    def together(self, person: Person, video_id: str | None = None) -> list[Company]:
+        """The other people present (seen or heard) while ``person`` is, with the shared intervals."""
+        mine = self.appearances(person, video_id)
+        out = []
+        for other in self.people():
+            if other.character_id == person.character_id:
+                continue
+            shared = [(a.video_id, max(a.start_s, b.start_s), min(a.end_s, b.end_s))
+                      for a in mine for b in self.appearances(other, a.video_id)
+                      if a.video_id == b.video_id and max(a.start_s, b.start_s) <= min(a.end_s, b.end_s)]
+            if shared:
+                out.append(Company(other, tuple(shared)))
+        return out
+
+    def count_people(self, video_id: str, start_s: float, end_s: float) -> PeopleCount:
+        """Distinct people seen and heard in ``[start_s, end_s]`` of a video."""
+        data = self._data(video_id)
+        seen = {e for t, e in data.sightings if start_s - AT_SLACK_S <= t <= end_s + AT_SLACK_S}
+        heard = {e for a, b, e in data.speech if a <= end_s and b >= start_s}
+        return PeopleCount(video_id, start_s, end_s, self._persons_of(seen), self._persons_of(heard))
+
+    # moments and shots -----------------------------------------------------
+    def at(self, video_id: str, start_s: float, end_s: float | None = None) -> Moment:
+        """Who is on screen (with frame position) and who speaks at an instant or in an interval, the scene's
+        text, objects and sounds, and the shot."""
+        end = start_s if end_s is None else max(start_s, end_s)
+        data = self._data(video_id)
+        heard = [Utterance(self.person_of_entity(v.entity_id), v.entity_id, v.start_s, v.end_s, v.text)
+                 for v in self._voices_between(video_id, start_s, end) if v.entity_id is not None]
+        scene = tuple(m.text for m in self._scene_memories(video_id, start_s, end)
+                      if read_shot_summary(m) is None and not m.text.startswith("Scene change"))
+        return Moment(video_id, start_s, end, self._sightings(data.video, start_s, end), tuple(heard), scene,
+                      self.shot_at(video_id, (start_s + end) / 2))
+
+    def shots(self, video_id: str) -> list[ShotView]:
+        """The shots of a video in order (from the shot summaries ingest wrote, else from the stored shots; a shot
+        cut by a clip boundary is joined again), each with still or live where it was measured."""
+        if video_id not in self._shots:
+            records = self.store.shots(video_id)
+            rows = self._summary_rows(video_id) or self._recorded_rows(video_id, records)
+            views = []
+            for i, r in enumerate(rows):
+                kind, confidence = shot_kind(records, r.start_s, r.end_s)
+                views.append(ShotView(video_id, i, r.start_s, r.end_s, r.opens, r.body,
+                                      self._persons_of(set(r.entities)), r.memory_ids, kind, confidence))
+            self._shots[video_id] = views
+        return self._shots[video_id]
+
+    def _summary_rows(self, video_id: str) -> list[_ShotRow]:
+        rows: list[_ShotRow] = []
+        for m in self._scene_memories(video_id, 0.0, float("inf")):
+            read = read_shot_summary(m)
+            if read is None:
+                continue
+            opens, body = read
+            if rows and not opens and abs(rows[-1].end_s - m.start_s) < 0.05:
+                rows[-1] = rows[-1].joined(m, body)
+            else:
+                rows.append(_ShotRow(m.start_s, m.end_s, opens or not rows, body, m.entity_ids, (m.id,)))
+        return rows
+
+    def _recorded_rows(self, video_id: str, records: Sequence[ShotRecord]) -> list[_ShotRow]:
+        """Shots from the stored shot boundaries (a memory written without shot summaries), with no summary and
+        the people seen or heard in them."""
+        spans: list[tuple[float, float, bool]] = []
+        for r in records:
+            if spans and not r.cut and abs(spans[-1][1] - r.start_s) < 0.05:
+                spans[-1] = (spans[-1][0], r.end_s, spans[-1][2])
+            else:
+                spans.append((r.start_s, r.end_s, r.cut or not spans))
+        if not spans:
+            return []
+        data, rows = self._data(video_id), []
+        for start, end, opens in spans:
+            present = {e for t, e in data.sightings if start <= t <= end}
+            present |= {e for a, b, e in data.speech if a < end and b > start}
+            rows.append(_ShotRow(start, end, opens, "", tuple(sorted(present)), ()))
+        return rows
+
+    def shot_at(self, video_id: str, time_s: float) -> ShotView | None:
+        """The shot holding ``time_s`` (the nearest one when it falls between shots)."""
+        shots = self.shots(video_id)
+        if not shots:
+            return None
+        inside = [s for s in shots if s.start_s <= time_s <= s.end_s]
+        return inside[0] if inside else min(shots, key=lambda s: min(abs(s.start_s - time_s), abs(s.end_s - time_s)))
+
+    def next_shot(self, shot: ShotView) -> ShotView | None:
+        """The shot after ``shot`` in its video, or None at the end."""
+        shots = self.shots(shot.video_id)
+        return shots[shot.index + 1] if shot.index + 1 < len(shots) else None
+
+    def previous_shot(self, shot: ShotView) -> ShotView | None:
+        """The shot before ``shot`` in its video, or None at the start."""
+        return self.shots(shot.video_id)[shot.index - 1] if shot.index > 0 else None
+
+    # internals -------------------------------------------------------------
+    def _video_ids(self, video_id: str | None) -> list[str]:
+        return [video_id] if video_id is not None else [v.video_id for v in self.store.videos()]
+
+    def _data(self, video_id: str) -> _VideoData:
+        if video_id not in self._videos:
+            video = self.store.get_video(video_id)
+            self._videos[video_id] = _VideoData(video, tuple(self.store.face_sightings(video_id)),
+                                                tuple(self.store.voice_spans(video_id)))
+        return self._videos[video_id]
+
+    def _persons_of(self, entity_ids: set[int]) -> tuple[Person, ...]:
+        return tuple(p for p in self.people() if entity_ids & set(p.entity_ids))
+
+    def _clip_indexes(self, video_id: str, start_s: float, end_s: float) -> list[int]:
+        return [c.index for c, _, _ in self.store.clips(video_id) if c.start_s <= end_s and c.end_s >= start_s]
+
+    def _voices_between(self, video_id: str, start_s: float, end_s: float) -> list[VoiceSegment]:
+        return [v for i in self._clip_indexes(video_id, start_s, end_s) for v in self.store.voices(video_id, i)
+                if v.start_s <= end_s and v.end_s >= start_s]
+
+    def _sightings(self, video: Video, start_s: float, end_s: float) -> tuple[Sighting, ...]:
+        faces = [f for i in self._clip_indexes(video.video_id, start_s, end_s)
+                 for f in self.store.faces(video.video_id, i)
+                 if f.entity_id is not None and start_s - AT_SLACK_S <= f.time_s <= end_s + AT_SLACK_S]
+        width = self._frame_width(video, faces)
+        best: dict[int, FaceObservation] = {}
+        for f in faces:  # one sighting per person: the observation nearest the interval's middle
+            person = self.person_of_entity(f.entity_id or 0)
+            old = best.get(person.character_id)
+            middle = (start_s + end_s) / 2
+            if old is None or abs(f.time_s - middle) < abs(old.time_s - middle):
+                best[person.character_id] = f
+        return tuple(Sighting(self.person_of_entity(f.entity_id or 0), f.entity_id or 0, f.time_s,
+                              horizontal(f.bbox, width), depth(f, faces))
+                     for f in sorted(best.values(), key=lambda f: (f.bbox.x1 + f.bbox.x2) / 2))
+
+    def _frame_width(self, video: Video, faces: Sequence[FaceObservation]) -> float:
+        width, height = video.metadata.get("width"), video.metadata.get("height")
+        if isinstance(width, int | float) and isinstance(height, int | float) and width > 0 and height > 0:
+            return float(width) * min(1.0, self.max_frame_side / max(float(width), float(height)))
+        return max((f.bbox.x2 for f in faces), default=1.0)
+
+    def _scene_memories(self, video_id: str, start_s: float, end_s: float) -> list[Memory]:
+        flt = SearchFilter(video_ids=(video_id,), kinds=(MemoryKind.EPISODIC,))
+        return sorted((m for m in self.store.memories(video_id, flt=flt)
+                       if m.provenance == SCENE_PROVENANCE and m.start_s <= end_s and m.end_s >= start_s),
+                      key=lambda m: (m.start_s, m.end_s))
+
+
+def merge_spans(spans: Iterable[tuple[float, float]], gap: float = MERGE_GAP_S) -> list[tuple[float, float]]:
+    """``spans`` joined where they overlap or lie less than ``gap`` apart, in time order."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if out and start - out[-1][1] <= gap:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _with_roles(video_id: str, faces: list[tuple[float, float]],
+                voices: list[tuple[float, float]]) -> list[Appearance]:
+    out = []
+    for start, end in merge_spans(faces + voices):
+        seen = any(a <= end and b >= start for a, b in faces)
+        heard = any(a <= end and b >= start for a, b in voices)
+        role = Role.BOTH if seen and heard else Role.FACE if seen else Role.VOICE
+        out.append(Appearance(video_id, start, end, role))
+    return out
+
+
+def horizontal(box: BBox, frame_width: float) -> str:
+    """``left``, ``centre`` or ``right`` by the box centre's share of the frame width."""
+    share = (box.x1 + box.x2) / 2 / frame_width if frame_width > 0 else 0.5
+    return "left" if share < LEFT else "right" if share > RIGHT else "centre"
+
+
+def depth(face: FaceObservation, faces: Sequence[FaceObservation]) -> str:
+    """``background`` when the face is much smaller than the largest face sampled at the same time, else
+    ``foreground``."""
+    same_time = [f.bbox.height for f in faces if abs(f.time_s - face.time_s) < 0.01]
+    largest = max(same_time, default=face.bbox.height)
+    return "background" if face.bbox.height < BACKGROUND_SHARE * largest else "foreground"
