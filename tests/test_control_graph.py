@@ -107,3 +107,13 @@ def test_the_graph_can_be_switched_off(scene: tuple[Any, Any, dict[str, int]]) -
     list(answer_question(store, embedder, scripted(reply), "Who is on the left at 0:03?", video_id="v1",
                          config=GROUNDED))
     assert "[g1] At 0:03" in seen[-1]
+
+
+def test_a_memory_where_nobody_was_seen_or_heard_gets_no_graph_facts(tmp_path: Path) -> None:
+    from test_control_select import opened_meeting
+
+    with opened_meeting(tmp_path) as meeting:
+        chat = scripted(lambda messages: json.dumps({"answer": "not in memory", "used": []}))
+        answer = list(answer_question(meeting.store, meeting.embedder, chat, "What was said right after 0:10?",
+                                      config=GROUNDED))[-1]
+    assert isinstance(answer, Answer) and all(s.tool != "entity_graph" for s in answer.searches)

@@ -129,6 +129,8 @@ def graph_facts_for(run: RunContext, candidates: list[Candidate]) -> list[GraphF
     video_id = run.video_id or (top.video_id if top is not None else _only_video(run))
     if video_id is None:
         return []
+    if not run.store.face_sightings(video_id) and not run.store.voice_spans(video_id):
+        return []  # nobody was seen or heard (a text conversation such as LoCoMo): the graph has nothing to add
     fallback = (top.start_s, top.end_s) if top is not None and top.video_id == video_id else None
     return graph_facts(EntityGraph(run.store), video_id, run.question, fallback)
 
