@@ -51,7 +51,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
     by_type = row.get("by_type", {})
     overall = row.get("overall", {})
     leaks = sum(len(v) for v in row.get("leaked_ids", {}).values())
-    return [row["label"], f"{row['date']} / {row['commit']}", str(row.get("mode", "")),
+    mode = f"{row.get('mode', '')}{'' if row.get('graph', True) else ', graph off'}"
+    return [row["label"], f"{row['date']} / {str(row['commit'])[:10]}", mode,
             *(_accuracy(by_type.get(t, {})) for t in TYPES), _accuracy(overall),
             _number(overall.get("evidence_hit_rate")), _number(overall.get("p50_latency_s")), str(leaks)]
 

@@ -89,6 +89,7 @@ def run_people_eval(settings: Settings, *, set_name: str | None = None, memory: 
     that file first, so the run measures the current code's ingest). ``chat``: the answering model (default:
     the one ``settings.llm`` names); a judge may share it.
     """
+    from m3agent.control.answering import config_for
     from m3agent.pipeline import ingest_source
     from m3agent.store import open_memory
 
@@ -108,8 +109,8 @@ def run_people_eval(settings: Settings, *, set_name: str | None = None, memory: 
     result = summary(scored)
     result.update(set=eval_set.name, episode_s=round(max(e for _, e in timeline.values()), 1),
                   ingest_s=round(ingest_s, 1), ingest_rtf=round(report.rtf, 3), memories=report.memories_written,
-                  mode=run.control.mode, llm=run.llm, judge=None if judge is None else judge.info(),
-                  answers=[asdict(s) for s in scored])
+                  mode=config_for(run).mode, graph=run.control.graph, llm=run.llm,
+                  judge=None if judge is None else judge.info(), answers=[asdict(s) for s in scored])
     return result
 
 
