@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -97,8 +98,8 @@ def run_people_eval(settings: Settings, *, set_name: str | None = None, memory: 
     video, timeline = build(eval_set, settings)
     default = video.with_suffix(".db")
     if fresh and memory is None:
-        for old in default.parent.glob(default.name + "*"):
-            old.unlink()
+        for old in default.parent.glob(default.name + "*"):  # the file, its WAL and its lock folder
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     run = settings.model_copy(update={"memory": parse_location(memory or str(default))})
     started = time.perf_counter()
     report = ingest_source(run, str(video), video_id=eval_set.name, show_progress=show_progress)
