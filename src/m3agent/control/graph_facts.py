@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from m3agent.domain import Memory
     from m3agent.graph.operators import EntityGraph
     from m3agent.graph.values import Moment, Person
+    from m3agent.store.protocol import MemoryStore
 
 MAX_FACTS = 8
 MAX_APPEARANCES = 5  # per person line: more are summarised as a count
@@ -188,7 +189,7 @@ def _unique(facts: list[GraphFact]) -> list[GraphFact]:
     return out
 
 
-def backing_memories(graph: EntityGraph, facts: list[GraphFact]) -> list[Memory]:
+def backing_memories(store: MemoryStore, facts: list[GraphFact]) -> list[Memory]:
     """The stored memories the facts rest on, each once (for the answer's evidence)."""
     ids = dict.fromkeys(m for f in facts for m in f.memory_ids)
-    return [graph.store.get_memory(i) for i in ids]
+    return [store.get_memory(i) for i in ids]

@@ -144,10 +144,9 @@ def _graph_result(run: RunContext, facts: list[GraphFact]) -> SearchResult:
     """The graph's facts as a search result: the stored shot summaries they rest on are its hits (the evidence
     an answer from them cites)."""
     from m3agent.control.graph_facts import backing_memories
-    from m3agent.graph.operators import EntityGraph
 
     by_clip: dict[tuple[str, int], list[Hit]] = {}
-    for memory in backing_memories(EntityGraph(run.store), facts):
+    for memory in backing_memories(run.store, facts):
         by_clip.setdefault((memory.video_id, memory.clip_index), []).append(Hit(memory, memory.text, 1.0))
     clips = tuple(ClipHits(run.searcher.clip_ref(v, i), 1.0, tuple(hits)) for (v, i), hits in by_clip.items())
     return SearchResult(GRAPH_TOOL, run.question, clips, facts=tuple(f.text for f in facts))
