@@ -68,8 +68,9 @@ def test_a_graph_answer_cites_the_shot_summaries_and_leaks_no_id(scene: tuple[An
         assert "[g1] At 0:03" in content and "CLIP_" not in content
         return json.dumps({"answer": f"Yes, {person.tag} is seen again at 0:40–0:45.", "used": ["g1", "g2"]})
 
-    steps = list(answer_question(store, embedder, scripted(reply), "Is the person on the left at 0:03 seen "
-                                 "again later?", video_id="v1", config=GROUNDED))
+    unreadable_plan = "not a plan"  # the plan fails: the graph's facts go to the model, as without a plan
+    steps = list(answer_question(store, embedder, scripted(unreadable_plan, reply), "Is the person on the left at "
+                                 "0:03 seen again later?", video_id="v1", config=GROUNDED))
     answer = steps[-1]
     assert isinstance(answer, Answer) and answer.text.startswith("Yes")
     assert not _INTERNAL.search(answer.text)
@@ -85,8 +86,11 @@ def test_clip_and_memory_ids_never_reach_the_answer(scene: tuple[Any, Any, dict[
         shown = re.findall(r"^\[(m\d+)\]", messages[-1]["content"], re.MULTILINE)
         return json.dumps({"answer": f"In CLIP_1 [{shown[0]}], breaking news", "used": shown[:1]})
 
-    answer = list(answer_question(store, embedder, scripted(reply), "What news is on screen?", video_id="v1",
-                                  config=GROUNDED))[-1]
+    recall = {"ask": "recall", "direction": "any", "sense": "any",
+              **{k: {"kind": "none", "place": "any", "time": "", "scene": "any", "quote": ""}
+                 for k in ("person", "other")}}
+    answer = list(answer_question(store, embedder, scripted(json.dumps(recall), reply), "What news is on screen?",
+                                  video_id="v1", config=GROUNDED))[-1]
     assert isinstance(answer, Answer)
     assert answer.text == "In the part at 0:30–1:00, breaking news"
 
@@ -104,8 +108,8 @@ def test_the_graph_can_be_switched_off(scene: tuple[Any, Any, dict[str, int]]) -
                                   config=off))[-1]
     assert isinstance(answer, Answer) and all(s.tool != "entity_graph" for s in answer.searches)
     assert not any("[g1]" in content for content in seen)
-    list(answer_question(store, embedder, scripted(reply), "Who is on the left at 0:03?", video_id="v1",
-                         config=GROUNDED))
+    list(answer_question(store, embedder, scripted(reply, reply), "Who is on the left at 0:03?", video_id="v1",
+                         config=GROUNDED))  # the first reply is no plan: the graph's facts are shown instead
     assert "[g1] At 0:03" in seen[-1]
 
 

@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from m3agent.control.replies import AgentReply, AnswerReply, GroundedReply, SelectReply, VerdictReply
+from m3agent.control.replies import (
+    AgentReply,
+    AnswerReply,
+    GroundedReply,
+    PlanRef,
+    PlanReply,
+    SelectReply,
+    VerdictReply,
+)
 from m3agent.errors import MalformedReplyError, PromptError
 from m3agent.llm import ChatReply
 from m3agent.llm.prompts import load_prompt_set
@@ -23,6 +31,7 @@ REPLIES: dict[str, type[Reply]] = {
     "control_select": SelectReply,
     "judge_m3": VerdictReply,
     "judge_locomo": VerdictReply,
+    "control_plan": PlanReply,
 }
 
 
@@ -50,6 +59,15 @@ def test_reply_model_mirrors_the_prompt_schema(name: str) -> None:
         allowed = typing.get_args(model.model_fields[field].annotation)
         if "enum" in spec and name != "control_select":  # select's enum is completed per question
             assert tuple(spec["enum"]) == allowed
+
+
+@pytest.mark.parametrize("side", ["person", "other"])
+def test_plan_references_mirror_the_prompt_schema(side: str) -> None:
+    schema = load_prompt_set("control_plan").schema["properties"][side]
+    assert set(PlanRef.model_fields) == set(schema["properties"]) == set(schema["required"])
+    for field, spec in schema["properties"].items():
+        if "enum" in spec:
+            assert tuple(spec["enum"]) == typing.get_args(PlanRef.model_fields[field].annotation)
 
 
 def test_agent_reply_is_read_by_attribute_and_stripped() -> None:

@@ -137,3 +137,17 @@ def test_faces_embedded_by_another_model_are_refused_with_a_hint(settings: Setti
             ingest(store, settings, clip)
         assert "face_embedder" in str(error.value)
         assert len(store.entities(EntityKind.FACE)) == 1, "the failed clip wrote nothing"
+
+
+def test_a_voice_heard_over_a_photo_is_not_linked_to_the_photo() -> None:
+    """A face whose pixels never change (a still picture, mouth motion exactly 0) earns no co-presence, so the
+    voice of an unseen narrator is not linked to the face in the photo; the same face moving earns it."""
+    from m3agent.identity.linking import LinkRule, decide_links, evidence_from
+
+    times = [t / 2 for t in range(2, 20)]
+    sightings = [(t, 1) for t in times]
+    spans = [(1.0, 10.0, 2)]
+    still = evidence_from(sightings, spans, 2.0, [(t, 1, 0.0) for t in times])
+    assert still.co_seconds == {} and decide_links(still, LinkRule()) == []
+    moving = evidence_from(sightings, spans, 2.0, [(t, 1, 0.05 * (-1) ** k) for k, t in enumerate(times)])
+    assert [(link.face_id, link.voice_id) for link in decide_links(moving, LinkRule())] == [(1, 2)]

@@ -31,13 +31,15 @@ def record_run(scores: Path, doc: Path, result: dict[str, Any], label: str, env:
 def render(rows: list[dict[str, Any]]) -> str:
     """The section body: what the set is, then one table row per run (judged accuracy per type, keyword in
     brackets), evidence hit rate, p50 latency and leaked ids."""
-    head = ["run", "date / commit", "mode", *TYPES, "all", "evidence hit", "p50 s", "leaks"]
+    head = ["run", "date / commit", "mode", *TYPES, "all", "evidence hit", "plan right", "p50 s", "leaks"]
     lines = [
         "A 125 s episode concatenated from 12 real parts of `../shared/media` (a debate, a still photo under a "
         "speech, talking heads, a dark screen under a voice, an interview, ...) and 46 questions about who is "
         "seen and heard when, in what order, how many and what they look or sound like "
         "(`src/m3agent/bench/data/episode_people_v1.json`; gold answers follow from the timeline). Cells: "
-        "accuracy judged by the packaged model, keyword accuracy in brackets. Command: "
+        "accuracy judged by the packaged model, keyword accuracy in brackets; *plan right*: the share of questions "
+        "whose query plan names the operation the question asks (`ask` in the set; – before plans existed). "
+        "Command: "
         f"`{COMMAND}` (default settings; the episode and its memory are cached under `~/.cache/m3agent/bench`).",
         "",
         "| " + " | ".join(head) + " |",
@@ -54,7 +56,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
     mode = f"{row.get('mode', '')}{'' if row.get('graph', True) else ', graph off'}"
     return [row["label"], f"{row['date']} / {str(row['commit'])[:10]}", mode,
             *(_accuracy(by_type.get(t, {})) for t in TYPES), _accuracy(overall),
-            _number(overall.get("evidence_hit_rate")), _number(overall.get("p50_latency_s")), str(leaks)]
+            _number(overall.get("evidence_hit_rate")), _number(overall.get("plan_accuracy")),
+            _number(overall.get("p50_latency_s")), str(leaks)]
 
 
 def _accuracy(figures: dict[str, Any]) -> str:

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
+from m3agent.control.replies import Ask
 from m3agent.errors import BenchmarkError
 from m3agent.text import CLOCK, clock, clock_seconds
 
@@ -70,6 +71,8 @@ class EvalQuestion:
     keywords: tuple[tuple[str, ...], ...] = ()
     polarity: str | None = None
     when: tuple[str, ...] = ()
+    asks: tuple[str, ...] = ()
+    """The query-plan operations that read the question right (plan accuracy; :mod:`m3agent.control.plan`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,7 @@ def load_eval_set(name: str = DEFAULT_SET) -> EvalSet:
 def _question(raw: dict[str, Any]) -> EvalQuestion:
     return EvalQuestion(raw["id"], raw["type"], raw["question"], raw["answer"], tuple(raw["evidence"]),
                         tuple(tuple(group) for group in raw.get("keywords", ())), raw.get("polarity"),
-                        tuple(raw.get("when", ())))
+                        tuple(raw.get("when", ())), tuple(raw.get("ask", ())))
 
 
 def _check(parts: tuple[EvalPart, ...], questions: tuple[EvalQuestion, ...]) -> None:
@@ -112,6 +115,8 @@ def _check(parts: tuple[EvalPart, ...], questions: tuple[EvalQuestion, ...]) -> 
         named |= {m["part"] or m["base"] for text in (q.question, q.answer) for m in _FIELD.finditer(text)}
         if named - ids or q.type not in TYPES:
             raise BenchmarkError(f"question {q.id} names unknown parts {sorted(named - ids)} or type {q.type!r}")
+        if unknown := set(q.asks) - set(get_args(Ask)):
+            raise BenchmarkError(f"question {q.id} names unknown plan operations {sorted(unknown)}")
         if not (q.keywords or q.polarity or q.when):
             raise BenchmarkError(f"question {q.id} has nothing to score (keywords, polarity or when)")
 

@@ -30,6 +30,8 @@ from m3agent.bench.people_eval import (
     render,
     timeline_of,
 )
+from m3agent.control.grounded import PLAN_THOUGHT
+from m3agent.control.steps import Thought
 from m3agent.errors import BenchmarkError
 from m3agent.store.location import parse_location
 
@@ -56,6 +58,9 @@ class Scored:
     evidence_hit: bool
     latency_s: float
     leaked_ids: tuple[str, ...]
+    plan: str | None = None
+    """The operation of the query plan the model wrote (None: no plan was made)."""
+    plan_right: bool | None = None
 
 
 def episode_files(eval_set: EvalSet, settings: Settings) -> tuple[Path, Path]:
@@ -136,16 +141,19 @@ def _answer_all(questions: tuple[EvalQuestion, ...], store: MemoryStore, setting
 
 def _score(q: EvalQuestion, store: MemoryStore, settings: Settings, timeline: Timeline,
            models: tuple[ChatModel | None, Embedder], judge: Judge | None, video_id: str) -> Scored:
-    from m3agent.control.answering import answer
+    from m3agent.control.answering import answer_steps, run_to_answer
 
     question, gold = render(q.question, timeline), render(q.answer, timeline)
     started = time.perf_counter()
-    result = answer(question, store, settings, chat=models[0], embedder=models[1], video_id=video_id)
+    steps = list(answer_steps(question, store, settings, chat=models[0], embedder=models[1], video_id=video_id))
+    result = run_to_answer(iter(steps))
     latency = time.perf_counter() - started
+    plan = next((s.text.removeprefix(PLAN_THOUGHT).split()[0] for s in steps
+                 if isinstance(s, Thought) and s.text.startswith(PLAN_THOUGHT)), None)
     verdict = judge.judge(question, gold, result.text).correct if judge is not None else None
     return Scored(q.id, q.type, question, gold, result.text, keyword_correct(q, result.text, timeline), verdict,
                   evidence_hit(q, _cited_spans(result), timeline), round(latency, 2),
-                  tuple(internal_ids(result.text)))
+                  tuple(internal_ids(result.text)), plan, None if plan is None or not q.asks else plan in q.asks)
 
 
 def _cited_spans(result: Answer) -> list[tuple[float, float]]:
@@ -162,10 +170,12 @@ def summary(scored: list[Scored]) -> dict[str, Any]:
 
 def _figures(rows: list[Scored]) -> dict[str, Any]:
     judged = [s.judged for s in rows if s.judged is not None]
+    planned = [s.plan_right for s in rows if s.plan_right is not None]
     return {
         "questions": len(rows),
         "keyword_accuracy": round(sum(s.keyword for s in rows) / len(rows), 3) if rows else None,
         "judged_accuracy": round(sum(judged) / len(judged), 3) if judged else None,
         "evidence_hit_rate": round(sum(s.evidence_hit for s in rows) / len(rows), 3) if rows else None,
         "p50_latency_s": round(statistics.median(s.latency_s for s in rows), 2) if rows else None,
+        "plan_accuracy": round(sum(planned) / len(planned), 3) if planned else None,
     }

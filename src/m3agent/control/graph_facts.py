@@ -27,10 +27,8 @@ from m3agent.graph.values import Appearance, Role, ShotView, Sighting, span_text
 from m3agent.text import CLOCK, clock, clock_seconds
 
 if TYPE_CHECKING:
-    from m3agent.domain import Memory
     from m3agent.graph.operators import EntityGraph
     from m3agent.graph.values import Moment, Person
-    from m3agent.store.protocol import MemoryStore
 
 MAX_FACTS = 8
 MAX_APPEARANCES = 5  # per person line: more are summarised as a count
@@ -187,9 +185,3 @@ def _unique(facts: list[GraphFact]) -> list[GraphFact]:
             seen.add(fact.text)
             out.append(fact)
     return out
-
-
-def backing_memories(store: MemoryStore, facts: list[GraphFact]) -> list[Memory]:
-    """The stored memories the facts rest on, each once (for the answer's evidence)."""
-    ids = dict.fromkeys(m for f in facts for m in f.memory_ids)
-    return [store.get_memory(i) for i in ids]

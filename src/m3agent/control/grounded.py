@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.control.attribution import foreign_words
 from m3agent.control.graph_facts import GraphFact, graph_facts
+from m3agent.control.plan import Plan, write_plan
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import clip_label, render_result
 from m3agent.control.replies import GroundedReply
@@ -45,12 +46,15 @@ from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
 
 if TYPE_CHECKING:
+    from m3agent.control.graph_answers import GraphAnswer
     from m3agent.control.runtime import RunContext
 
 GROUNDED_PROMPT = "control_grounded"
 GRAPH_PROMPT = "control_grounded_graph"
 """The prompt when the question is anchored in the people graph (:mod:`m3agent.control.graph_facts`)."""
 GRAPH_TOOL = "entity_graph"
+PLAN_THOUGHT = "Query plan: "
+"""How the Thought naming the query plan starts (``Query plan: seen_again after heard: voice @44s``)."""
 GRAPH_MEMORIES = 4
 """Retrieved memories shown beside the graph's facts (the facts carry the answer; fewer memories keep the prompt
 near the plain mode's length)."""
@@ -90,10 +94,18 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
-    facts = graph_facts_for(run, candidates)
+    video_id = graph_video(run, candidates)
+    plan = write_plan(run) if video_id is not None else None
+    if plan is not None:
+        yield Thought(1, f"{PLAN_THOUGHT}{plan.describe()}")
+        decided = _decided(run, video_id or "", plan)
+        if decided is not None:
+            yield from decided
+            return
+    facts = graph_facts_for(run, candidates, video_id) if plan is None or plan.ask != "recall" else []
     if facts:
         yield Action(1, GRAPH_TOOL, run.question)
-        graph_result = _graph_result(run, facts)
+        graph_result = _graph_result(run, [m for f in facts for m in f.memory_ids], [f.text for f in facts])
         run.searches.append(graph_result)
         yield Observation(1, "\n".join(f.text for f in facts), graph_result)
         candidates = [Candidate(f.text, None, math.inf) for f in facts] + candidates[:GRAPH_MEMORIES]
@@ -118,21 +130,52 @@ def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
     return [f"m{c.memory_id}" if c.memory_id is not None else f"{fact}{i}" for i, c in enumerate(candidates, 1)]
 
 
-def graph_facts_for(run: RunContext, candidates: list[Candidate]) -> list[GraphFact]:
-    """The people-graph facts for the question (none when it names no time, scene or order, or the memory
-    holds no video to anchor it in)."""
-    from m3agent.graph.operators import EntityGraph
-
+def graph_video(run: RunContext, candidates: list[Candidate]) -> str | None:
+    """The video whose people graph the question is read against: the run's, else the best retrieved memory's,
+    else the only one; None when the graph is off or nobody was seen or heard there (a text conversation such
+    as LoCoMo keeps its prompt)."""
     if not run.config.graph:
-        return []
+        return None
     top = next((c.hit.memory for c in candidates if c.hit is not None), None)
     video_id = run.video_id or (top.video_id if top is not None else _only_video(run))
+    if video_id is None or (not run.store.face_sightings(video_id) and not run.store.voice_spans(video_id)):
+        return None
+    return video_id
+
+
+def graph_facts_for(run: RunContext, candidates: list[Candidate], video_id: str | None) -> list[GraphFact]:
+    """The people-graph facts for the question (none when it names no time, scene or order, or there is no
+    video to anchor it in)."""
+    from m3agent.graph.operators import EntityGraph
+
     if video_id is None:
         return []
-    if not run.store.face_sightings(video_id) and not run.store.voice_spans(video_id):
-        return []  # nobody was seen or heard (a text conversation such as LoCoMo): the graph has nothing to add
+    top = next((c.hit.memory for c in candidates if c.hit is not None), None)
     fallback = (top.start_s, top.end_s) if top is not None and top.video_id == video_id else None
     return graph_facts(EntityGraph(run.store), video_id, run.question, fallback)
+
+
+def _decided(run: RunContext, video_id: str, plan: Plan) -> Iterator[Step] | None:
+    """The steps of an answer the graph decides for ``plan`` (None when it cannot: the caller retrieves)."""
+    from m3agent.control.graph_answers import graph_answer
+    from m3agent.graph.operators import EntityGraph
+
+    if plan.ask == "recall":
+        return None
+    decided = graph_answer(EntityGraph(run.store), video_id, plan)
+    if decided is None:
+        return None
+    return _graph_steps(run, plan, decided)
+
+
+def _graph_steps(run: RunContext, plan: Plan, decided: GraphAnswer) -> Iterator[Step]:
+    yield Action(1, GRAPH_TOOL, plan.describe())
+    result = _graph_result(run, list(decided.memory_ids), [decided.text])
+    run.searches.append(result)
+    yield Observation(1, decided.text, result)
+    yield Thought(1, f"entity graph answered {plan.ask} from {len(decided.memory_ids)} shot memories.")
+    answer = run.finish(decided.text, 1, plan.raw or decided.text, None, cited=set(decided.memory_ids))
+    yield replace(answer, max_rounds=1, model=f"{GRAPH_TOOL} ({run.chat.name if run.chat else RERANK} plan)")
 
 
 def _only_video(run: RunContext) -> str | None:
@@ -140,16 +183,15 @@ def _only_video(run: RunContext) -> str | None:
     return videos[0].video_id if len(videos) == 1 else None
 
 
-def _graph_result(run: RunContext, facts: list[GraphFact]) -> SearchResult:
-    """The graph's facts as a search result: the stored shot summaries they rest on are its hits (the evidence
-    an answer from them cites)."""
-    from m3agent.control.graph_facts import backing_memories
-
+def _graph_result(run: RunContext, memory_ids: list[int], texts: list[str]) -> SearchResult:
+    """Graph facts or a graph answer as a search result: the stored shot summaries they rest on are its hits (the
+    evidence an answer from them cites)."""
     by_clip: dict[tuple[str, int], list[Hit]] = {}
-    for memory in backing_memories(run.store, facts):
+    for memory_id in dict.fromkeys(memory_ids):
+        memory = run.store.get_memory(memory_id)
         by_clip.setdefault((memory.video_id, memory.clip_index), []).append(Hit(memory, memory.text, 1.0))
     clips = tuple(ClipHits(run.searcher.clip_ref(v, i), 1.0, tuple(hits)) for (v, i), hits in by_clip.items())
-    return SearchResult(GRAPH_TOOL, run.question, clips, facts=tuple(f.text for f in facts))
+    return SearchResult(GRAPH_TOOL, run.question, clips, facts=tuple(texts))
 
 
 def grounded_schema(template: dict[str, Any], shown: list[str]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from m3agent.graph.references import Kind, Place, Scene
 from m3agent.llm.replies import Content, Reply, Stripped
 
 
@@ -61,3 +62,29 @@ class VerdictReply(Reply):
     @property
     def correct(self) -> bool:
         return self.verdict == "yes"
+
+
+class PlanRef(Reply):
+    """A person or moment in a ``control_plan`` reply (:class:`m3agent.graph.references.Reference` once checked)."""
+
+    kind: Kind
+    place: Place
+    time: str = Field(max_length=8)
+    scene: Scene
+    quote: str = Field(max_length=80)
+
+
+Ask = Literal["recall", "seen_again", "same_person", "when", "after", "before", "which_first", "scene",
+              "who_speaks", "speaks", "ever_seen", "count_people", "count_so_far", "count_scenes",
+              "voice_pitch", "position", "still_or_live", "anyone_there"]
+"""The operations of a query plan (the ``ask`` enum of ``prompts/control_plan.json``)."""
+
+
+class PlanReply(Reply):
+    """``control_plan``: the operation a question asks and the people or moments it names."""
+
+    ask: Ask
+    direction: Literal["any", "before", "after"]
+    sense: Literal["any", "seen", "heard"]
+    person: PlanRef
+    other: PlanRef

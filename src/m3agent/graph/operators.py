@@ -76,6 +76,7 @@ class EntityGraph:
         self._videos: dict[str, _VideoData] = {}
         self._people: list[Person] | None = None
         self._shots: dict[str, list[ShotView]] = {}
+        self._profiles: dict[int, Profile] = {}
 
     # people --------------------------------------------------------------
     def people(self) -> list[Person]:
@@ -124,8 +125,11 @@ class EntityGraph:
     def profile(self, person: Person) -> Profile:
         """``person`` with all appearances (first and last among them) and the attributes measured for their face
         and voice entities, combined over every clip (:func:`~m3agent.graph.descriptions.combine_attributes`)."""
-        rows = self.store.entity_attributes(person.entity_ids)
-        return Profile(person, tuple(self.appearances(person)), combine_attributes(rows))
+        if person.character_id not in self._profiles:
+            rows = self.store.entity_attributes(person.entity_ids)
+            self._profiles[person.character_id] = Profile(person, tuple(self.appearances(person)),
+                                                          combine_attributes(rows))
+        return self._profiles[person.character_id]
 
     def together(self, person: Person, video_id: str | None = None) -> list[Company]:
         """The other people present (seen or heard) while ``person`` is, with the shared intervals."""
@@ -154,12 +158,16 @@ class EntityGraph:
         text, objects and sounds, and the shot."""
         end = start_s if end_s is None else max(start_s, end_s)
         data = self._data(video_id)
-        heard = [Utterance(self.person_of_entity(v.entity_id), v.entity_id, v.start_s, v.end_s, v.text)
-                 for v in self._voices_between(video_id, start_s, end) if v.entity_id is not None]
+        heard = self.heard(video_id, start_s, end)
         scene = tuple(m.text for m in self._scene_memories(video_id, start_s, end)
                       if read_shot_summary(m) is None and not m.text.startswith("Scene change"))
         return Moment(video_id, start_s, end, self._sightings(data.video, start_s, end), tuple(heard), scene,
                       self.shot_at(video_id, (start_s + end) / 2))
+
+    def heard(self, video_id: str, start_s: float, end_s: float) -> list[Utterance]:
+        """What is said in ``[start_s, end_s]`` of a video and by whom, in time order."""
+        return [Utterance(self.person_of_entity(v.entity_id), v.entity_id, v.start_s, v.end_s, v.text)
+                for v in self._voices_between(video_id, start_s, end_s) if v.entity_id is not None]
 
     def shots(self, video_id: str) -> list[ShotView]:
         """The shots of a video in order (from the shot summaries ingest wrote, else from the stored shots; a shot

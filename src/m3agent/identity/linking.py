@@ -55,6 +55,13 @@ diarizer's turns and the transcriber cover), so not a silence of the speaker: a 
 segments this close are one turn (the debate's pauses between segments of one voice are 0.0-0.46 s)."""
 
 
+FROZEN_MOTION = 1e-6
+"""A mouth-motion sample this close to 0 means the face's pixels did not change at all between two frames:
+a still picture (a photo, a slide, a frozen frame), whose lips cannot speak. On the people-and-order episode
+all 21 samples of the face in a photo shown under a speech were exactly 0, and none of the 307 samples of
+live faces was."""
+
+
 @dataclass(frozen=True, slots=True)
 class LinkRule:
     """Co-presence: ``min_share``, ``min_seconds``, ``dominance``; lip sync: the ``lip_*`` fields."""
@@ -107,10 +114,13 @@ def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[Span],
     ``(time, face, mouth motion)`` samples (the motion over the sampling interval ending at ``time``).
 
     Lip sync is measured against the voices' :func:`speech_turns` with :data:`BOUNDARY_TOLERANCE_S`,
-    so it does not hinge on where the transcript's segments start and end.
+    so it does not hinge on where the transcript's segments start and end. A sighting of a frozen face
+    (:data:`FROZEN_MOTION`) earns no co-presence: a voice heard over a photo is not the photo's.
     """
-    spans = list(spans)
-    co, speech = _co_presence(sightings, spans, fps)
+    spans, motions = list(spans), list(motions)
+    frozen = {(round(t, 3), face) for t, face, m in motions if abs(m) < FROZEN_MOTION}
+    live = [(t, face) for t, face in sightings if (round(t, 3), face) not in frozen]
+    co, speech = _co_presence(live, spans, fps)
     turns = speech_turns(spans, MAX_PAUSE_S)
     return AVEvidence(co, speech, lip_sync(motions, turns, 1.0 / fps, tolerance=BOUNDARY_TOLERANCE_S))
 

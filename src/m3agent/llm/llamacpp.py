@@ -48,10 +48,16 @@ def packaged_gguf(name: str) -> Path:
 class LlamaCppChat:
     """Chat completion with a local GGUF model, run in a process of its own (:mod:`m3agent.llm.model_process`)
     so that a native crash is an error here, not the end of the caller. One call at a time; the worker
-    reuses its prompt prefix cache, so repeated calls at temperature 0 may still differ slightly."""
+    reuses its prompt prefix cache, so repeated calls at temperature 0 may still differ slightly.
+
+    ``prompt_cache_mb``: the worker keeps the model state after each call, up to this many MiB (least recently
+    used first out), and restores the one sharing the longest prefix with the next prompt: callers that
+    alternate prompts (a query plan, then an answer) pay for each fixed system prompt once, not on every switch.
+    0 keeps only the last prompt's state."""
 
     def __init__(
-        self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240
+        self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240,
+        prompt_cache_mb: int = 256,
     ) -> None:
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
@@ -60,7 +66,7 @@ class LlamaCppChat:
         self.max_string = max_string
         self.context_tokens = n_ctx
         """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
-        self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed}
+        self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "prompt_cache_mb": prompt_cache_mb}
         self._process: ModelProcess | None = None
         self._lock = threading.Lock()
 
@@ -112,9 +118,10 @@ def _require_llama_cpp() -> None:
 
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:
     """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
-    ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=``)."""
+    ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``)."""
     target = spec.target or "smollm2"
-    options = {k: int(v) for k, v in spec.params.items() if k in ("n_ctx", "n_threads", "seed", "max_string")}
+    known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb")
+    options = {k: int(v) for k, v in spec.params.items() if k in known}
     if target.endswith(".gguf") or "/" in target:
         return LlamaCppChat(Path(target).expanduser(), **options)
     from m3agent.llm import packaged

@@ -74,6 +74,9 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         llama = llama_cpp.Llama(model_path=str(init["model_path"]), verbose=False, **options)
     except (ValueError, RuntimeError, OSError) as exc:
         return None, {"error": "load", "message": str(exc)}
+    cache_mb = int(init.get("prompt_cache_mb", 0))
+    if cache_mb > 0:  # states by prompt prefix: alternating system prompts are each evaluated once
+        llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=cache_mb << 20))
     info = llama_cpp.llama_print_system_info()
     ready = {"load_s": round(time.perf_counter() - started, 3), "version": getattr(llama_cpp, "__version__", "?"),
              "system_info": info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info),

@@ -1,0 +1,403 @@
+"""Answers decided by the entity graph: a checked query plan (:mod:`m3agent.control.plan`) is carried out with
+the operators of :mod:`m3agent.graph` and the result phrased from the templates of ``prompts/control_plan.txt``.
+
+Same person? Seen or heard before? What comes right after? How many? High or low voice? Each is a lookup, so
+no model decides it: the model only read the question into the plan. An operation that cannot be carried out
+(nothing in the graph fits a reference, an attribute was never measured, the plan is ``recall``) gives None and
+the question is answered from retrieved memories as before.
+
+Every answer keeps the stored shot summaries it rests on (the shots of the intervals it names), which become
+the answer's cited evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent.graph.references import Reference, Resolved, resolve
+from m3agent.graph.values import Role, span_text
+from m3agent.llm.prompts import load_prompt_set
+from m3agent.text import clock
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from m3agent.control.plan import Plan
+    from m3agent.graph.operators import EntityGraph
+    from m3agent.graph.values import Appearance, Person, ShotView, Sighting
+
+MAX_SPANS = 5  # intervals listed in one answer; more are counted
+QUOTE_CHARS = 70
+EDGE_S = 1.0
+"""A shot is described from this far inside its cuts (faces are sampled near the cut on both sides)."""
+SAME_SPAN_S = 1.0  # an appearance this close to the reference's window is the one referred to, not another
+_NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+_SENSE = {"seen": (Role.FACE, Role.BOTH), "heard": (Role.VOICE, Role.BOTH), "any": tuple(Role)}
+_SENSE_WORD = {"seen": "seen", "heard": "heard", "any": "seen or heard"}
+_KIND_TEXT = {"still": "a still picture", "live": "live video"}
+
+
+@dataclass(frozen=True, slots=True)
+class GraphAnswer:
+    """An answer the graph decided: its text and the shot summaries it rests on."""
+
+    text: str
+    memory_ids: tuple[int, ...]
+
+
+def graph_answer(graph: EntityGraph, video_id: str, plan: Plan) -> GraphAnswer | None:
+    """The answer to ``plan`` from the graph of ``video_id``; None when the graph cannot decide it."""
+    operation = _OPERATIONS.get(plan.ask)
+    return operation(_Run(graph, video_id, plan)) if operation is not None else None
+
+
+class _Run:
+    """One plan carried out: the graph, the video and the shots cited so far."""
+
+    def __init__(self, graph: EntityGraph, video_id: str, plan: Plan) -> None:
+        self.graph, self.video_id, self.plan = graph, video_id, plan
+        self.spans: list[tuple[float, float]] = []
+
+    def resolve(self, ref: Reference | None) -> Resolved | None:
+        if ref is None:
+            return None
+        found = resolve(self.graph, self.video_id, ref)
+        if found is not None:
+            self.spans.append(found.window)
+        return found
+
+    def answer(self, section: str, **fields: object) -> GraphAnswer:
+        text = load_prompt_set("control_plan").render(section, **fields)
+        ids = [m for s in self.graph.shots(self.video_id) for m in s.memory_ids
+               if any(s.start_s < b + 0.01 and s.end_s > a - 0.01 for a, b in self.spans)]
+        return GraphAnswer(text[:1].upper() + text[1:], tuple(dict.fromkeys(ids)))
+
+    def spans_of(self, apps: list[Appearance]) -> str:
+        self.spans += [(a.start_s, a.end_s) for a in apps[:MAX_SPANS]]
+        listed = ", ".join(span_text(a.start_s, a.end_s) for a in apps[:MAX_SPANS])
+        more = f" and {len(apps) - MAX_SPANS} more times" if len(apps) > MAX_SPANS else ""
+        return listed + more
+
+    def sense(self, ref: Reference) -> str:
+        return "heard" if self.plan.sense == "any" and ref.heard else self.plan.sense
+
+
+# people, phrased -------------------------------------------------------------
+def who(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
+    """``the man on the left (<character_2>)``: measured gender, the place at the moment (else the usual one),
+    and the label; ``an unseen speaker with a high voice (<character_8>)`` for someone only heard."""
+    profile = graph.profile(person)
+    gender = profile.attribute("apparent gender")
+    noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= 0.5 else "", "person")
+    if not person.face_ids:
+        register = profile.attribute("voice")
+        pitch = f" with a {register[0]} voice" if register and register[0] in ("high", "low") else ""
+        return f"an unseen speaker{pitch} ({person.label})"
+    place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
+    where = {"left": " on the left", "right": " on the right", "centre": " in the centre"}.get(place, "")
+    if sighting is not None and sighting.depth == "background":
+        where += " in the background"
+    return f"the {noun}{where} ({person.label})"
+
+
+def _sensed(apps: list[Appearance], sense: str) -> list[Appearance]:
+    return [a for a in apps if a.role in _SENSE[sense]]
+
+
+def _inside(a: Appearance, window: tuple[float, float]) -> bool:
+    return a.start_s <= window[1] + SAME_SPAN_S and a.end_s >= window[0] - SAME_SPAN_S
+
+
+# operations ------------------------------------------------------------------
+def _seen_again(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    sense = run.sense(run.plan.person)
+    apps = _sensed(run.graph.appearances(found.person, run.video_id), sense)
+    here = [a for a in apps if _inside(a, found.window)]
+    direction = run.plan.direction
+    others = [a for a in apps if not _inside(a, found.window)
+              and (direction == "any" or (a.start_s > found.window[1]) == (direction == "after"))]
+    person = who(run.graph, found.person, found.sighting)
+    words = {"after": "again later", "before": "earlier", "any": "at other times"}[direction]
+    if others:
+        return run.answer("seen_yes", who=person, sense=_SENSE_WORD[sense], direction=words,
+                          spans=run.spans_of(others))
+    return run.answer("seen_no", who=person, sense=_SENSE_WORD[sense],
+                      spans=run.spans_of(here) or span_text(*found.window))
+
+
+def _same_person(run: _Run) -> GraphAnswer | None:
+    first, second = run.resolve(run.plan.person), run.resolve(run.plan.other)
+    if first is None or second is None or first.person is None or second.person is None:
+        return None
+    one = who(run.graph, first.person, first.sighting)
+    if first.person.character_id == second.person.character_id:
+        apps = run.graph.appearances(first.person, run.video_id)
+        return run.answer("same_yes", who=one, sense="seen or heard", spans=run.spans_of(apps))
+    return run.answer("same_no", who=one, other=who(run.graph, second.person, second.sighting))
+
+
+def _when(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    sense = run.sense(run.plan.person)
+    apps = _sensed(run.graph.appearances(found.person, run.video_id), sense) or \
+        run.graph.appearances(found.person, run.video_id)
+    return run.answer("when", who=who(run.graph, found.person, found.sighting), sense=_SENSE_WORD[sense],
+                      spans=run.spans_of(apps))
+
+
+def _neighbour(run: _Run, after: bool) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None:
+        return None
+    anchor = found.utterance.end_s if after and found.utterance is not None else \
+        found.utterance.start_s if found.utterance is not None else sum(found.window) / 2
+    shot = run.graph.shot_at(run.video_id, anchor)
+    if shot is None:
+        return None
+    near = run.graph.next_shot(shot) if after else run.graph.previous_shot(shot)
+    label = "Right after" if after else "Right before"
+    if near is None:
+        run.spans.append((shot.start_s, shot.end_s))
+        return GraphAnswer(f"Nothing: the shot at {span_text(shot.start_s, shot.end_s)} "
+                           f"{'ends' if after else 'opens'} the video.", shot.memory_ids)
+    run.spans.append((near.start_s, near.end_s))
+    return run.answer("neighbour", direction=label, span=span_text(near.start_s, near.end_s),
+                      kind=_kind(near), content=shot_content(run.graph, near, last=not after))
+
+
+def _which_first(run: _Run) -> GraphAnswer | None:
+    one, two = _first_time(run, run.plan.person), _first_time(run, run.plan.other)
+    if one is None or two is None:
+        return None
+    (a_text, a_time), (b_text, b_time) = sorted((one, two), key=lambda t: t[1])
+    return run.answer("first", first=a_text, first_time=clock(a_time), second=b_text, second_time=clock(b_time))
+
+
+def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
+    if ref is None:
+        return None
+    if ref.kind == "photo" and not ref.anchored:
+        shot = next((s for s in run.graph.shots(run.video_id) if s.kind == "still" and
+                     run.graph.at(run.video_id, s.start_s, s.end_s).on_screen), None)
+        if shot is None:
+            return None
+        run.spans.append((shot.start_s, shot.end_s))
+        return f"the photo ({span_text(shot.start_s, shot.end_s)})", shot.start_s
+    found = run.resolve(ref)
+    if found is None or found.person is None:
+        return None
+    first = run.graph.appearances(found.person, run.video_id)[0]
+    run.spans.append((first.start_s, first.end_s))
+    return who(run.graph, found.person, found.sighting), first.start_s
+
+
+def _scene(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    if ref.scene == "any" and ref.time_s is None:
+        return None
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene))
+    if found is None or found.shot is None:
+        return None
+    shot = found.shot
+    which = {"first": "first", "last": "last"}.get(ref.scene, "")
+    return run.answer("scene", which=which or f"{clock(ref.time_s or 0.0)}", span=span_text(shot.start_s, shot.end_s),
+                      kind=_kind(shot), content=shot_content(run.graph, shot))
+
+
+def _who_speaks(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    heard = Reference("speaker" if ref.kind in ("none", "person") else ref.kind, ref.place, ref.time_s,
+                      ref.scene, ref.quote)
+    found = run.resolve(heard if not ref.heard else ref)
+    if found is None or found.person is None or found.utterance is None:
+        return None
+    person = who(run.graph, found.person, found.sighting)
+    faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
+        f"{found.person.label} is never seen on screen"
+    said = found.utterance
+    run.spans.append((said.start_s, said.end_s))
+    verb = "says it" if ref.quote else "is speaking"
+    return run.answer("speaker", who=person, verb=verb, span=span_text(said.start_s, said.end_s), seen=seen)
+
+
+def _speaks(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    person = who(run.graph, found.person, found.sighting)
+    span = span_text(*found.window)
+    heard = run.graph.heard(run.video_id, *found.window)
+    own = next((u for u in heard if u.person.character_id == found.person.character_id), None)
+    if own is not None:
+        return run.answer("speaks_yes", who=person, span=span, quote=_quote(own.text))
+    others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
+    return run.answer("speaks_no", who=person, span=span, others=others)
+
+
+def _ever_seen(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(ref if ref.heard else Reference("voice", ref.place, ref.time_s, ref.scene, ref.quote))
+    if found is None or found.person is None:
+        return None
+    span = span_text(*found.window)
+    faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    if faces:
+        return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
+    return run.answer("ever_seen_no", span=span, who=who(run.graph, found.person))
+
+
+def _count_people(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+    if found is None:
+        return None
+    if run.plan.sense == "heard":
+        people = run.graph.count_people(run.video_id, *found.window).heard
+        listed = [who(run.graph, p) for p in people]
+    else:
+        moment = run.graph.at(run.video_id, *found.window)
+        listed = [who(run.graph, s.person, s) for s in moment.on_screen]
+    return run.answer("count", number=_number(len(listed)), span=span_text(*found.window),
+                      people=", ".join(listed) or "nobody")
+
+
+def _count_so_far(run: _Run) -> GraphAnswer | None:
+    time_s = run.plan.person.time_s
+    if time_s is None:
+        return None
+    seen = run.graph.count_people(run.video_id, 0.0, time_s).seen
+    run.spans.append((0.0, time_s))
+    return run.answer("count_so_far", number=_number(len(seen)).capitalize(), time=clock(time_s),
+                      people=", ".join(who(run.graph, p) for p in seen) or "nobody")
+
+
+def _count_scenes(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    apps = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    return run.answer("count_scenes", number=_number(len(apps)).capitalize(),
+                      who=who(run.graph, found.person, found.sighting), spans=run.spans_of(apps))
+
+
+def _voice_pitch(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(ref if ref.heard or ref.kind in ("man", "woman", "person") else
+                        Reference("voice", ref.place, ref.time_s, ref.scene, ref.quote))
+    if found is None or found.person is None:
+        return None
+    register = run.graph.profile(found.person).attribute("voice")
+    if register is None or register[0] not in ("high", "low"):
+        return None
+    return run.answer("voice_pitch", register=register[0], who=who(run.graph, found.person, found.sighting),
+                      span=span_text(*found.window))
+
+
+def _position(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    moment = run.graph.at(run.video_id, *found.window)
+    kind = run.plan.person.kind
+    fitting = [s for s in moment.on_screen if kind not in ("man", "woman") or _fits(run.graph, s.person, kind)]
+    if not fitting:
+        return None
+    places = "; ".join(f"{_place(s)} ({who(run.graph, s.person)})" for s in fitting)
+    return run.answer("position", places=places, span=span_text(*found.window))
+
+
+def _still_or_live(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+    if found is None or found.shot is None or found.shot.kind not in _KIND_TEXT:
+        return None
+    shot = found.shot
+    run.spans.append((shot.start_s, shot.end_s))
+    return run.answer("still_or_live", kind=_KIND_TEXT[shot.kind or ""].capitalize(),
+                      span=span_text(shot.start_s, shot.end_s))
+
+
+def _anyone_there(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+    if found is None:
+        return None
+    moment = run.graph.at(run.video_id, *found.window)
+    span = span_text(*found.window)
+    if moment.on_screen:
+        people = ", ".join(who(run.graph, s.person, s) for s in moment.on_screen)
+        return run.answer("anyone_yes", people=people, span=span)
+    voices = "; ".join(f"{who(run.graph, u.person)} is heard" for u in moment.speaking[:2]) or "nothing is heard"
+    return run.answer("anyone_no", span=span, heard=voices)
+
+
+# phrasing --------------------------------------------------------------------
+def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> str:
+    """What a shot holds, in words: who is on screen (or nobody) and who says what (its first utterance, or its
+    last with ``last``)."""
+    inner = min(EDGE_S, (shot.end_s - shot.start_s) / 4)  # the shot's own people, not its neighbours' at the cut
+    moment = graph.at(shot.video_id, shot.start_s + inner, shot.end_s - inner)
+    seen = ", ".join(who(graph, s.person, s) for s in moment.on_screen)
+    heard = [u for u in moment.speaking if _share_inside(u.start_s, u.end_s, shot) >= 0.5]
+    said = heard[-1] if last and heard else heard[0] if heard else None
+    parts = [f"on screen {seen}" if seen else "nobody on screen"]
+    if said is not None:
+        parts.append(f'heard: {who(graph, said.person)} says "{_quote(said.text)}"')
+    return "; ".join(parts)
+
+
+def _share_inside(start: float, end: float, shot: ShotView) -> float:
+    inside = max(0.0, min(end, shot.end_s) - max(start, shot.start_s))
+    return inside / (end - start) if end > start else float(shot.start_s <= start <= shot.end_s)
+
+
+def _kind(shot: ShotView) -> str:
+    return _KIND_TEXT.get(shot.kind or "", "video")
+
+
+def _place(s: Sighting) -> str:
+    horizontal = {"left": "on the left", "right": "on the right", "centre": "in the centre"}[s.horizontal]
+    return f"{horizontal}, in the {s.depth}"
+
+
+def _fits(graph: EntityGraph, person: Person, kind: str) -> bool:
+    from m3agent.graph.references import fits_gender
+
+    return fits_gender(graph, person, kind)
+
+
+def _number(n: int) -> str:
+    return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
+
+
+def _quote(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
+
+
+_OPERATIONS: dict[str, Callable[[_Run], GraphAnswer | None]] = {
+    "seen_again": _seen_again,
+    "same_person": _same_person,
+    "when": _when,
+    "after": lambda run: _neighbour(run, after=True),
+    "before": lambda run: _neighbour(run, after=False),
+    "which_first": _which_first,
+    "scene": _scene,
+    "who_speaks": _who_speaks,
+    "speaks": _speaks,
+    "ever_seen": _ever_seen,
+    "count_people": _count_people,
+    "count_so_far": _count_so_far,
+    "count_scenes": _count_scenes,
+    "voice_pitch": _voice_pitch,
+    "position": _position,
+    "still_or_live": _still_or_live,
+    "anyone_there": _anyone_there,
+}

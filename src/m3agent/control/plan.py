@@ -1,0 +1,86 @@
+"""The query plan: the packaged model reads a question once, under a grammar, into a typed plan.
+
+A plan names the operation asked (``ask``: same person? seen again? what comes after? how many? ...), its
+``direction`` (before / after) and ``sense`` (seen / heard), and up to two references to people or moments
+(``person``, ``other``: a kind, a place in the picture, a clock time, the first / last scene, a quote). The
+operators of :mod:`m3agent.graph` then do the lookups (:mod:`m3agent.control.graph_answers`): the model
+reads the question, the graph decides the answer.
+
+What the model writes is checked against the question before it is used: a clock time the question does not
+hold, or a quote whose words it does not hold, is dropped (a small model copies its examples' times).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from m3agent.control.replies import Ask, PlanRef, PlanReply
+from m3agent.errors import M3AgentError, MalformedReplyError
+from m3agent.graph.references import Reference
+from m3agent.llm.prompts import load_prompt_set
+from m3agent.text import CLOCK, clock_seconds
+
+if TYPE_CHECKING:
+    from m3agent.control.runtime import RunContext
+
+PLAN_PROMPT = "control_plan"
+PLAN_MAX_TOKENS = 160
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+class Plan:
+    """A checked plan: the operation, direction, sense and the references as :class:`Reference` values."""
+
+    __slots__ = ("ask", "direction", "other", "person", "raw", "sense")
+
+    def __init__(self, reply: PlanReply, question: str, raw: str = "") -> None:
+        self.ask: Ask = reply.ask
+        self.direction = reply.direction
+        self.sense = reply.sense
+        self.person = reference(reply.person, question)
+        other = reference(reply.other, question)
+        self.other = other if other.kind != "none" or other.anchored else None
+        self.raw = raw
+
+    def describe(self) -> str:
+        """One line for the run's trace: ``seen_again after heard: voice @0:44``."""
+        refs = " / ".join(_ref_text(r) for r in (self.person, self.other) if r is not None)
+        return f"{self.ask} {self.direction} {self.sense}: {refs}"
+
+
+def write_plan(run: RunContext) -> Plan | None:
+    """The model's plan for ``run.question`` (one call under the plan grammar); None without a chat model or
+    when the call or its reply fails (the caller answers as if no plan was made)."""
+    if run.chat is None:
+        return None
+    prompts = load_prompt_set(PLAN_PROMPT)
+    messages = [{"role": "system", "content": prompts.render("system")},
+                {"role": "user", "content": prompts.render("user", question=run.question)}]
+    try:
+        reply = run.call(messages, prompts.schema, max_tokens=PLAN_MAX_TOKENS)
+        return Plan(PlanReply.read(reply), run.question, reply.text)
+    except (M3AgentError, MalformedReplyError, ValueError, RuntimeError, OSError):
+        return None
+
+
+def reference(ref: PlanRef, question: str) -> Reference:
+    """``ref`` as a :class:`Reference`, keeping only a time and a quote the question really holds."""
+    times = re.findall(CLOCK, question)
+    time_s = clock_seconds(ref.time) if ref.time.strip() in times else None
+    quote = ref.quote if _quoted_in(ref.quote, question) else ""
+    scene = ref.scene if re.search(rf"\b{ref.scene}\b", question, re.IGNORECASE) else "any"
+    return Reference(ref.kind, ref.place, time_s, scene, quote)
+
+
+def _quoted_in(quote: str, question: str) -> bool:
+    words = _WORD.findall(quote.lower())
+    held = set(_WORD.findall(question.lower()))
+    return bool(words) and sum(w in held for w in words) >= 0.8 * len(words)
+
+
+def _ref_text(ref: Reference) -> str:
+    parts = [ref.kind, ref.place if ref.place != "any" else ""]
+    parts += [f"@{ref.time_s:g}s" if ref.time_s is not None else "", f"{ref.scene} scene" if ref.scene != "any" else ""]
+    parts += [f'"{ref.quote}"' if ref.quote else ""]
+    return " ".join(p for p in parts if p)

@@ -1,0 +1,170 @@
+"""Query plans carried out by the entity graph: references resolved to people and moments, answers decided by the
+operators (same person, seen again, what comes after, how many), on both stores; the plan checked against the
+question; grounded mode answering from the graph after one plan call, and falling back when it cannot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from m3agent.control import AgentConfig, Answer, answer_question
+from m3agent.control.graph_answers import graph_answer
+from m3agent.control.plan import Plan
+from m3agent.control.replies import PlanReply
+from m3agent.graph.operators import EntityGraph
+from m3agent.graph.references import Reference, resolve
+from test_control_select import scripted
+from test_graph_operators import build
+
+GROUNDED = AgentConfig.from_settings(mode="grounded")
+NONE_REF = {"kind": "none", "place": "any", "time": "", "scene": "any", "quote": ""}
+
+
+def ref(**fields: str) -> dict[str, str]:
+    return {**NONE_REF, **fields}
+
+
+def plan_reply(ask: str, person: dict[str, str], other: dict[str, str] | None = None, *, direction: str = "any",
+               sense: str = "any") -> dict[str, Any]:
+    return {"ask": ask, "direction": direction, "sense": sense, "person": person, "other": other or NONE_REF}
+
+
+def plan(question: str, ask: str, person: dict[str, str], other: dict[str, str] | None = None,
+         **options: str) -> Plan:
+    return Plan(PlanReply.model_validate(plan_reply(ask, person, other, **options)), question)
+
+
+@pytest.fixture
+def graph(make_store: Callable[[], Any]) -> tuple[EntityGraph, dict[str, int]]:
+    store = make_store()
+    ids = build(store)
+    return EntityGraph(store), ids
+
+
+def test_references_resolve_to_people_and_moments(graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    g, ids = graph
+    right = resolve(g, "v1", Reference("person", "right", 3.0))
+    assert right is not None and right.person is not None and right.person.face_ids == (ids["b"],)
+    left = resolve(g, "v1", Reference("person", "any", 3.0))  # foreground and speaking wins
+    assert left is not None and left.person is not None and left.person.face_ids == (ids["a"],)
+    voice = resolve(g, "v1", Reference("voice", "any", 51.0))
+    assert voice is not None and voice.person is not None and voice.person.voice_ids == (ids["voice_c"],)
+    said = resolve(g, "v1", Reference("none", quote="and again"))
+    assert said is not None and said.window == (41.0, 44.0) and said.person is not None
+    assert ids["voice_a"] in said.person.voice_ids
+    first = resolve(g, "v1", Reference("none", scene="last"))
+    assert first is not None and first.window == (48.0, 60.0) and first.person is None
+    assert resolve(g, "v1", Reference("woman")) is None  # no time, scene or quote: nothing to resolve against
+    assert resolve(g, "v1", Reference("none", quote="words nobody says")) is None
+
+
+def test_same_person_and_seen_again_are_decided_by_the_graph(graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    g, ids = graph
+    a = g.person_of_entity(ids["a"]).tag
+    q = "Is the person on the left at 0:03 seen again later?"
+    answer = graph_answer(g, "v1", plan(q, "seen_again", ref(kind="person", place="left", time="0:03"),
+                                        direction="after", sense="seen"))
+    assert answer is not None
+    assert answer.text == f"Yes: the person on the left ({a}) is seen again later at 0:40–0:45."
+    shot_ids = {s.start_s: s.memory_ids for s in g.shots("v1")}
+    assert set(answer.memory_ids) == set(shot_ids[0.0]) | set(shot_ids[12.0])  # the shots of both intervals
+    q = "Is the person on the right at 0:03 seen again later?"
+    answer = graph_answer(g, "v1", plan(q, "seen_again", ref(kind="person", place="right", time="0:03"),
+                                        direction="after", sense="seen"))
+    assert answer is not None and answer.text.startswith("No: the person on the right") and "only at 0:01–0:05" \
+        in answer.text
+    q = "Is the person on the left at 0:03 the same person as the voice at 0:42?"
+    same = graph_answer(g, "v1", plan(q, "same_person", ref(kind="person", place="left", time="0:03"),
+                                      ref(kind="voice", time="0:42")))
+    assert same is not None and same.text.startswith(f"Yes, the same person: the person on the left ({a})")
+    q = "Is the person on the left at 0:03 the same person as the voice at 0:51?"
+    other = graph_answer(g, "v1", plan(q, "same_person", ref(kind="person", place="left", time="0:03"),
+                                       ref(kind="voice", time="0:51")))
+    assert other is not None and other.text.startswith("No, two different people")
+    assert "an unseen speaker" in other.text
+
+
+def test_order_counts_and_voices(graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    g, _ = graph
+    q = 'What comes right after someone says "hello there"?'
+    after = graph_answer(g, "v1", plan(q, "after", ref(quote="hello there")))
+    assert after is not None and after.text.startswith("Right after (0:12–0:48, video): ")
+    q = "What comes right before the shot at 0:50?"
+    before = graph_answer(g, "v1", plan(q, "before", ref(time="0:50")))
+    assert before is not None and before.text.startswith("Right before (0:12–0:48")
+    q = "How many people are on screen at 0:03?"
+    count = graph_answer(g, "v1", plan(q, "count_people", ref(time="0:03"), sense="seen"))
+    assert count is not None and count.text.startswith("Two (0:02–0:04):")
+    q = "Is the voice at 0:51 ever seen on screen?"
+    unseen = graph_answer(g, "v1", plan(q, "ever_seen", ref(kind="voice", time="0:51")))
+    assert unseen is not None and unseen.text.startswith("No, the voice at 0:50–0:52 is") and "never seen" in \
+        unseen.text
+    q = "Is anyone on screen at 0:51?"
+    nobody = graph_answer(g, "v1", plan(q, "anyone_there", ref(time="0:51")))
+    assert nobody is not None and nobody.text.startswith("No, nobody is on screen at 0:50–0:52")
+    q = "Is the voice at 0:51 high or low?"  # never measured: the graph cannot say, retrieval answers
+    assert graph_answer(g, "v1", plan(q, "voice_pitch", ref(kind="voice", time="0:51"))) is None
+    assert graph_answer(g, "v1", plan("What was said?", "recall", ref())) is None
+
+
+def test_a_plan_keeps_only_times_and_quotes_the_question_holds() -> None:
+    q = 'Is the man at 0:44 the one who says "good morning all"?'
+    checked = plan(q, "same_person", ref(kind="man", time="1:10"), ref(quote="good morning all", scene="first"))
+    assert checked.person.time_s is None  # 1:10 is not in the question (copied from an example)
+    assert checked.other is not None and checked.other.quote == "good morning all"
+    assert checked.other.scene == "any"  # the question names no first scene
+    kept = plan(q, "same_person", ref(kind="man", time="0:44"), ref(quote="see you tomorrow"))
+    assert kept.person.time_s == 44.0 and kept.other is None
+
+
+def _embedded_scene(make_store: Callable[[], Any]) -> Any:
+    from m3agent.embed import create_embedder
+
+    embedder = create_embedder("hash")
+    store = make_store()
+    store.set_embedding_model(embedder.name, embedder.dim)
+    build(store, lambda text: embedder.embed([text])[0])
+    return store
+
+
+def _grounded(store: Any, question: str, *replies: Any) -> Answer:
+    from m3agent.embed import create_embedder
+
+    embedder = create_embedder("hash")
+    steps = list(answer_question(store, embedder, scripted(*replies), question, video_id="v1", config=GROUNDED))
+    answer = steps[-1]
+    assert isinstance(answer, Answer)
+    return answer
+
+
+def test_grounded_answers_from_the_graph_after_one_plan_call(make_store: Callable[[], Any]) -> None:
+    store = _embedded_scene(make_store)
+    q = "Is the person on the left at 0:03 seen again later? When?"
+    reply = plan_reply("seen_again", ref(kind="person", place="left", time="0:03"), direction="after",
+                       sense="seen")
+    answer = _grounded(store, q, json.dumps(reply))
+    assert answer.text.startswith("Yes: the person on the left") and "0:40–0:45" in answer.text
+    assert answer.model.startswith("entity_graph")
+    cited = {(e.start_s, e.end_s) for e in answer.evidence if e.cited}
+    assert (30.0, 48.0) in cited
+
+
+def test_a_recall_plan_or_an_undecidable_one_falls_back_to_the_memories(make_store: Callable[[], Any]) -> None:
+    store = _embedded_scene(make_store)
+    q = "What does the person on the left say at 0:03?"
+    recall = plan_reply("recall", ref(kind="person", place="left", time="0:03"))
+    said = {"answer": "hello there", "used": ["none"]}
+
+    def grounded_reply(messages: Any) -> str:
+        assert "query plan" not in messages[0]["content"]  # the second call is the answer, not another plan
+        shown = [line.split("]")[0][1:] for line in messages[-1]["content"].splitlines() if line.startswith("[")]
+        return json.dumps({**said, "used": shown[:1]})
+
+    answer = _grounded(store, q, json.dumps(recall), grounded_reply)
+    assert not answer.model.startswith("entity_graph")
+    undecided = plan_reply("voice_pitch", ref(kind="voice", time="0:51"))
+    answer = _grounded(store, "Is the voice at 0:51 high or low?", json.dumps(undecided), grounded_reply)
+    assert not answer.model.startswith("entity_graph")
