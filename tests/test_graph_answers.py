@@ -168,3 +168,39 @@ def test_a_recall_plan_or_an_undecidable_one_falls_back_to_the_memories(make_sto
     undecided = plan_reply("voice_pitch", ref(kind="voice", time="0:51"))
     answer = _grounded(store, "Is the voice at 0:51 high or low?", json.dumps(undecided), grounded_reply)
     assert not answer.model.startswith("entity_graph")
+
+
+def test_the_agent_loop_calls_the_graph_operators_as_tools(make_store: Callable[[], Any]) -> None:
+    from m3agent.control import Observation
+    from m3agent.embed import create_embedder
+
+    store = _embedded_scene(make_store)
+    graph = EntityGraph(store)
+    a = graph.person_of_entity(graph.store.face_sightings("v1")[0][1]).tag
+    replies = [
+        {"thought": "who is there", "action": "who_is_at", "content": "0:03"},
+        {"thought": "follow them", "action": "appearances", "content": a},
+        {"thought": "done", "action": "answer", "content": f"Yes, {a} is seen again at 0:40-0:45."},
+    ]
+    agent = AgentConfig.from_settings(mode="agent", rounds=3, seed_search=False)
+    chat = scripted(*[json.dumps(r) for r in replies])
+    steps = list(answer_question(store, create_embedder("hash"), chat, "Is the person on the left at 0:03 seen "
+                                 "again later?", video_id="v1", config=agent))
+    observations = [s.text for s in steps if isinstance(s, Observation)]
+    assert observations[0].startswith("At 0:03 (shot 0:00–0:12): 2 people on screen")
+    assert observations[1].startswith(f"{a} appears 2 times: 0:01–0:10 (seen and heard), 0:40–0:45")
+    assert '"who_is_at"' in chat.calls[0][0]["content"]
+    assert "who_is_at" in chat.schemas[0]["properties"]["action"]["enum"]  # type: ignore[index]
+    answer = steps[-1]
+    assert isinstance(answer, Answer) and answer.text.startswith("Yes")
+    assert {s.tool for s in answer.searches} >= {"who_is_at", "appearances"}
+
+
+def test_the_graph_tools_are_offered_only_where_people_were_seen_or_heard(tmp_path: Any) -> None:
+    from test_control_select import opened_meeting
+
+    agent = AgentConfig.from_settings(mode="agent", rounds=1, seed_search=False)
+    with opened_meeting(tmp_path) as meeting:
+        chat = scripted(json.dumps({"thought": "", "action": "answer", "content": "no idea"}))
+        list(answer_question(meeting.store, meeting.embedder, chat, "What was said?", config=agent))
+    assert '"who_is_at"' not in chat.calls[0][0]["content"]

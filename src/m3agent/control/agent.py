@@ -13,10 +13,13 @@ runs a silent empty search.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 from m3agent.control.conversation import Conversation
+from m3agent.control.graph_tools import GRAPH_TOOLS, graph_search_result, graph_tool_lines, graph_video
 from m3agent.control.render import render_result
 from m3agent.control.replies import AgentReply, AnswerReply
 from m3agent.control.runtime import RunContext
@@ -33,7 +36,9 @@ ANSWER_PROMPT = "control_answer"
 def agent_steps(run: RunContext) -> Iterator[Step]:
     """The ``agent`` mode: an optional round-0 seed search, then up to ``rounds`` model turns."""
     prompts = load_prompt_set(AGENT_PROMPT)
-    system = prompts.render("system", question=run.question, time_context=run.time_context())
+    video_id = graph_video(run, [])
+    tools = prompts.render("graph_tools") + "\n" if video_id is not None else ""
+    system = prompts.render("system", question=run.question, time_context=run.time_context(), graph_tools=tools)
     conversation = Conversation(
         system,
         prompts.render("start"),
@@ -46,7 +51,7 @@ def agent_steps(run: RunContext) -> Iterator[Step]:
         yield seed
         conversation.open_with(seed)
     for number in range(1, run.config.rounds + 1):
-        answer = yield from _round(run, prompts, conversation, number)
+        answer = yield from _round(run, prompts, conversation, number, video_id)
         if answer is not None:
             yield answer
             return
@@ -68,13 +73,13 @@ def prompt_budget(run: RunContext) -> int:
 
 
 def _round(
-    run: RunContext, prompts: PromptSet, conversation: Conversation, number: int
+    run: RunContext, prompts: PromptSet, conversation: Conversation, number: int, video_id: str | None = None
 ) -> Generator[Step, None, Answer | None]:
     """One model turn and its consequence; returns the Answer when the run ends."""
     final = number == run.config.rounds
     instruction = prompts.render("final" if final else "round", round=number, rounds=run.config.rounds)
     messages = conversation.fit(instruction, run.cited(), run.release)
-    schema = load_prompt_set(ANSWER_PROMPT).schema if final else prompts.schema
+    schema = load_prompt_set(ANSWER_PROMPT).schema if final else agent_schema(prompts.schema, video_id is not None)
     try:
         reply = run.call(messages, schema)
     except ContextOverflowError as exc:  # the conversation outgrew the model: end with what is known
@@ -94,7 +99,12 @@ def _round(
     yield Action(number, tool, content)
     if tool == "answer":
         return run.finish(content, number)
-    observation = _search_observation(run, prompts.render, number, tool, content)
+    if tool in GRAPH_TOOLS and video_id is None:
+        observation = Observation(number, prompts.render("empty", query=content), error=f"{tool} is not offered")
+    elif tool in GRAPH_TOOLS:
+        observation = _graph_observation(run, number, tool, content, video_id or "")
+    else:
+        observation = _search_observation(run, prompts.render, number, tool, content)
     yield observation
     conversation.add(_canonical(thought, tool, content), observation)
     return None
@@ -107,6 +117,26 @@ def _search_observation(
     if result.empty:
         return Observation(number, render("empty", query=query), result)
     return Observation(number, render_result(result, with_video=run.video_id is None), result)
+
+
+def _graph_observation(run: RunContext, number: int, tool: str, content: str, video_id: str) -> Observation:
+    """The operators' lines for a graph tool, with the shot summaries they rest on as the result's hits."""
+    from m3agent.graph.operators import EntityGraph
+
+    lines = graph_tool_lines(EntityGraph(run.store), video_id, tool, content)
+    result = graph_search_result(run, tool, [m for f in lines for m in f.memory_ids], [f.text for f in lines])
+    run.searches.append(result)
+    return Observation(number, "\n".join(f.text for f in lines), result)
+
+
+def agent_schema(template: dict[str, Any], graph: bool) -> dict[str, Any]:
+    """The agent's reply schema, without the graph tools where no people graph is offered."""
+    if graph:
+        return template
+    schema = copy.deepcopy(template)
+    actions = schema["properties"]["action"]["enum"]
+    schema["properties"]["action"]["enum"] = [a for a in actions if a not in GRAPH_TOOLS]
+    return schema
 
 
 def _canonical(thought: str, tool: str, content: str) -> str:

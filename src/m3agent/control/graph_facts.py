@@ -89,18 +89,18 @@ def graph_facts(graph: EntityGraph, video_id: str, question: str,
     people: dict[int, Person] = {}
     for t in instants:
         moment = graph.at(video_id, t)
-        moments.append(_moment_fact(graph, moment, t))
+        moments.append(moment_fact(graph, moment, t))
         people.update({s.person.character_id: s.person for s in moment.on_screen})
         people.update({u.person.character_id: u.person for u in moment.speaking})
         if found.so_far:
             counts.append(_count_fact(graph, video_id, t))
         if moment.shot is not None:
-            neighbours += _neighbour_facts(graph, moment.shot)
-    facts = moments + [_person_fact(graph, p) for p in people.values()] + counts + neighbours
+            neighbours += neighbour_facts(graph, moment.shot)
+    facts = moments + [person_fact(graph, p) for p in people.values()] + counts + neighbours
     return _unique(facts)[:MAX_FACTS]
 
 
-def _moment_fact(graph: EntityGraph, moment: Moment, t: float) -> GraphFact:
+def moment_fact(graph: EntityGraph, moment: Moment, t: float) -> GraphFact:
     seen = ", ".join(_placed(s) for s in moment.on_screen) or "nobody"
     heard = "; ".join(f'{u.person.label} says "{_quote(u.text)}"' for u in moment.speaking) or "nobody speaks"
     shot = moment.shot
@@ -110,7 +110,7 @@ def _moment_fact(graph: EntityGraph, moment: Moment, t: float) -> GraphFact:
     return GraphFact(text, shot.memory_ids if shot is not None else ())
 
 
-def _person_fact(graph: EntityGraph, person: Person) -> GraphFact:
+def person_fact(graph: EntityGraph, person: Person) -> GraphFact:
     profile = graph.profile(person)
     appearances = list(profile.appearances)
     listed = ", ".join(_appearance(a) for a in appearances[:MAX_APPEARANCES])
@@ -125,16 +125,16 @@ def _person_fact(graph: EntityGraph, person: Person) -> GraphFact:
     return GraphFact(text, tuple(dict.fromkeys(backing)))
 
 
-def _neighbour_facts(graph: EntityGraph, shot: ShotView) -> list[GraphFact]:
+def neighbour_facts(graph: EntityGraph, shot: ShotView) -> list[GraphFact]:
     out = []
     before, after = graph.previous_shot(shot), graph.next_shot(shot)
     if before is not None:
-        out.append(GraphFact(f"Just before, {_shot_text(graph, before)}", before.memory_ids))
+        out.append(GraphFact(f"Just before, {shot_text(graph, before)}", before.memory_ids))
     else:
         out.append(GraphFact(f"Nothing comes before the shot {span_text(shot.start_s, shot.end_s)}: it opens "
                              "the video.", shot.memory_ids))
     if after is not None:
-        out.append(GraphFact(f"Right after, {_shot_text(graph, after)}", after.memory_ids))
+        out.append(GraphFact(f"Right after, {shot_text(graph, after)}", after.memory_ids))
     return out
 
 
@@ -147,7 +147,7 @@ def _count_fact(graph: EntityGraph, video_id: str, t: float) -> GraphFact:
     return GraphFact(text, backing[:4])
 
 
-def _shot_text(graph: EntityGraph, shot: ShotView) -> str:
+def shot_text(graph: EntityGraph, shot: ShotView) -> str:
     character_of = {e: p.character_id for p in graph.people() for e in p.entity_ids}
     body = tags.to_characters(shot.summary, character_of)
     return f"shot {span_text(shot.start_s, shot.end_s)}{_kind(shot)}: {body or 'nothing recorded'}."

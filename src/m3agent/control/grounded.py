@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.control.attribution import foreign_words
 from m3agent.control.graph_facts import GraphFact, graph_facts
+from m3agent.control.graph_tools import graph_search_result, graph_video
 from m3agent.control.plan import Plan, write_plan
 from m3agent.control.ranking import keyword_text
 from m3agent.control.render import clip_label, render_result
 from m3agent.control.replies import GroundedReply
 from m3agent.control.rerank import Candidate, rank_candidates, stems
-from m3agent.control.results import ClipHits, Hit, SearchResult
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
@@ -105,7 +105,8 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     facts = graph_facts_for(run, candidates, video_id) if plan is None or plan.ask != "recall" else []
     if facts:
         yield Action(1, GRAPH_TOOL, run.question)
-        graph_result = _graph_result(run, [m for f in facts for m in f.memory_ids], [f.text for f in facts])
+        backing = [m for f in facts for m in f.memory_ids]
+        graph_result = graph_search_result(run, GRAPH_TOOL, backing, [f.text for f in facts])
         run.searches.append(graph_result)
         yield Observation(1, "\n".join(f.text for f in facts), graph_result)
         candidates = [Candidate(f.text, None, math.inf) for f in facts] + candidates[:GRAPH_MEMORIES]
@@ -128,19 +129,6 @@ def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
     """The id each candidate is shown with: ``m<memory id>``, or ``f<n>`` for a derived fact (``g<n>`` for a fact
     of the people graph)."""
     return [f"m{c.memory_id}" if c.memory_id is not None else f"{fact}{i}" for i, c in enumerate(candidates, 1)]
-
-
-def graph_video(run: RunContext, candidates: list[Candidate]) -> str | None:
-    """The video whose people graph the question is read against: the run's, else the best retrieved memory's,
-    else the only one; None when the graph is off or nobody was seen or heard there (a text conversation such
-    as LoCoMo keeps its prompt)."""
-    if not run.config.graph:
-        return None
-    top = next((c.hit.memory for c in candidates if c.hit is not None), None)
-    video_id = run.video_id or (top.video_id if top is not None else _only_video(run))
-    if video_id is None or (not run.store.face_sightings(video_id) and not run.store.voice_spans(video_id)):
-        return None
-    return video_id
 
 
 def graph_facts_for(run: RunContext, candidates: list[Candidate], video_id: str | None) -> list[GraphFact]:
@@ -170,28 +158,12 @@ def _decided(run: RunContext, video_id: str, plan: Plan) -> Iterator[Step] | Non
 
 def _graph_steps(run: RunContext, plan: Plan, decided: GraphAnswer) -> Iterator[Step]:
     yield Action(1, GRAPH_TOOL, plan.describe())
-    result = _graph_result(run, list(decided.memory_ids), [decided.text])
+    result = graph_search_result(run, GRAPH_TOOL, list(decided.memory_ids), [decided.text])
     run.searches.append(result)
     yield Observation(1, decided.text, result)
     yield Thought(1, f"entity graph answered {plan.ask} from {len(decided.memory_ids)} shot memories.")
     answer = run.finish(decided.text, 1, plan.raw or decided.text, None, cited=set(decided.memory_ids))
     yield replace(answer, max_rounds=1, model=f"{GRAPH_TOOL} ({run.chat.name if run.chat else RERANK} plan)")
-
-
-def _only_video(run: RunContext) -> str | None:
-    videos = run.store.videos()
-    return videos[0].video_id if len(videos) == 1 else None
-
-
-def _graph_result(run: RunContext, memory_ids: list[int], texts: list[str]) -> SearchResult:
-    """Graph facts or a graph answer as a search result: the stored shot summaries they rest on are its hits (the
-    evidence an answer from them cites)."""
-    by_clip: dict[tuple[str, int], list[Hit]] = {}
-    for memory_id in dict.fromkeys(memory_ids):
-        memory = run.store.get_memory(memory_id)
-        by_clip.setdefault((memory.video_id, memory.clip_index), []).append(Hit(memory, memory.text, 1.0))
-    clips = tuple(ClipHits(run.searcher.clip_ref(v, i), 1.0, tuple(hits)) for (v, i), hits in by_clip.items())
-    return SearchResult(GRAPH_TOOL, run.question, clips, facts=tuple(texts))
 
 
 def grounded_schema(template: dict[str, Any], shown: list[str]) -> dict[str, Any]:

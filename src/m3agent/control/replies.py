@@ -20,7 +20,7 @@ class AgentReply(Reply):
     """``control_agent``: a thought and the next action (a search with its query, or the answer)."""
 
     thought: Stripped
-    action: Literal["search_clip", "search_memory", "answer"]
+    action: Literal["search_clip", "search_memory", "who_is_at", "appearances", "shots", "answer"]
     content: Content
 
 
