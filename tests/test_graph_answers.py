@@ -29,7 +29,8 @@ def ref(**fields: str) -> dict[str, str]:
 
 def plan_reply(ask: str, person: dict[str, str], other: dict[str, str] | None = None, *, direction: str = "any",
                sense: str = "any") -> dict[str, Any]:
-    return {"ask": ask, "direction": direction, "sense": sense, "person": person, "other": other or NONE_REF}
+    reply = {"ask": ask, "direction": direction, "sense": sense, "person": person}
+    return reply | {"other": other} if other is not None else reply
 
 
 def plan(question: str, ask: str, person: dict[str, str], other: dict[str, str] | None = None,

@@ -39,8 +39,8 @@ class Plan:
         self.direction = reply.direction
         self.sense = reply.sense
         self.person = reference(reply.person, question)
-        other = reference(reply.other, question)
-        self.other = other if other.kind != "none" or other.anchored else None
+        other = reference(reply.other, question) if reply.other is not None else None
+        self.other = other if other is not None and (other.kind != "none" or other.anchored) else None
         self.raw = raw
 
     def describe(self) -> str:

@@ -70,8 +70,8 @@ class PlanRef(Reply):
     kind: Kind
     place: Place
     time: str = Field(max_length=8)
-    scene: Scene
-    quote: str = Field(max_length=80)
+    scene: Scene = "any"
+    quote: str = Field("", max_length=80)
 
 
 Ask = Literal["recall", "seen_again", "same_person", "when", "after", "before", "which_first", "scene",
@@ -87,4 +87,4 @@ class PlanReply(Reply):
     direction: Literal["any", "before", "after"]
     sense: Literal["any", "seen", "heard"]
     person: PlanRef
-    other: PlanRef
+    other: PlanRef | None = None
