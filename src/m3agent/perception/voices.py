@@ -6,11 +6,14 @@ whose words change speaker is split there. ``VoiceSegment.speaker`` is the
 within-clip speaker index (0, 1, ... by first appearance) and
 ``VoiceSegment.embedding`` is that speaker's clip-level voice embedding (the
 normalised mean of all its d-vector windows in the clip), so all segments of one
-speaker in a clip share one, more reliable, vector for cross-clip matching.
+speaker in a clip share one, more reliable, vector for cross-clip matching. With
+``perception.voice_embedder = "campplus"`` that vector is instead the CAM++
+embedding of all the speaker's turns in the clip (the diarizer keeps the d-vector).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from contextlib import contextmanager
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from m3agent.domain import ClipMedia, VoiceSegment, Word
 from m3agent.perception.asr import AsrResult, AsrSegment, Transcriber
+from m3agent.perception.campplus import CamppEmbedder
 from m3agent.perception.diarize import Diarization, DiarizationParams, SpeakerTurn, diarize
 from m3agent.perception.speakers import RATE, SpeakerEncoder
 from m3agent.perception.vad import speech_probabilities
@@ -36,15 +40,20 @@ SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "yue", "bo"
 
 
 class AudioModels:
-    """The speaker encoder and the transcriber of one configuration, each loaded on first use."""
+    """The speaker encoder, the identity embedder (None: the encoder's) and the transcriber, each loaded on
+    first use."""
 
-    def __init__(self, asr_model: str, cache_dir: Path, *, threads: int = 2, beam: int = 1) -> None:
+    def __init__(self, asr_model: str, cache_dir: Path, *, threads: int = 2, beam: int = 1,
+                 voice_embedder: str = "resemblyzer") -> None:
         self.encoder = SpeakerEncoder(threads)
+        self.identity: CamppEmbedder | None = None
+        if voice_embedder == "campplus":
+            self.identity = CamppEmbedder(threads, cache_dir=cache_dir)
         self.transcriber = Transcriber(asr_model, cache_dir, threads=threads, beam=beam)
         self.diarization = DiarizationParams()
 
 
-_MODELS: dict[tuple[str, str, int, int], AudioModels] = {}
+_MODELS: dict[tuple[str, str, int, int, str], AudioModels] = {}
 _MODELS_LOCK = threading.Lock()
 
 
@@ -52,10 +61,11 @@ def audio_models(settings: Settings) -> AudioModels:
     """The process-wide :class:`AudioModels` for these settings (created once, loaded lazily)."""
     p = settings.perception
     cache_dir = settings.resolved_cache_dir()
-    key = (p.asr_model, str(cache_dir), p.threads, p.asr_beam)
+    key = (p.asr_model, str(cache_dir), p.threads, p.asr_beam, p.voice_embedder)
     with _MODELS_LOCK:
         if key not in _MODELS:
-            _MODELS[key] = AudioModels(p.asr_model, cache_dir, threads=p.threads, beam=p.asr_beam)
+            _MODELS[key] = AudioModels(p.asr_model, cache_dir, threads=p.threads, beam=p.asr_beam,
+                                       voice_embedder=p.voice_embedder)
         return _MODELS[key]
 
 
@@ -67,7 +77,7 @@ def perceive_audio(
 ) -> tuple[VoiceSegment, ...]:
     """Speaker-attributed transcript segments of ``media`` (absolute times); ``()`` without speech.
 
-    ``timings`` (if given) receives seconds spent in ``vad``, ``diarize`` and ``asr``.
+    ``timings`` (if given) receives seconds spent in ``vad``, ``diarize``, ``voice_embed`` (CAM++ only) and ``asr``.
     """
     audio = _clip_audio(media)
     if audio is None or not settings.perception.voices:
@@ -79,9 +89,54 @@ def perceive_audio(
         diarization = diarize(audio, m.encoder, m.diarization, probs)
     if not diarization.speech:
         return ()
+    if m.identity is not None:
+        with _timed(timings, "voice_embed"):
+            diarization = speaker_embeddings(audio, diarization, m.identity,
+                                             settings.perception.voice_clip_merge_similarity)
     with _timed(timings, "asr"):
         asr = m.transcriber.transcribe(audio, diarization.speech)
     return attribute(asr, diarization, clip_index=media.clip.index, offset_s=media.clip.start_s)
+
+
+def speaker_embeddings(
+    audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder, merge_from: float = 1.0
+) -> Diarization:
+    """``diarization`` with each speaker's embedding taken by ``embedder`` over all its turns joined.
+
+    Then, while the two most similar speakers score at least ``merge_from`` (1: never), they become one speaker
+    (the d-vector diarizer splits some voices in two; a split inside a clip cannot be re-joined later,
+    as identity takes a clip's speakers for different people). Speakers are renumbered by first turn.
+    """
+    import numpy as np
+
+    turns = list(diarization.turns)
+
+    def joined(speaker: int) -> npt.NDArray[np.float32]:
+        parts = [audio[round(t.start_s * RATE) : round(t.end_s * RATE)] for t in turns if t.speaker == speaker]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+    heard = {k: joined(k) for k in dict.fromkeys(t.speaker for t in turns)}
+    vectors = {k: embedder.embed(speech) for k, speech in heard.items() if len(speech)}
+    turns = [t for t in turns if t.speaker in vectors]
+    while merge_from < 1 and len(vectors) > 1:
+        keys = sorted(vectors)
+        pairs = [(float(vectors[a] @ vectors[b]), a, b) for i, a in enumerate(keys) for b in keys[i + 1 :]]
+        score, keep, gone = max(pairs)
+        if score < merge_from:
+            break
+        turns = [SpeakerTurn(t.start_s, t.end_s, keep) if t.speaker == gone else t for t in turns]
+        del vectors[gone]
+        vectors[keep] = embedder.embed(joined(keep))
+    order = {old: new for new, old in enumerate(dict.fromkeys(t.speaker for t in turns))}
+    embeddings = {order[k]: v for k, v in vectors.items()}
+    renumbered: list[SpeakerTurn] = []
+    for t in turns:
+        speaker = order[t.speaker]
+        if renumbered and renumbered[-1].speaker == speaker and t.start_s - renumbered[-1].end_s < 1e-6:
+            renumbered[-1] = SpeakerTurn(renumbered[-1].start_s, t.end_s, speaker)
+        else:
+            renumbered.append(SpeakerTurn(t.start_s, t.end_s, speaker))
+    return dataclasses.replace(diarization, turns=tuple(renumbered), embeddings=embeddings)
 
 
 def _clip_audio(media: ClipMedia) -> npt.NDArray[np.float32] | None:

