@@ -114,11 +114,15 @@ def test_order_counts_and_voices(graph: tuple[EntityGraph, dict[str, int]]) -> N
 def test_a_plan_keeps_only_times_and_quotes_the_question_holds() -> None:
     q = 'Is the man at 0:44 the one who says "good morning all"?'
     checked = plan(q, "same_person", ref(kind="man", time="1:10"), ref(quote="good morning all", scene="first"))
-    assert checked.person.time_s is None  # 1:10 is not in the question (copied from an example)
+    assert checked.person.time_s == 44.0  # 1:10 is not in the question (copied from an example): its only time
     assert checked.other is not None and checked.other.quote == "good morning all"
     assert checked.other.scene == "any"  # the question names no first scene
     kept = plan(q, "same_person", ref(kind="man", time="0:44"), ref(quote="see you tomorrow"))
     assert kept.person.time_s == 44.0 and kept.other is None
+    unquoted = plan("What does the man at the door ask?", "who_speaks", ref(kind="man", quote="the man at the door"))
+    assert unquoted.person.quote == ""  # words the question does not put in quotation marks are no quote
+    timeless = plan("What comes right after the scene at 1:06?", "after", ref(scene="first"))
+    assert timeless.person.time_s == 66.0 and timeless.person.scene == "any"  # the question's only time
 
 
 def _embedded_scene(make_store: Callable[[], Any]) -> Any:

@@ -255,6 +255,8 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
 
 def _count_people(run: _Run) -> GraphAnswer | None:
     ref = run.plan.person
+    if ref.time_s is not None and run.plan.direction == "before":  # how many up to a time: from the start
+        return _count_so_far(run)
     found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
     if found is None:
         return None

@@ -13,6 +13,7 @@ hold, or a quote whose words it does not hold, is dropped (a small model copies 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from m3agent.control.replies import Ask, PlanRef, PlanReply
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 PLAN_PROMPT = "control_plan"
 PLAN_MAX_TOKENS = 160
 _WORD = re.compile(r"[a-z0-9']+")
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 
 
 class Plan:
@@ -38,9 +40,10 @@ class Plan:
         self.ask: Ask = reply.ask
         self.direction = reply.direction
         self.sense = reply.sense
-        self.person = reference(reply.person, question)
+        person = reference(reply.person, question)
         other = reference(reply.other, question) if reply.other is not None else None
         self.other = other if other is not None and (other.kind != "none" or other.anchored) else None
+        self.person = _with_the_only_time(person, self.other, question)
         self.raw = raw
 
     def describe(self) -> str:
@@ -74,9 +77,23 @@ def reference(ref: PlanRef, question: str) -> Reference:
 
 
 def _quoted_in(quote: str, question: str) -> bool:
+    """Whether the question puts ``quote``'s words in quotation marks (a small model also "quotes" its
+    description of a person or the whole question)."""
     words = _WORD.findall(quote.lower())
-    held = set(_WORD.findall(question.lower()))
+    spans = [m.group(1) or m.group(2) for m in _QUOTED.finditer(question)]
+    held = {w for span in spans for w in _WORD.findall(span.lower())}
     return bool(words) and sum(w in held for w in words) >= 0.8 * len(words)
+
+
+def _with_the_only_time(person: Reference, other: Reference | None, question: str) -> Reference:
+    """``person`` with the question's clock time when the question holds exactly one and no reference took it
+    (the model left it out, or wrote it where the check dropped it)."""
+    times = re.findall(CLOCK, question)
+    if len(times) != 1 or person.time_s is not None or (other is not None and other.time_s is not None):
+        return person
+    if person.quote or person.scene != "any":
+        return person
+    return replace(person, time_s=clock_seconds(times[0]))
 
 
 def _ref_text(ref: Reference) -> str:
