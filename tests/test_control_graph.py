@@ -121,3 +121,4 @@ def test_a_memory_where_nobody_was_seen_or_heard_gets_no_graph_facts(tmp_path: P
         answer = list(answer_question(meeting.store, meeting.embedder, chat, "What was said right after 0:10?",
                                       config=GROUNDED))[-1]
     assert isinstance(answer, Answer) and all(s.tool != "entity_graph" for s in answer.searches)
+    assert len(chat.calls) == 1 and "query plan" not in chat.calls[0][0]["content"]  # no plan: LoCoMo's prompt
