@@ -74,6 +74,8 @@ def test_the_section_has_a_row_per_run() -> None:
            "by_type": {"identity": {"judged_accuracy": 0.2, "keyword_accuracy": 0.1}},
            "overall": {"judged_accuracy": 0.3, "keyword_accuracy": 0.25, "evidence_hit_rate": 0.5,
                        "p50_latency_s": 9.5}, "leaked_ids": {"T1": ["CLIP_1"]}}
-    text = render([row, {**row, "label": "graph"}])
+    planned = {**row, "label": "plan", "overall": {**row["overall"], "plan_accuracy": 0.9}}
+    text = render([row, planned])
     assert "| baseline | 2026-11-26 06:00 UTC / abc | grounded | – | 0.2 (0.1) |" in text
-    assert text.count("\n| ") == 3 and "| 0.5 | 9.5 | 1 |" in text
+    assert text.count("\n| ") == 3 and "| 0.5 | – | 9.5 | 1 |" in text  # no plan before plans existed
+    assert "| 0.5 | 0.9 | 9.5 | 1 |" in text
