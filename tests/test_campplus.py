@@ -16,6 +16,17 @@ from m3agent.settings import PerceptionSettings
 RATE = 16000
 
 
+@pytest.fixture(autouse=True)
+def _subnormals_kept() -> Any:
+    """A test that runs the network by hand leaves the thread as it found it (torch switches it to flushing
+    subnormal floats, which later tests of the same process notice)."""
+    yield
+    if campplus._flushes_denormals():
+        import torch
+
+        torch.set_flush_denormal(False)
+
+
 def _tone(hz: float, seconds: float = 1.0) -> Any:
     t = np.arange(round(seconds * RATE)) / RATE
     return (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
@@ -110,3 +121,12 @@ def test_windows_follow_the_encoder_interface(embedder: campplus.CamppEmbedder, 
     assert starts[-1] == len(campplus.fbank(audio[: 4 * RATE])) - campplus.WINDOW_FRAMES
     short, _ = embedder.embed_windows(audio[: RATE // 2])
     assert short.shape == (1, campplus.EMBEDDING_DIM)
+
+
+def test_embedding_leaves_subnormal_floats_alone(embedder: campplus.CamppEmbedder) -> None:
+    """torch's CPU kernels switch the thread to flushing subnormals to zero; the embedder switches it back (a
+    flushed thread broke every later float computation that needs them, hypothesis's among them)."""
+    torch = pytest.importorskip("torch")
+    torch.set_flush_denormal(False)
+    embedder.embed(np.random.default_rng(0).standard_normal(RATE).astype(np.float32) * 0.1)
+    assert not campplus._flushes_denormals()

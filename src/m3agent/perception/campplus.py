@@ -182,6 +182,7 @@ class CamppEmbedder:
         net = self._model()
         out = []
         previous = torch.get_num_threads()
+        flushed = _flushes_denormals()
         torch.set_num_threads(self.inference_threads)
         try:
             with torch.inference_mode():
@@ -190,7 +191,16 @@ class CamppEmbedder:
                     out.append(torch.nn.functional.normalize(raw, dim=1).numpy())
         finally:
             torch.set_num_threads(previous)
+            if not flushed:  # torch's CPU kernels leave the thread flushing subnormal floats to zero
+                torch.set_flush_denormal(False)
         return np.concatenate(out).astype(np.float32)
+
+
+def _flushes_denormals() -> bool:
+    """Whether this thread's floating point unit flushes subnormal numbers to zero (FTZ/DAZ)."""
+    import numpy as np
+
+    return bool(np.float32(1e-40) * np.float32(1.0) == 0.0)
 
 
 def _load(path: Path, threads: int) -> Any:
