@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from m3agent.graph.references import Reference, Resolved, resolve
+from m3agent.control.graph_facts import quote
+from m3agent.graph.references import Reference, Resolved, fits_gender, resolve
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
@@ -236,7 +237,7 @@ def _speaks(run: _Run) -> GraphAnswer | None:
     heard = run.graph.heard(run.video_id, *found.window)
     own = next((u for u in heard if u.person.character_id == found.person.character_id), None)
     if own is not None:
-        return run.answer("speaks_yes", who=person, span=span, quote=_quote(own.text))
+        return run.answer("speaks_yes", who=person, span=span, quote=quote(own.text, QUOTE_CHARS))
     others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
 
@@ -308,7 +309,7 @@ def _position(run: _Run) -> GraphAnswer | None:
         return None
     moment = run.graph.at(run.video_id, *found.window)
     kind = run.plan.person.kind
-    fitting = [s for s in moment.on_screen if kind not in ("man", "woman") or _fits(run.graph, s.person, kind)]
+    fitting = [s for s in moment.on_screen if kind not in ("man", "woman") or fits_gender(run.graph, s.person, kind)]
     if not fitting:
         return None
     places = "; ".join(f"{_place(s)} ({who(run.graph, s.person)})" for s in fitting)
@@ -351,7 +352,7 @@ def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> s
     said = heard[-1] if last and heard else heard[0] if heard else None
     parts = [f"on screen {seen}" if seen else "nobody on screen"]
     if said is not None:
-        parts.append(f'heard: {who(graph, said.person)} says "{_quote(said.text)}"')
+        parts.append(f'heard: {who(graph, said.person)} says "{quote(said.text, QUOTE_CHARS)}"')
     return "; ".join(parts)
 
 
@@ -369,19 +370,8 @@ def _place(s: Sighting) -> str:
     return f"{horizontal}, in the {s.depth}"
 
 
-def _fits(graph: EntityGraph, person: Person, kind: str) -> bool:
-    from m3agent.graph.references import fits_gender
-
-    return fits_gender(graph, person, kind)
-
-
 def _number(n: int) -> str:
     return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
-
-
-def _quote(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
 
 
 _OPERATIONS: dict[str, Callable[[_Run], GraphAnswer | None]] = {

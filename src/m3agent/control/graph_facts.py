@@ -102,7 +102,7 @@ def graph_facts(graph: EntityGraph, video_id: str, question: str,
 
 def moment_fact(graph: EntityGraph, moment: Moment, t: float) -> GraphFact:
     seen = ", ".join(_placed(s) for s in moment.on_screen) or "nobody"
-    heard = "; ".join(f'{u.person.label} says "{_quote(u.text)}"' for u in moment.speaking) or "nobody speaks"
+    heard = "; ".join(f'{u.person.label} says "{quote(u.text)}"' for u in moment.speaking) or "nobody speaks"
     shot = moment.shot
     where = f" (shot {span_text(shot.start_s, shot.end_s)}{_kind(shot)})" if shot is not None else ""
     count = f"{len(moment.on_screen)} {'person' if len(moment.on_screen) == 1 else 'people'} on screen: "
@@ -172,9 +172,10 @@ def _shot_memories(graph: EntityGraph, a: Appearance) -> tuple[int, ...]:
                  for m in s.memory_ids)
 
 
-def _quote(text: str) -> str:
+def quote(text: str, chars: int = QUOTE_CHARS) -> str:
+    """``text`` on one line, cut to ``chars`` characters with an ellipsis."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
+    return flat if len(flat) <= chars else flat[: chars - 1] + "…"
 
 
 def _unique(facts: list[GraphFact]) -> list[GraphFact]:

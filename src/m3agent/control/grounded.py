@@ -42,6 +42,7 @@ from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
+from m3agent.graph.operators import EntityGraph
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
 
@@ -95,14 +96,16 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
     video_id = graph_video(run, candidates)
+    graph = EntityGraph(run.store) if video_id is not None else None  # one snapshot for the plan and the facts
     plan = write_plan(run) if video_id is not None else None
-    if plan is not None:
+    if plan is not None and graph is not None:
         yield Thought(1, f"{PLAN_THOUGHT}{plan.describe()}")
-        decided = _decided(run, video_id or "", plan)
+        decided = _decided(run, graph, video_id or "", plan)
         if decided is not None:
             yield from decided
             return
-    facts = graph_facts_for(run, candidates, video_id) if plan is None or plan.ask != "recall" else []
+    facts = graph_facts_for(graph, candidates, video_id, run.question) if plan is None or plan.ask != "recall" \
+        else []
     if facts:
         yield Action(1, GRAPH_TOOL, run.question)
         backing = [m for f in facts for m in f.memory_ids]
@@ -131,26 +134,24 @@ def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
     return [f"m{c.memory_id}" if c.memory_id is not None else f"{fact}{i}" for i, c in enumerate(candidates, 1)]
 
 
-def graph_facts_for(run: RunContext, candidates: list[Candidate], video_id: str | None) -> list[GraphFact]:
+def graph_facts_for(graph: EntityGraph | None, candidates: list[Candidate], video_id: str | None,
+                    question: str) -> list[GraphFact]:
     """The people-graph facts for the question (none when it names no time, scene or order, or there is no
     video to anchor it in)."""
-    from m3agent.graph.operators import EntityGraph
-
-    if video_id is None:
+    if graph is None or video_id is None:
         return []
     top = next((c.hit.memory for c in candidates if c.hit is not None), None)
     fallback = (top.start_s, top.end_s) if top is not None and top.video_id == video_id else None
-    return graph_facts(EntityGraph(run.store), video_id, run.question, fallback)
+    return graph_facts(graph, video_id, question, fallback)
 
 
-def _decided(run: RunContext, video_id: str, plan: Plan) -> Iterator[Step] | None:
+def _decided(run: RunContext, graph: EntityGraph, video_id: str, plan: Plan) -> Iterator[Step] | None:
     """The steps of an answer the graph decides for ``plan`` (None when it cannot: the caller retrieves)."""
     from m3agent.control.graph_answers import graph_answer
-    from m3agent.graph.operators import EntityGraph
 
     if plan.ask == "recall":
         return None
-    decided = graph_answer(EntityGraph(run.store), video_id, plan)
+    decided = graph_answer(graph, video_id, plan)
     if decided is None:
         return None
     return _graph_steps(run, plan, decided)
