@@ -163,16 +163,33 @@ def test_a_recall_plan_or_an_undecidable_one_falls_back_to_the_memories(make_sto
     recall = plan_reply("recall", ref(kind="person", place="left", time="0:03"))
     said = {"answer": "hello there", "used": ["none"]}
 
+    lines: list[str] = []
+
     def grounded_reply(messages: Any) -> str:
         assert "query plan" not in messages[0]["content"]  # the second call is the answer, not another plan
-        shown = [line.split("]")[0][1:] for line in messages[-1]["content"].splitlines() if line.startswith("[")]
-        return json.dumps({**said, "used": shown[:1]})
+        lines[:] = [line for line in messages[-1]["content"].splitlines() if line.startswith("[")]
+        return json.dumps({**said, "used": [line.split("]")[0][1:] for line in lines][:1]})
 
     answer = _grounded(store, q, json.dumps(recall), grounded_reply)
     assert not answer.model.startswith("entity_graph")
+    answer = _grounded(store, "Who is on screen in the shot and who speaks?", json.dumps(recall), grounded_reply)
+    assert lines and not answer.model.startswith("entity_graph")
     undecided = plan_reply("voice_pitch", ref(kind="voice", time="0:51"))
     answer = _grounded(store, "Is the voice at 0:51 high or low?", json.dumps(undecided), grounded_reply)
     assert not answer.model.startswith("entity_graph")
+
+
+def test_recall_lines_say_once_what_each_person_sounds_or_looks_like(
+        graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    from m3agent.control.graph_answers import describe_people
+
+    g, ids = graph
+    c, a = g.person_of_entity(ids["voice_c"]).label, g.person_of_entity(ids["a"]).label
+    lines = [f'[m1] At 0:50 {c} says: "someone else"', f"[m2] {c} and {a} are heard", "[m3] <character_99> waves"]
+    assert describe_people(g, lines) == [
+        f'[m1] At 0:50 {c} (an unseen speaker) says: "someone else"',  # so "the voice" finds the tag
+        f"[m2] {c} and {a} are heard",  # once per person; nothing measured of A: no empty words
+        "[m3] <character_99> waves"]  # unknown to the graph: left as it is
 
 
 def test_the_agent_loop_calls_the_graph_operators_as_tools(make_store: Callable[[], Any]) -> None:

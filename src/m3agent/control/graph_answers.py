@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from m3agent import tags
 from m3agent.control.graph_facts import quote
+from m3agent.errors import NotFoundError
 from m3agent.graph.references import Reference, Resolved, fits_gender, resolve
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
@@ -85,21 +87,52 @@ class _Run:
 
 
 # people, phrased -------------------------------------------------------------
+UNDESCRIBED = "the person"
+
+
 def who(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
     """``the man on the left (<character_2>)``: measured gender, the place at the moment (else the usual one),
     and the label; ``an unseen speaker with a high voice (<character_8>)`` for someone only heard."""
+    return f"{described(graph, person, sighting)} ({person.label})"
+
+
+def described(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
+    """``the man on the left`` / ``an unseen speaker with a high voice``: :func:`who` without the label."""
     profile = graph.profile(person)
     gender = profile.attribute("apparent gender")
     noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= 0.5 else "", "person")
     if not person.face_ids:
         register = profile.attribute("voice")
         pitch = f" with a {register[0]} voice" if register and register[0] in ("high", "low") else ""
-        return f"an unseen speaker{pitch} ({person.label})"
+        return f"an unseen speaker{pitch}"
     place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
     where = {"left": " on the left", "right": " on the right", "centre": " in the centre"}.get(place, "")
     if sighting is not None and sighting.depth == "background":
         where += " in the background"
-    return f"the {noun}{where} ({person.label})"
+    return f"the {noun}{where}"
+
+
+def describe_people(graph: EntityGraph, texts: list[str]) -> list[str]:
+    """``texts`` with the first mention of each person followed by what they look or sound like
+    (``<character_7> (an unseen speaker with a high voice)``), so that a question about "the woman" or "the man
+    on the left" can be matched to the tags of what was said; a tag the graph does not know, or knows nothing of, is
+    left as it is."""
+    done: set[str] = set()
+    out = []
+    for text in texts:
+        for tag in dict.fromkeys(str(t) for t in tags.find_tags(text)):
+            if tag in done or tag not in text:
+                continue
+            done.add(tag)
+            try:
+                person = graph.person(tag)
+            except NotFoundError:
+                continue
+            words = described(graph, person)
+            if words != UNDESCRIBED:
+                text = text.replace(tag, f"{tag} ({words})", 1)
+        out.append(text)
+    return out
 
 
 def _sensed(apps: list[Appearance], sense: str) -> list[Appearance]:

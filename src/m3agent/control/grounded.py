@@ -121,7 +121,8 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
                            note=f"only memories of other people mention {words}: the memory does not say this "
                                 "of the person asked about")
     else:
-        outcome = _ground(run, candidates, graph=bool(facts))
+        people = graph if plan is not None and plan.ask == "recall" else None
+        outcome = _ground(run, candidates, graph=bool(facts), people=people)
     if outcome.note:
         yield Observation(1, outcome.note, error=outcome.note)
     yield Thought(1, _explain(outcome))
@@ -179,7 +180,10 @@ def is_abstention(text: str) -> bool:
     return bool(_ABSTAIN_RE.match(text.strip()))
 
 
-def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False) -> Grounded:
+def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False,
+            people: EntityGraph | None = None) -> Grounded:
+    """The model's grounded answer over ``candidates``; with ``people``, each person's first mention in the lines
+    says what they look or sound like."""
     if run.chat is None:
         return _fallback(candidates, "", "no chat model; the reranker chose")
     shown = labels(candidates, "g" if graph else "f")
@@ -187,7 +191,7 @@ def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False) -
     messages = [  # the system text is fixed, so llama.cpp reuses its cached prefix from the last question
         {"role": "system", "content": prompts.render("system")},
         {"role": "user", "content": prompts.render(
-            "user", memories=_memory_lines(run, candidates, shown), question=run.question,
+            "user", memories=_memory_lines(run, candidates, shown, people), question=run.question,
             time_context=run.time_context(),
         )},
     ]  # fmt: skip
@@ -271,7 +275,8 @@ def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
     return Grounded(candidates[0].text, (candidates[0],), RERANK, raw, note)
 
 
-def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]) -> str:
+def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str],
+                  people: EntityGraph | None = None) -> str:
     """One line per candidate: ``[m12] [1:32-1:40]: text`` for a memory of a video (its own span: no clip id a
     model could copy into its answer), ``[m12] CLIP_3 [0:00-0:30] (date): text`` for a dated conversation (as the
     LoCoMo figures were measured); facts as they are."""
@@ -284,6 +289,10 @@ def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]
             video = clip.start_s >= 0 and not clip.date  # a dated conversation keeps its clip label and date
             where = f"[{clock(memory.start_s)}-{clock(memory.end_s)}]:" if video else clip_label(clip)
         lines.append(f"[{label}] {where} {_short(candidate.text)}".replace("]  ", "] "))
+    if people is not None:
+        from m3agent.control.graph_answers import describe_people
+
+        lines = describe_people(people, lines)
     return "\n".join(lines)
 
 
