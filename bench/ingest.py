@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import resource
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def measure(settings: Any, video: Path, workdir: Path, tag: str = "") -> dict[st
     cpu = cpu_seconds() - cpu_started
     with open_store(str(db), readonly=True, create=False) as store:
         entities = len(store.entities())
+        kinds = memory_kinds(store)
     size_mb = sum(p.stat().st_size for p in workdir.glob(f"{video.stem}{tag}.db*")) / 1e6
     minutes = report.media_seconds / 60
     return {
@@ -91,10 +93,28 @@ def measure(settings: Any, video: Path, workdir: Path, tag: str = "") -> dict[st
         "memories": report.memories_written,
         "memories_per_minute": round(report.memories_written / minutes, 1) if minutes else 0.0,
         "entities": entities,
+        "memory_kinds": kinds,
         "store_mb": round(size_mb, 2),
         "store_mb_per_hour": round(size_mb / (report.media_seconds / 3600), 1) if report.media_seconds else 0.0,
         "stage_s": report.to_dict()["stage_seconds"],
     }
+
+
+KIND_PATTERNS = (("speech", re.compile(r" says: ")), ("presence", re.compile(r"> is on screen ")),
+                 ("shot", re.compile(r"^Shot ")), ("text", re.compile(r"^On screen ")),
+                 ("objects", re.compile(r" visible ")), ("sounds", re.compile(r" is heard ")))
+
+
+def memory_kinds(store: Any) -> dict[str, int]:
+    """Memories by what they say (speech, presence, shot summary, on-screen text, objects, sounds, semantic,
+    other), most first: what the volume is made of."""
+    counts: dict[str, int] = {}
+    for video in store.videos():
+        for memory in store.memories(video.video_id):
+            kind = "semantic" if memory.kind.value == "semantic" else next(
+                (name for name, pattern in KIND_PATTERNS if pattern.search(memory.text)), "other")
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def cpu_seconds() -> float:
@@ -156,14 +176,15 @@ def write_section(results: dict[str, Any], command: str) -> None:
         f"Peak RSS: {results['peak_rss_gb']} GB.",
         "",
         "| video | media s | wall s | RTF (target <= 0.5, senses on) | CPU s | CPU s per media s | clips | memories "
-        "| memories/min | entities | store MB | store MB per hour | stage seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| memories/min | memories by kind | entities | store MB | store MB per hour | stage seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["runs"]:
         stages = ", ".join(f"{k} {v}" for k, v in r["stage_s"].items())
         lines.append(f"| {r['video']} | {r['media_s']} | {r['wall_s']} | {r['rtf']} | {r['cpu_s']} | {r['cpu_rtf']} "
                      f"| {r['clips']} | {r['memories']} "
-                     f"| {r['memories_per_minute']} | {r['entities']} | {r['store_mb']} | {r['store_mb_per_hour']} "
+                     f"| {r['memories_per_minute']} | {_kinds(r)} | {r['entities']} | {r['store_mb']} "
+                     f"| {r['store_mb_per_hour']} "
                      f"| {stages} |")
     lines += ["", "Stage seconds are summed per clip; faces and voices run concurrently and the next clip is "
               "perceived while the current one is written, so they add up to more than the wall time. CPU s is the "
@@ -173,6 +194,10 @@ def write_section(results: dict[str, Any], command: str) -> None:
               "machine with `nice .venv/bin/python bench/ingest.py --inputs episode,episode-off` "
               "(the load average is in the first line)."]
     replace_section(REPO / "docs" / "benchmarks.md", "Ingest", "\n".join(lines))
+
+
+def _kinds(row: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in row.get("memory_kinds", {}).items()) or "–"
 
 
 if __name__ == "__main__":

@@ -97,7 +97,6 @@ def test_scene_memories_name_spans_and_summarise_each_shot() -> None:
     assert texts == [
         'Shot 0:30–0:47: speaking <voice_7>; text "BECAUSE I WAS A SENATOR".',
         'On screen 0:33–0:39: "BECAUSE I WAS A SENATOR"',
-        "Scene change at 0:47: a new shot starts.",
         "Shot 0:47–1:00 (after a scene change): on screen <face_4>; objects: 2 people, dog.",
         "2 people are visible 0:48–0:55.",
         "A dog is visible 0:50–0:55.",
@@ -105,6 +104,18 @@ def test_scene_memories_name_spans_and_summarise_each_shot() -> None:
     ]
     summaries = [m for m in memories if m.text.startswith("Shot")]
     assert [(m.start_s, m.end_s, m.entity_ids) for m in summaries] == [(30.0, 47.0, (7,)), (47.0, 60.0, (4,))]
+
+
+def test_people_whose_faces_were_seen_get_no_object_memory() -> None:
+    from m3agent.memorize.scene_memories import scene_memories
+
+    people = ObjectTrack("person", 48.0, 55.0, 0.9, count=2, sightings=4)
+    faces = [FaceObservation(clip_index=1, time_s=50.0, bbox=BBox(0, 0, 9, 9), det_score=0.99, entity_id=e)
+             for e in (4, 5)]
+    tracks = tuple(FaceTrack(clip_index=1, track=i, observations=(f,), best=(f,)) for i, f in enumerate(faces))
+    clip, senses = Clip("v", 1, 30.0, 60.0), ClipSenses(objects=(people,))
+    assert [m.text for m in scene_memories(clip, senses, tracks)] == []  # both faces seen: presence says it
+    assert [m.text for m in scene_memories(clip, senses, tracks[:1])] == ["2 people are visible 0:48–0:55."]
 
 
 # -- sounds -------------------------------------------------------------------------------------

@@ -260,3 +260,17 @@ async def exercise(client: Any, ids: Ids) -> None:
     assert nobody.is_error and "What to do:" in nobody.content[0].text and "tag" in nobody.content[0].text
     gibberish = await client.call_tool("who_is_at", {"video_id": "v1", "time": "soon"})
     assert gibberish.is_error and "not a time" in gibberish.content[0].text
+
+
+def test_inspector_character_page_lists_who_was_present_with_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'scene.db'}"
+    ids = write_scene(url)
+    app = create_app(settings_for(url, tmp_path), mcp=False, inspector=True)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        people = ok(client, "/api/people")["items"]
+        a = next(p for p in people if p["face_ids"] == [ids["a"]])
+        b = next(p for p in people if p["face_ids"] == [ids["b"]])
+        page = client.get(f"/characters/{a['character_id']}")
+        assert page.status_code == 200, page.text
+        company = page.text.split('id="company"', 1)[1].split("</ul>", 1)[0]
+        assert f'href="/characters/{b["character_id"]}"' in company and "0:01" in company, company

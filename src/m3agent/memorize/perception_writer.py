@@ -1,8 +1,11 @@
 """The perception-only memory writer: deterministic memories without any LLM.
 
-Episodic memories say who is on screen when, who appears with whom, and who
-says what (one memory per utterance: a speaker's contiguous, sentence-complete
-speech, :mod:`m3agent.memorize.utterances`, with timestamps). Semantic memories
+Episodic memories say who is on screen in each shot and where in the picture
+(one memory per person per shot), and who says what (one memory per utterance: a
+speaker's contiguous, sentence-complete speech, :mod:`m3agent.memorize.utterances`,
+with timestamps). Who appears with whom is not written as sentences (n people
+would make n(n-1)/2 of them per clip): it is a relation of the entity graph
+(:meth:`m3agent.graph.operators.EntityGraph.together`), read from the faces. Semantic memories
 record names people give for themselves ("my name is Ann", "I'm Ann") or are
 addressed by. People are named only by entity tags; the store maps tags to
 characters and names at read time.
@@ -15,9 +18,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
-from m3agent.domain import Clip, FaceTrack, Memory, MemoryKind, VoiceSegment
+from m3agent.domain import BBox, Clip, FaceObservation, FaceTrack, Memory, MemoryKind, Shot, VoiceSegment
 from m3agent.memorize.inputs import ClipInput, WriterOutput
+from m3agent.memorize.scene_memories import span
 from m3agent.memorize.utterances import utterances
+from m3agent.perception.attributes.position import positions_in_frame, typical_position
 from m3agent.text import clock, self_names
 
 if TYPE_CHECKING:
@@ -34,7 +39,8 @@ class PerceptionWriter:
         from m3agent.memorize.scene_memories import scene_memories
 
         inp = clip_input
-        memories = write_clip(inp.clip, inp.tracks, inp.voices, inp.fps)
+        size = (inp.frames[0].image.shape[1], inp.frames[0].image.shape[0]) if inp.frames else None
+        memories = write_clip(inp.clip, inp.tracks, inp.voices, inp.fps, shots=inp.senses.shots, frame_size=size)
         memories += scene_memories(inp.clip, inp.senses, inp.tracks, inp.voices)  # text, objects, sounds, shots
         memories.sort(key=lambda m: (m.start_s, m.kind.value))
         return WriterOutput(memories=tuple(memories))
@@ -45,11 +51,14 @@ def create(spec: BackendSpec, **_: Any) -> PerceptionWriter:
     return PerceptionWriter()
 
 
-def write_clip(clip: Clip, tracks: Sequence[FaceTrack], voices: Sequence[VoiceSegment], fps: float) -> list[Memory]:
-    """All memories of one clip, in time order (embeddings are added by the caller)."""
-    visible = _visibility(tracks, gap=2.5 / fps)
-    memories = _presence_memories(clip, visible)
-    memories += _together_memories(clip, tracks)
+def write_clip(clip: Clip, tracks: Sequence[FaceTrack], voices: Sequence[VoiceSegment], fps: float,
+               shots: Sequence[Shot] = (), frame_size: tuple[int, int] | None = None) -> list[Memory]:
+    """All memories of one clip, in time order (embeddings are added by the caller).
+
+    ``shots`` split presence (none: the clip is one shot); ``frame_size`` (width, height) adds where in the
+    picture each person is (none: presence without a place)."""
+    spans = [(s.start_s, s.end_s) for s in shots] or [(clip.start_s, clip.end_s)]
+    memories = _presence_memories(clip, tracks, spans, gap=2.5 / fps, frame_size=frame_size)
     memories += _speech_memories(clip, voices)
     memories += _name_memories(clip, voices)
     memories.sort(key=lambda m: (m.start_s, m.kind.value))
@@ -62,14 +71,56 @@ def _memory(clip: Clip, kind: MemoryKind, text: str, start: float, end: float, e
                   entity_ids=tuple(dict.fromkeys(entities)), confidence=confidence, provenance=PROVENANCE)
 
 
-def _visibility(tracks: Sequence[FaceTrack], gap: float) -> dict[int, list[tuple[float, float]]]:
-    """Per face entity, merged intervals of being on screen."""
-    times: dict[int, list[float]] = defaultdict(list)
+def _presence_memories(clip: Clip, tracks: Sequence[FaceTrack], shots: Sequence[tuple[float, float]], gap: float,
+                       frame_size: tuple[int, int] | None) -> list[Memory]:
+    """One memory per face entity per shot it is seen in: its intervals there and its usual place."""
+    seen: dict[tuple[int, int], list[FaceObservation]] = defaultdict(list)
     for track in tracks:
         for obs in track.observations:
-            if obs.entity_id is not None:
-                times[obs.entity_id].append(obs.time_s)
-    return {entity: _intervals(sorted(ts), gap) for entity, ts in times.items()}
+            shot = _shot_index(shots, obs.time_s)
+            if obs.entity_id is not None and shot is not None:
+                seen[(shot, obs.entity_id)].append(obs)
+    out = []
+    for (_, entity), observations in sorted(seen.items()):
+        observations.sort(key=lambda o: o.time_s)
+        spans = _intervals([o.time_s for o in observations], gap)
+        when = ", ".join(span(a, b) for a, b in spans)
+        place = _place(observations, tracks, frame_size)
+        text = f"{tags.face(entity)} is on screen {when}{place}."
+        out.append(_memory(clip, MemoryKind.EPISODIC, text, spans[0][0], spans[-1][1], [entity]))
+    return out
+
+
+def _shot_index(shots: Sequence[tuple[float, float]], t: float) -> int | None:
+    """The shot holding time ``t`` (a shot's end belongs to the next one; the last shot keeps its end)."""
+    for i, (start, end) in enumerate(shots):
+        if start <= t < end or (i == len(shots) - 1 and start <= t <= end + 1e-6):
+            return i
+    return None
+
+
+def _place(observations: Sequence[FaceObservation], tracks: Sequence[FaceTrack],
+           frame_size: tuple[int, int] | None) -> str:
+    """``, on the left`` / ``, in the centre, in the background`` …: the person's usual place in the shot,
+    compared with the other faces sampled at the same times (empty without a frame size)."""
+    if frame_size is None:
+        return ""
+    width, height = frame_size
+    others: dict[float, list[BBox]] = defaultdict(list)
+    for track in tracks:
+        for obs in track.observations:
+            others[round(obs.time_s, 3)].append(obs.bbox)
+    positions = []
+    for obs in observations:
+        try:
+            positions.append(positions_in_frame([obs.bbox, *others[round(obs.time_s, 3)]], width, height)[0])
+        except ValueError:  # an empty box: no place from it
+            continue
+    typical = typical_position(positions)
+    if typical is None:
+        return ""
+    where = {"left": "on the left", "centre": "in the centre", "right": "on the right"}[typical.horizontal]
+    return f", {where}" + (", in the background" if typical.depth == "background" else "")
 
 
 def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:
@@ -80,36 +131,6 @@ def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:
         else:
             spans.append((t, t))
     return spans
-
-
-def _presence_memories(clip: Clip, visible: dict[int, list[tuple[float, float]]]) -> list[Memory]:
-    out = []
-    for entity, spans in sorted(visible.items()):
-        when = ", ".join(f"{clock(a)} to {clock(b)}" for a, b in spans)
-        seen = sum(b - a for a, b in spans)
-        text = f"{tags.face(entity)} is on screen from {when} (about {max(seen, 1):.0f} s)."
-        out.append(_memory(clip, MemoryKind.EPISODIC, text, spans[0][0], spans[-1][1], [entity]))
-    return out
-
-
-def _together_memories(clip: Clip, tracks: Sequence[FaceTrack]) -> list[Memory]:
-    frames: dict[float, set[int]] = defaultdict(set)
-    for track in tracks:
-        for obs in track.observations:
-            if obs.entity_id is not None:
-                frames[round(obs.time_s, 3)].add(obs.entity_id)
-    pairs: dict[tuple[int, int], list[float]] = defaultdict(list)
-    for t, entities in frames.items():
-        ordered = sorted(entities)
-        for i, a in enumerate(ordered):
-            for b in ordered[i + 1:]:
-                pairs[(a, b)].append(t)
-    out = []
-    for (a, b), ts in sorted(pairs.items()):
-        when = f"{clock(min(ts))} to {clock(max(ts))}"
-        text = f"{tags.face(a)} and {tags.face(b)} appear on screen together around {when}."
-        out.append(_memory(clip, MemoryKind.EPISODIC, text, min(ts), max(ts), [a, b]))
-    return out
 
 
 def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:

@@ -1,8 +1,10 @@
-"""Memories of the scene stages: on-screen text, objects, sounds, scene changes and one summary per shot.
+"""Memories of the scene stages: on-screen text, objects, sounds and one summary per shot.
 
 Deterministic text, one memory per followed item (not per frame), with spans written by
 :func:`m3agent.text.clock`: ``On screen 0:03–0:09: "…"``, ``A dog is visible 0:10–0:25.``,
-``Music is heard 1:10–1:40.``, ``Scene change at 0:47: a new shot starts.``. The shot summary lists
+``Music is heard 1:10–1:40.``. People whose faces were all seen get no "person" object memory (their
+presence memories say it), and a scene change is the opening of its shot's summary
+(``Shot 0:47–1:02 (after a scene change): …``), not a memory of its own. The shot summary lists
 who is seen (face tags) and who speaks (voice tags), what text, what objects and what sounds fall
 inside the shot, so a question about "the scene after the speech" finds one memory holding all of it;
 its span is the shot's, and its entities are the people in it, so the shot's other episodic
@@ -20,7 +22,8 @@ from m3agent.text import clock
 PROVENANCE = "scene-senses/1"
 SHOT_HEAD = "Shot "
 OPENING = " (after a scene change)"
-PLURALS = {"person": "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
+PERSON = "person"
+PLURALS = {PERSON: "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
 SUMMARY_ITEMS = 4
 
 
@@ -30,11 +33,9 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
     out = [_memory(clip, f'On screen {span(t.start_s, t.end_s)}: "{t.text}"', t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
     out += [_memory(clip, f"{_objects_phrase(o)} {_verb(o)} visible {span(o.start_s, o.end_s)}.", o.start_s,
-                    o.end_s, o.score) for o in senses.objects]
+                    o.end_s, o.score) for o in senses.objects if not _faces_cover(o, tracks)]
     out += [_memory(clip, f"{s.label.capitalize()} is heard {span(s.start_s, s.end_s)}.", s.start_s, s.end_s,
                     s.score) for s in senses.sounds]
-    out += [_memory(clip, f"Scene change at {clock(s.start_s)}: a new shot starts.", s.start_s, s.start_s)
-            for s in senses.shots if s.cut]
     out += [m for s in senses.shots if (m := _shot_summary(clip, s, senses, tracks, voices)) is not None]
     out.sort(key=lambda m: m.start_s)
     return out
@@ -51,6 +52,16 @@ def _memory(clip: Clip, text: str, start: float, end: float, confidence: float =
     return Memory(kind=MemoryKind.EPISODIC, text=text, video_id=clip.video_id, clip_index=clip.index,
                   start_s=start, end_s=max(start, end), entity_ids=tuple(dict.fromkeys(entities)),
                   confidence=round(min(1.0, max(0.0, confidence)), 3), provenance=PROVENANCE)
+
+
+def _faces_cover(track: ObjectTrack, faces: Sequence[FaceTrack]) -> bool:
+    """Whether ``track`` counts people whose faces were all seen over its span (the presence memories say it
+    already); people the face detector missed, e.g. turned away or far, keep their object memory."""
+    if track.label != PERSON:
+        return False
+    seen = {o.entity_id for t in faces for o in t.observations
+            if o.entity_id is not None and track.start_s <= o.time_s <= track.end_s}
+    return len(seen) >= track.count
 
 
 def _objects_phrase(track: ObjectTrack) -> str:

@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from m3agent import __version__, tags, views
 from m3agent.domain import EntityKind
-from m3agent.server import service
+from m3agent.server import graph_service, service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
 from m3agent.server.security import TOKEN_COOKIE
@@ -101,7 +101,8 @@ async def characters_page(request: Request, ctx: Ctx) -> HTMLResponse:
 
 @router.get("/characters/{character_id}", response_class=HTMLResponse)
 async def character_page(request: Request, ctx: Ctx, character_id: int) -> HTMLResponse:
-    """One character's crops, snippets, facts and appearances, with the forms to rename, merge and split."""
+    """One character's crops, snippets, facts, appearances and the people seen or heard with them, with the forms
+    to rename, merge and split."""
     def load() -> dict[str, Any]:
         detail = service.character_detail(ctx, character_id)
         members = [service.entity_detail(ctx, e.id) for e in detail.members]
@@ -109,7 +110,8 @@ async def character_page(request: Request, ctx: Ctx, character_id: int) -> HTMLR
             others = {kind.value: [e for e in store.entities(kind) if e.id not in detail.entities]
                       for kind in EntityKind}
             durations = {v.video_id: v.duration_s for v in store.videos()}
-        return {"c": detail, "members": members, "others": others, "durations": durations}
+        company = graph_service.together(ctx, character_id).company
+        return {"c": detail, "members": members, "others": others, "durations": durations, "company": company}
 
     return render(request, "character.html", **await run_in_threadpool(load))
 
