@@ -278,7 +278,37 @@ def _trump_channels(vectors: Any, segments: list[Segment]) -> dict[str, float]:
             "debate_trump_top3_to_clips": round(float(top3), 3)}
 
 
-CLIP_MERGES = (1.0, 0.7, 0.6, 0.55, 0.5)
+CLIP_MERGES = ((1.0, 1.0), (0.7, 0.7), (0.6, 0.6), (0.55, 0.55), (0.5, 0.5), (0.6, 0.5), (0.6, 0.45), (0.6, 0.4))
+"""(voice_clip_merge_similarity, voice_clip_short_merge_similarity) pairs; 1.0: no merges."""
+CROP_SECONDS = (1.0, 1.5, 2.5, 4.0)
+
+
+def short_crops(seed: int = 0) -> dict[str, Any]:
+    """CAM++ similarity of one random crop per segment, by crop length: same-speaker median and 10th percentile,
+    different-speaker 99th percentile and maximum (pairs inside one recording group only)."""
+    import numpy as np
+
+    from m3agent.perception.campplus import CamppEmbedder
+
+    campp, rng, out = CamppEmbedder(threads=1), np.random.default_rng(seed), {}
+    for set_name, segments in {"librispeech": librispeech(), "trump_debate": trump_debate(),
+                               "diarization": diarization()}.items():
+        for seconds in CROP_SECONDS:
+            n = round(seconds * RATE)
+            crops = [(group, speaker, campp.embed(audio[s : s + n]))
+                     for group, speaker, audio, _ in segments if len(audio) >= n
+                     for s in [int(rng.integers(0, len(audio) - n + 1))]]
+            same = [float(a[2] @ b[2]) for i, a in enumerate(crops) for b in crops[i + 1:]
+                    if a[0] == b[0] and a[1] == b[1]]
+            different = [float(a[2] @ b[2]) for i, a in enumerate(crops) for b in crops[i + 1:]
+                         if a[0] == b[0] and a[1] != b[1]]
+            if same and different:
+                out[f"{set_name} {seconds:.1f} s"] = {
+                    "crops": len(crops), "same_p10": round(float(np.percentile(same, 10)), 2),
+                    "same_median": round(float(np.median(same)), 2),
+                    "different_p99": round(float(np.percentile(different, 99)), 2),
+                    "different_max": round(max(different), 2)}
+    return out
 
 
 def clip_merges(clip_s: float = 30.0) -> dict[str, Any]:
@@ -310,7 +340,8 @@ def clip_merges(clip_s: float = 30.0) -> dict[str, Any]:
             clips += 1
             true_speakers += len({t.speaker for t in ref})
             for threshold in CLIP_MERGES:
-                merged = speaker_embeddings(piece, diarization, campp, threshold) if diarization.turns else diarization
+                merged = (speaker_embeddings(piece, diarization, campp, *threshold) if diarization.turns
+                          else diarization)
                 hyp = [Turn(t.start_s + start, t.end_s + start, str(t.speaker)) for t in merged.turns]
                 score = diarization_error_rate(ref, hyp, collar_s=0.25, scored=(start, stop))
                 errors[threshold] += score.missed_s + score.false_alarm_s + score.confusion_s
@@ -318,8 +349,9 @@ def clip_merges(clip_s: float = 30.0) -> dict[str, Any]:
             reference_s += score.reference_s
             start = stop
     return {"clips": clips, "true_speakers": true_speakers,
-            "by_threshold": {f"{t:.2f}": {"der": round(errors[t] / reference_s, 4), "speakers": found[t]}
-                             for t in CLIP_MERGES}}
+            "by_threshold": {f"{t:.2f}, short {short:.2f}": {"der": round(errors[(t, short)] / reference_s, 4),
+                                                             "speakers": found[(t, short)]}
+                             for t, short in CLIP_MERGES}}
 
 
 def audio_cost() -> dict[str, Any]:
@@ -379,9 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--end-to-end", action="store_true", help="also ingest (bench/identity_voices.py, minutes)")
+    parser.add_argument("--merges-only", action="store_true",
+                        help="only the within-clip merge table and the short-crop scores, printed as markdown")
     args = parser.parse_args(argv)
+    if args.merges_only:
+        print("\n".join(merge_lines(clip_merges()) + crop_lines(short_crops())))
+        return 0
     load = round(os.getloadavg()[0], 2)
-    result: dict[str, Any] = {"sets": measure(), "clip_merges": clip_merges(), "audio_cost": audio_cost(),
+    result: dict[str, Any] = {"sets": measure(), "clip_merges": clip_merges(), "short_crops": short_crops(),
+                              "audio_cost": audio_cost(),
                               "load_average": load, "environment": environment()}
     if args.end_to_end:
         result["end_to_end"] = end_to_end()
@@ -390,6 +428,22 @@ def main(argv: list[str] | None = None) -> int:
         write_section(result, "nice -n 15 .venv/bin/python bench/voice_embedders.py "
                       + " ".join(argv if argv is not None else sys.argv[1:]))
     return 0
+
+
+def merge_lines(merges: dict[str, Any]) -> list[str]:
+    lines = ["", f"Speakers of one clip joined by CAM++ ({merges['clips']} clips of 30 s, "
+             f"{merges['true_speakers']} true speakers in all; 1.00 = the d-vector diarizer alone; short: the bar "
+             "when one of the two spoke under 2 s):", "",
+             "| voice_clip_merge_similarity, short | DER | speakers found |", "|---|---|---|"]
+    return lines + [f"| {threshold} | {row['der']:.3f} | {row['speakers']} |"
+                    for threshold, row in merges["by_threshold"].items()]
+
+
+def crop_lines(crops: dict[str, Any]) -> list[str]:
+    lines = ["", "CAM++ similarity of one random crop per segment, by crop length (pairs inside one recording):", "",
+             "| set, crop | crops | same speaker p10 / median | different speakers p99 / max |", "|---|---|---|---|"]
+    return lines + [f"| {k} | {r['crops']} | {r['same_p10']:.2f} / {r['same_median']:.2f} | "
+                    f"{r['different_p99']:.2f} / {r['different_max']:.2f} |" for k, r in crops.items()]
 
 
 def write_section(result: dict[str, Any], command: str) -> None:
@@ -416,12 +470,9 @@ def write_section(result: dict[str, Any], command: str) -> None:
             cells = [f"{t}: {fa:.3f} / {fr:.3f}, {n}" for t, (fa, fr, n) in row[name]["sweep"].items()]
             lines.append(f"| {set_name} | {name} | " + "; ".join(cells) + " |")
     lines += ["", CALIBRATION]
-    merges = result["clip_merges"]
-    lines += ["", f"Speakers of one clip joined by CAM++ ({merges['clips']} clips of 30 s, "
-              f"{merges['true_speakers']} true speakers in all; 1.00 = the d-vector diarizer alone):", "",
-              "| voice_clip_merge_similarity | DER | speakers found |", "|---|---|---|"]
-    for threshold, row in merges["by_threshold"].items():
-        lines.append(f"| {threshold} | {row['der']:.3f} | {row['speakers']} |")
+    lines += merge_lines(result["clip_merges"])
+    if "short_crops" in result:
+        lines += crop_lines(result["short_crops"])
     cost = result["audio_cost"]
     lines += ["", f"Audio perception speed ({cost['media_s']} s of media in 30 s clips, wall seconds per media second, "
               "models loaded):", "", "| embedder | all audio perception | diarize | CAM++ re-embedding | asr |",

@@ -79,6 +79,34 @@ def test_clip_speakers_are_reembedded_and_split_voices_joined() -> None:
     assert sorted(joined.embeddings) == [0, 1] and joined.embeddings[0].shape == (campplus.EMBEDDING_DIM,)
 
 
+def test_a_short_speaker_joins_a_similar_voice_at_a_lower_bar() -> None:
+    class Blend:
+        """Level 0.1 and 0.2 are two voices at 0.5 similarity; 0.3 is a third voice, unlike both."""
+
+        def embed(self, audio: Any) -> Any:
+            axes = {1: (1.0, 0.0), 2: (0.5, 0.75 ** 0.5), 3: (0.0, 0.0)}[round(float(np.mean(audio)) * 10)]
+            out = np.zeros(campplus.EMBEDDING_DIM, dtype=np.float32)
+            out[:2] = axes
+            out[2] = 1.0 if axes == (0.0, 0.0) else 0.0
+            return out
+
+    def diarized(seconds: tuple[float, ...]) -> tuple[Any, Diarization]:
+        levels, turns, t = (0.1, 0.2, 0.3), [], 0.0
+        for speaker, length in enumerate(seconds):
+            turns.append(SpeakerTurn(t, t + length, speaker))
+            t += length
+        audio = np.concatenate([np.full(round(n * RATE), lv, np.float32)
+                                for lv, n in zip(levels, seconds, strict=True)])
+        return audio, Diarization(tuple(turns), {k: np.ones(4, np.float32) for k in range(3)})
+
+    audio, short = diarized((5.0, 1.5, 3.0))  # the second voice spoke 1.5 s: its 0.5 with the first is enough
+    joined = speaker_embeddings(audio, short, Blend(), 0.6, 0.45)  # type: ignore[arg-type]
+    assert [(t.start_s, t.end_s, t.speaker) for t in joined.turns] == [(0.0, 6.5, 0), (6.5, 9.5, 1)]
+    audio, long = diarized((5.0, 3.0, 3.0))  # both spoke long enough for the usual bar: two people
+    kept = speaker_embeddings(audio, long, Blend(), 0.6, 0.45)  # type: ignore[arg-type]
+    assert sorted({t.speaker for t in kept.turns}) == [0, 1, 2]
+
+
 @pytest.fixture(scope="module")
 def embedder() -> campplus.CamppEmbedder:
     pytest.importorskip("torch")

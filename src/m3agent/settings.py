@@ -100,6 +100,11 @@ class PerceptionSettings(BaseModel):
         "embeddings score at least this are one speaker (different people scored at most 0.49 on the shared "
         "sets, docs/benchmarks.md); 1 turns it off",
     )
+    voice_clip_short_merge_similarity: float = Field(
+        0.45, gt=0, le=1, description="campplus only: the same for two speakers of one clip when one of them spoke "
+        "less than 2 s (1-1.5 s of one voice scored 0.43-0.56 median against the rest of it, different people at "
+        "most 0.42, docs/benchmarks.md); 1 turns it off",
+    )
     voice_snippet_seconds: float = Field(
         3.0, ge=0, le=30,
         description="seconds of speech kept as a WAV snippet per voice entity and clip (for listening to who a "

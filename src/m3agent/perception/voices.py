@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from m3agent.settings import Settings
 
 MAX_ATTRIBUTION_GAP_S = 1.0
+SHORT_SPEAKER_S = 2.0  # a speaker with less speech than this in a clip has a less reliable embedding
 SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "yue", "bo"})
 
 
@@ -92,20 +93,25 @@ def perceive_audio(
     if m.identity is not None:
         with _timed(timings, "voice_embed"):
             diarization = speaker_embeddings(audio, diarization, m.identity,
-                                             settings.perception.voice_clip_merge_similarity)
+                                             settings.perception.voice_clip_merge_similarity,
+                                             settings.perception.voice_clip_short_merge_similarity)
     with _timed(timings, "asr"):
         asr = m.transcriber.transcribe(audio, diarization.speech)
     return attribute(asr, diarization, clip_index=media.clip.index, offset_s=media.clip.start_s)
 
 
 def speaker_embeddings(
-    audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder, merge_from: float = 1.0
+    audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder, merge_from: float = 1.0,
+    short_merge_from: float = 1.0,
 ) -> Diarization:
     """``diarization`` with each speaker's embedding taken by ``embedder`` over all its turns joined.
 
-    Then, while the two most similar speakers score at least ``merge_from`` (1: never), they become one speaker
-    (the d-vector diarizer splits some voices in two; a split inside a clip cannot be re-joined later,
-    as identity takes a clip's speakers for different people). Speakers are renumbered by first turn.
+    Then, while two speakers score at least ``merge_from`` (1: never), or at least ``short_merge_from`` when one of
+    them spoke less than ``SHORT_SPEAKER_S``, the most similar such pair becomes one speaker (the d-vector
+    diarizer splits some voices in two; a split inside a clip cannot be re-joined later, as identity takes a
+    clip's speakers for different people). A short speaker gets the lower bar because a short stretch of one
+    voice scores lower against the rest of it, while different people do not score higher (docs/benchmarks.md,
+    "Voice embedders"). Speakers are renumbered by first turn.
     """
     import numpy as np
 
@@ -117,15 +123,22 @@ def speaker_embeddings(
 
     heard = {k: joined(k) for k in dict.fromkeys(t.speaker for t in turns)}
     vectors = {k: embedder.embed(speech) for k, speech in heard.items() if len(speech)}
+    seconds = {k: len(speech) / RATE for k, speech in heard.items()}
     turns = [t for t in turns if t.speaker in vectors]
-    while merge_from < 1 and len(vectors) > 1:
+
+    def bar(a: int, b: int) -> float:
+        return short_merge_from if min(seconds[a], seconds[b]) < SHORT_SPEAKER_S else merge_from
+
+    while min(merge_from, short_merge_from) < 1 and len(vectors) > 1:
         keys = sorted(vectors)
         pairs = [(float(vectors[a] @ vectors[b]), a, b) for i, a in enumerate(keys) for b in keys[i + 1 :]]
-        score, keep, gone = max(pairs)
-        if score < merge_from:
+        fit = [(score - bar(a, b), score, a, b) for score, a, b in pairs if score >= bar(a, b)]
+        if not fit:
             break
+        _, _, keep, gone = max(fit)
         turns = [SpeakerTurn(t.start_s, t.end_s, keep) if t.speaker == gone else t for t in turns]
         del vectors[gone]
+        seconds[keep] += seconds.pop(gone)
         vectors[keep] = embedder.embed(joined(keep))
     order = {old: new for new, old in enumerate(dict.fromkeys(t.speaker for t in turns))}
     embeddings = {order[k]: v for k, v in vectors.items()}
