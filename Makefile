@@ -22,7 +22,9 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Two workers, each test file on one (its module fixtures, e.g. an ingested episode, are built once):
+# 19.6 min against 32.5 serially on the 2-core machine, most tests being model processes and subprocess ingests.
 unit: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test: setup lint typecheck unit
