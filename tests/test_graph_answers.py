@@ -121,6 +121,9 @@ def test_a_plan_keeps_only_times_and_quotes_the_question_holds() -> None:
     assert kept.person.time_s == 44.0 and kept.other is None
     unquoted = plan("What does the man at the door ask?", "who_speaks", ref(kind="man", quote="the man at the door"))
     assert unquoted.person.quote == ""  # words the question does not put in quotation marks are no quote
+    split = plan("Is the man on the left in the first scene seen again later?", "seen_again",
+                 ref(kind="man", place="left"), ref(scene="first"))
+    assert split.person.scene == "first" and split.person.place == "left" and split.other is None
     timeless = plan("What comes right after the scene at 1:06?", "after", ref(scene="first"))
     assert timeless.person.time_s == 66.0 and timeless.person.scene == "any"  # the question's only time
 

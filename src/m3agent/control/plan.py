@@ -42,7 +42,8 @@ class Plan:
         self.sense = reply.sense
         person = reference(reply.person, question)
         other = reference(reply.other, question) if reply.other is not None else None
-        self.other = other if other is not None and (other.kind != "none" or other.anchored) else None
+        other = other if other is not None and (other.kind != "none" or other.anchored) else None
+        person, self.other = _moment_of_the_person(person, other)
         self.person = _with_the_only_time(person, self.other, question)
         self.raw = raw
 
@@ -83,6 +84,14 @@ def _quoted_in(quote: str, question: str) -> bool:
     spans = [m.group(1) or m.group(2) for m in _QUOTED.finditer(question)]
     held = {w for span in spans for w in _WORD.findall(span.lower())}
     return bool(words) and sum(w in held for w in words) >= 0.8 * len(words)
+
+
+def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:
+    """A second reference that is only a moment (kind none: a time or a scene, no quote) anchors an unanchored
+    person: "the man on the left in the first scene" written as a man on the left and, apart, the first scene."""
+    if other is None or other.kind != "none" or other.quote or person.kind == "none" or person.anchored:
+        return person, other
+    return replace(person, time_s=other.time_s, scene=other.scene), None
 
 
 def _with_the_only_time(person: Reference, other: Reference | None, question: str) -> Reference:
