@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     low = sorted((r for r in rows if r["best_quality"] < args.show), key=lambda r: r["best_quality"])
     for i, r in enumerate(low):
         if r["crop"]:
-            name = f"{i:02d}_{r['best_quality']:.3f}_{Path(r['video']).stem}_c{r['clip']}.jpg"
+            name = f"{i:03d}_{r['best_quality']:.3f}_{Path(r['video']).stem}_c{r['clip']}.jpg"
             (args.crops / name).write_bytes(r["crop"])
     founding = [r for r in rows if r["sightings"] >= settings.perception.min_face_observations]
     result = {"tracks": len(rows), "founding_tracks": len(founding),
