@@ -21,6 +21,7 @@ from m3agent.errors import NotFoundError
 from m3agent.graph.references import Reference, Resolved, fits_gender, resolve
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
+from m3agent.perception.attributes.position import PLACE_WORDS
 from m3agent.text import clock
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def described(graph: EntityGraph, person: Person, sighting: Sighting | None = No
         pitch = f" with a {register[0]} voice" if register and register[0] in ("high", "low") else ""
         return f"an unseen speaker{pitch}"
     place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
-    where = {"left": " on the left", "right": " on the right", "centre": " in the centre"}.get(place, "")
+    where = f" {PLACE_WORDS[place]}" if place in PLACE_WORDS else ""
     if sighting is not None and sighting.depth == "background":
         where += " in the background"
     return f"the {noun}{where}"

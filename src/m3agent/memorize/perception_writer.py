@@ -18,11 +18,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
-from m3agent.domain import BBox, Clip, FaceObservation, FaceTrack, Memory, MemoryKind, Shot, VoiceSegment
+from m3agent.domain import Clip, FaceObservation, FaceTrack, Memory, MemoryKind, Shot, VoiceSegment
 from m3agent.memorize.inputs import ClipInput, WriterOutput
 from m3agent.memorize.scene_memories import span
 from m3agent.memorize.utterances import utterances
-from m3agent.perception.attributes.position import positions_in_frame, typical_position
+from m3agent.perception.attributes.position import PLACE_WORDS, frame_position, typical_position
 from m3agent.text import clock, self_names
 
 if TYPE_CHECKING:
@@ -80,12 +80,17 @@ def _presence_memories(clip: Clip, tracks: Sequence[FaceTrack], shots: Sequence[
             shot = _shot_index(shots, obs.time_s)
             if obs.entity_id is not None and shot is not None:
                 seen[(shot, obs.entity_id)].append(obs)
+    heights: dict[float, float] = defaultdict(float)  # the largest face at each sampled time
+    for track in tracks:
+        for obs in track.observations:
+            key = round(obs.time_s, 3)
+            heights[key] = max(heights[key], obs.bbox.height)
     out = []
     for (_, entity), observations in sorted(seen.items()):
         observations.sort(key=lambda o: o.time_s)
         spans = _intervals([o.time_s for o in observations], gap)
         when = ", ".join(span(a, b) for a, b in spans)
-        place = _place(observations, tracks, frame_size)
+        place = _place(observations, heights, frame_size)
         text = f"{tags.face(entity)} is on screen {when}{place}."
         out.append(_memory(clip, MemoryKind.EPISODIC, text, spans[0][0], spans[-1][1], [entity]))
     return out
@@ -99,28 +104,23 @@ def _shot_index(shots: Sequence[tuple[float, float]], t: float) -> int | None:
     return None
 
 
-def _place(observations: Sequence[FaceObservation], tracks: Sequence[FaceTrack],
+def _place(observations: Sequence[FaceObservation], heights: dict[float, float],
            frame_size: tuple[int, int] | None) -> str:
     """``, on the left`` / ``, in the centre, in the background`` …: the person's usual place in the shot,
-    compared with the other faces sampled at the same times (empty without a frame size)."""
+    compared with the largest face sampled at the same times (``heights``; empty without a frame size)."""
     if frame_size is None:
         return ""
     width, height = frame_size
-    others: dict[float, list[BBox]] = defaultdict(list)
-    for track in tracks:
-        for obs in track.observations:
-            others[round(obs.time_s, 3)].append(obs.bbox)
     positions = []
     for obs in observations:
         try:
-            positions.append(positions_in_frame([obs.bbox, *others[round(obs.time_s, 3)]], width, height)[0])
+            positions.append(frame_position(obs.bbox, width, height, largest_height=heights[round(obs.time_s, 3)]))
         except ValueError:  # an empty box: no place from it
             continue
     typical = typical_position(positions)
     if typical is None:
         return ""
-    where = {"left": "on the left", "centre": "in the centre", "right": "on the right"}[typical.horizontal]
-    return f", {where}" + (", in the background" if typical.depth == "background" else "")
+    return f", {PLACE_WORDS[typical.horizontal]}" + (", in the background" if typical.depth == "background" else "")
 
 
 def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:

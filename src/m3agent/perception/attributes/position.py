@@ -25,6 +25,8 @@ from m3agent.domain import BBox
 Horizontal = Literal["left", "centre", "right"]
 Depth = Literal["foreground", "background"]
 
+PLACE_WORDS: dict[str, str] = {"left": "on the left", "centre": "in the centre", "right": "on the right"}
+"""How answers and memories say a horizontal place."""
 BACKGROUND_RELATIVE = 0.75
 MIN_FOREGROUND_SHARE = 0.06
 _THIRDS: tuple[tuple[Horizontal, float, float], ...] = (
