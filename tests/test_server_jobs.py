@@ -84,6 +84,8 @@ def test_a_url_source_is_ingested_over_http(setup: tuple[Settings, Path]) -> Non
     import threading
 
     settings, wav = setup
+    server = {**settings.server.model_dump(), "allow_urls": True, "url_allowed_networks": ["127.0.0.1/32"]}
+    settings = settings.model_copy(update={"server": type(settings.server).model_validate(server)})
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(wav.parent))
     files = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=files.serve_forever, daemon=True).start()
@@ -94,7 +96,8 @@ def test_a_url_source_is_ingested_over_http(setup: tuple[Settings, Path]) -> Non
             assert job["source_kind"] == "url" and job["video_id"] == "long"
             done = until(client, job["id"], lambda j: j["state"] not in ("queued", "running"))
             assert done["state"] == "done" and done["clips_done"] == 20
-            assert client.get("/api/videos/long").json()["source"] == url
+            copy = Path(client.get("/api/videos/long").json()["source"])  # the download, read as a local file
+            assert copy.parent.name == "uploads" and copy.read_bytes() == wav.read_bytes()
             assert client.post("/api/jobs", json={"url": url, "video_id": "a/b"}).status_code == 422
     finally:
         files.shutdown()

@@ -91,6 +91,14 @@ class MediaError(M3AgentError):
     default_hint = "check that the file exists and is a video or audio file PyAV can decode"
 
 
+class DownloadError(MediaError):
+    """A URL job could not download its file; every network failure reads the same (nothing leaks about
+    addresses the server can or cannot reach)."""
+
+    default_hint = ("give an http(s) URL of a media file on a public address (private networks must be listed in "
+                    "server.url_allowed_networks), or upload the file")
+
+
 class ModelError(M3AgentError):
     """A packaged or user-supplied model could not be loaded or run."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationError, model_validator
+from pydantic import BaseModel, Field, IPvAnyNetwork, PlainSerializer, PlainValidator, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from m3agent.domain import ControlModeSetting
@@ -273,7 +273,15 @@ class ServerSettings(BaseModel):
         default_factory=list,
         description="server-side folders an ingest job may read by path (symlinks resolved; nothing else is read)",
     )
-    allow_urls: bool = Field(True, description="ingest jobs may read network sources (http(s), rtsp, ...)")
+    allow_urls: bool = Field(
+        False, description="ingest jobs may download http(s) URLs (public addresses only, checked at every "
+        "redirect; the file is then read like an upload)")
+    url_allowed_networks: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="private networks URL jobs may also reach (e.g. a NAS at 192.168.1.0/24); none by default",
+    )
+    url_timeout_s: float = Field(30.0, gt=0, le=3600, description="a URL download's connect and each read")
+    url_download_s: float = Field(3600.0, gt=0, le=86_400, description="longest a URL download may take")
     max_upload_mb: float = Field(2048.0, gt=0, description="largest uploaded media file")
     upload_extensions: list[str] = Field(
         default_factory=lambda: [".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".wav", ".mp3", ".m4a",

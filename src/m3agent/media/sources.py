@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from av.container import InputContainer
 
 NETWORK_SCHEMES = ("rtsp", "rtsps", "rtmp", "http", "https", "udp", "tcp", "srt", "rtp", "mms", "hls")
+FILE_ONLY = {"protocol_whitelist": "file"}  # a file (or a playlist inside it) never makes ffmpeg open a socket
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +88,9 @@ def _open_file(path: Path, opts: OpenOptions) -> InputContainer:
         raise MediaError(f"{path} is empty (0 bytes)", hint="the recording may have failed; check the file")
     if opts.follow:
         reader = GrowingFile(path, stall_s=opts.timeout_s, poll_s=opts.poll_s)
-        options = {"probesize": "262144", "analyzeduration": "2000000"}
+        options = {"probesize": "262144", "analyzeduration": "2000000", **FILE_ONLY}
         return av.open(reader, mode="r", options=options)
-    return av.open(str(path))
+    return av.open(str(path), options=FILE_ONLY)
 
 
 def _translate_open_error(text: str, kind: str, exc: Exception) -> MediaError:

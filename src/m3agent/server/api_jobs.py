@@ -21,20 +21,22 @@ CHUNK = 1 << 20
 
 @router.post("", response_model=Job, status_code=202, summary="Ingest a server-side file or a URL")
 def create_job(ctx: Ctx, request: schemas.JobRequest) -> Job:
-    """Queue the ingest of a file inside ``server.allowed_folders`` or (if ``server.allow_urls``) a URL."""
+    """Queue the ingest of a file inside ``server.allowed_folders`` or (if ``server.allow_urls``) an http(s) URL,
+    downloaded by the job through the checked fetcher (:mod:`m3agent.server.fetch`)."""
     from m3agent.media import default_video_id
-    from m3agent.media.sources import NETWORK_SCHEMES
+    from m3agent.server.fetch import SCHEMES
 
     if request.path is not None:
         source, kind = str(confined(request.path, ctx.settings.server.allowed_folders)), "path"
     else:
         assert request.url is not None
         scheme = request.url.partition("://")[0].lower()
+        if "://" not in request.url or scheme not in SCHEMES:
+            raise ConfigError(f"{request.url!r} is not an http(s) URL",
+                              hint=f"use one of the schemes {', '.join(SCHEMES)}, or give a path")
         if not ctx.settings.server.allow_urls:
-            raise AccessDeniedError("this server does not read network sources", hint="set server.allow_urls")
-        if "://" not in request.url or scheme not in NETWORK_SCHEMES:
-            raise ConfigError(f"{request.url!r} is not a network source",
-                              hint=f"use one of the schemes {', '.join(NETWORK_SCHEMES)}, or give a path")
+            raise AccessDeniedError("this server does not download URLs",
+                                    hint="upload the file, or set server.allow_urls = true (see the README)")
         source, kind = request.url, "url"
     video_id = request.video_id or (url_video_id(source) if kind == "url" else default_video_id(source))
     return ctx.require_jobs().submit(source, kind, video_id, max_clips=request.max_clips,  # type: ignore[arg-type]

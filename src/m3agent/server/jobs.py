@@ -9,6 +9,13 @@ atomically) lists every job; at start-up, jobs that were queued or running
 are queued again, and the ingest resumes after the last clip the store holds,
 as ``m3agent ingest`` does when rerun.
 
+Files: a path job checks its path again when it runs (still inside
+``server.allowed_folders``, no symlink swapped in since it was accepted); a URL
+job downloads its file through the checked fetcher (:mod:`m3agent.server.fetch`)
+into the uploads folder and ingests that copy. The server's copies (uploads and
+downloads) leave with their cancelled job or their forgotten video, and so do
+the finished jobs of a forgotten video.
+
 While no job is queued the worker consolidates (:mod:`m3agent.server.idle`):
 after ``server.consolidate_idle_s`` without a job it runs one unit of clips at a
 time, looking at the queue between units, so a new job waits for at most one
@@ -32,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from m3agent.errors import M3AgentError, NotFoundError
+from m3agent.errors import AccessDeniedError, DownloadError, M3AgentError, NotFoundError
 
 if TYPE_CHECKING:
     from m3agent.pipeline import IngestReport
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JOURNAL = "jobs.json"
+UPLOADS = "uploads"
 SourceKind = Literal["path", "upload", "url"]
 
 
@@ -95,6 +103,7 @@ class JobRunner:
         self.idle = idle if idle is not None and idle.enabled else None
         self.on_change = on_change
         self.folder = folder
+        self.uploads = folder / UPLOADS
         self._jobs: dict[str, Job] = {}
         self._cancel: set[str] = set()
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -159,9 +168,22 @@ class JobRunner:
             job = self.get(job_id)
             if job.state == JobState.QUEUED:
                 job = self._update(job_id, state=JobState.CANCELLED, finished_at=time.time())
+                self._discard(job)
             elif job.state == JobState.RUNNING:
                 self._cancel.add(job_id)
             return job
+
+    def forget_video(self, video_id: str, source: str) -> None:
+        """After the video was deleted: delete the server's copy of its file and its finished jobs (with
+        their copies); active jobs stay."""
+        self._unlink_copy(Path(source))
+        with self._lock:
+            gone = [j for j in self._jobs.values() if j.video_id == video_id and j.state not in ACTIVE]
+            for job in gone:
+                del self._jobs[job.id]
+                self._discard(job)
+            if gone:
+                self._save()
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no job is queued or running (tests, shutdown)."""
@@ -214,9 +236,10 @@ class JobRunner:
         from m3agent.pipeline import ingest_source
 
         try:
-            total = self._clips_total(job.source)
+            source = self._local_source(job)
+            total = self._clips_total(source)
             self._update(job.id, clips_total=total)
-            report = ingest_source(self.settings, job.source, video_id=job.video_id,
+            report = ingest_source(self.settings, source, video_id=job.video_id,
                                    perception_only=job.perception_only, max_clips=job.max_clips,
                                    show_progress=False, on_clip=lambda r: self._progress(job.id, r),
                                    consolidate=self.idle is None)
@@ -226,7 +249,7 @@ class JobRunner:
             if job.id in self._stopping:
                 log.info("job %s interrupted by shutdown; it resumes at the next start", job.id)
                 return
-            self._update(job.id, state=JobState.CANCELLED, finished_at=time.time())
+            self._discard(self._update(job.id, state=JobState.CANCELLED, finished_at=time.time()))
         except M3AgentError as exc:
             self._update(job.id, state=JobState.FAILED, error=exc.message, hint=exc.hint, finished_at=time.time())
         except Exception as exc:  # a job must end recorded, whatever went wrong in it
@@ -236,6 +259,44 @@ class JobRunner:
                          finished_at=time.time())
         finally:
             self._cancel.discard(job.id)
+
+    def _local_source(self, job: Job) -> str:
+        """The local file the job ingests: its path checked again now, its upload, or its URL downloaded."""
+        if job.source_kind == "path":
+            return str(checked_at_use(job.source, self.settings.server.allowed_folders))
+        if job.source_kind == "upload":
+            return job.source
+        from m3agent.server.fetch import FetchPolicy, download
+
+        target = self._download_path(job)
+        self.uploads.mkdir(parents=True, exist_ok=True)
+        try:
+            download(job.source, target, FetchPolicy.of(self.settings.server),
+                     keep_going=lambda: job.id not in self._cancel and job.id not in self._stopping)
+        except DownloadError:
+            if job.id in self._cancel or job.id in self._stopping:
+                raise Cancelled(job.id) from None
+            raise
+        return str(target)
+
+    def _download_path(self, job: Job) -> Path:
+        """Where a URL job's download goes: the uploads folder, named by the job (a rerun overwrites it)."""
+        from urllib.parse import urlsplit
+
+        suffix = Path(urlsplit(job.source).path).suffix.lower()
+        return self.uploads / f"url-{job.id}{suffix if suffix in self.settings.server.upload_extensions else ''}"
+
+    def _discard(self, job: Job) -> None:
+        """Delete the server's copy of the job's file (its upload or download), if it made one."""
+        if job.source_kind == "upload":
+            self._unlink_copy(Path(job.source))
+        elif job.source_kind == "url":
+            self._unlink_copy(self._download_path(job))
+
+    def _unlink_copy(self, path: Path) -> None:
+        """Delete ``path`` if it is a file of the uploads folder (never anything else)."""
+        if path.parent == self.uploads:
+            path.unlink(missing_ok=True)
 
     def _clips_total(self, source: str) -> int | None:
         from m3agent.media import probe
@@ -276,3 +337,19 @@ class JobRunner:
         rows = [job.model_dump(mode="json") for job in self._jobs.values()]
         tmp.write_text(json.dumps(rows, indent=1))
         os.replace(tmp, path)
+
+
+def checked_at_use(source: str, folders: list[Path]) -> Path:
+    """A path job's file, checked again when the job runs: :class:`AccessDeniedError` when it now lies outside
+    ``folders``, or a symlink was swapped in for it (or a folder above it) since the job was accepted."""
+    from m3agent.server.security import confined
+
+    resolved = confined(source, folders)
+    try:
+        os.close(os.open(source, os.O_RDONLY | os.O_NOFOLLOW))
+    except OSError:
+        resolved = Path()
+    if str(resolved) != source:
+        raise AccessDeniedError(f"{source} became a link to another file after the job was accepted",
+                                hint="links are not followed at run time; submit the file itself again")
+    return resolved

@@ -105,10 +105,13 @@ def ask(ctx: ServerContext, request: schemas.AskRequest) -> dict[str, Any]:
 
 
 def forget(ctx: ServerContext, request: schemas.ForgetRequest) -> schemas.Forgotten:
-    """Delete a video, entity or memory with everything derived from it."""
+    """Delete a video, entity or memory with everything derived from it; a video's upload and finished jobs
+    go too."""
     with ctx.write() as store:
         if request.video is not None:
+            source = store.get_video(request.video).source
             store.delete_video(request.video)
+            ctx.require_jobs().forget_video(request.video, source)
             return schemas.Forgotten(deleted="video", id=request.video)
         if request.entity is not None:
             store.delete_entity(request.entity)

@@ -163,9 +163,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             super().delete_video(video_id)
 
     def _after_delete(self) -> None:
-        """Merge the FTS segments so deleted text leaves the file (not only the index)."""
+        """Merge the FTS segments so deleted text leaves the file (not only the index), then checkpoint the WAL
+        into the file (where ``secure_delete`` has zeroed it) and empty the WAL, as closing the last connection
+        would: other connections (a server's read pool) keep the WAL alive otherwise."""
         if not self._db.in_transaction:
             self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # search ----------------------------------------------------------------
     def _model_recorded(self, db: sqlite3.Connection, dim: int) -> None:
