@@ -7,6 +7,13 @@
 - The Host header must name this machine (loopback names, the bound host, or
   ``server.allowed_hosts``), so a web page cannot reach a loopback server
   through DNS rebinding.
+- A state-changing request (POST, PUT, PATCH, DELETE) sent by a browser from
+  another site is refused with 403, token or not (cross-site request forgery):
+  its ``Origin`` must be this server (the Host it called) or one of
+  ``server.cors_origins``, and its ``Sec-Fetch-Site`` ``same-origin`` or
+  ``none``. Every current browser sends ``Origin`` (and ``Sec-Fetch-Site``) with
+  such a request from another origin, even in ``no-cors`` mode; a request with
+  neither header is not a browser's (curl, scripts, SDKs) and goes through.
 - Server-side paths are resolved (``..`` and symlinks followed) and must then
   lie inside one of ``server.allowed_folders``.
 """
@@ -18,6 +25,7 @@ import json
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from m3agent.errors import AccessDeniedError, ConfigError
 
@@ -27,6 +35,8 @@ if TYPE_CHECKING:
     from m3agent.settings import ServerSettings
 
 TOKEN_COOKIE = "m3agent_token"
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+SAME_SITE_FETCHES = ("same-origin", "none")  # Sec-Fetch-Site values of the server's own pages and typed URLs
 OPEN_PATHS = ("/health", "/login", "/static/")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 
@@ -72,6 +82,19 @@ def confined(path_text: str, folders: list[Path]) -> Path:
     raise AccessDeniedError(f"{path_text} is outside the allowed folders")
 
 
+def cross_site(headers: dict[str, str], allowed_origins: frozenset[str]) -> bool:
+    """Whether a browser sent the request from another origin than the server's (the ``Host`` it called) and
+    the ``allowed_origins``; a request without ``Origin`` and ``Sec-Fetch-Site`` is no browser's."""
+    origin = headers.get("origin")
+    if origin is not None:
+        origin = origin.strip().rstrip("/").lower()
+        if origin in allowed_origins:
+            return False
+        if origin == "null" or urlsplit(origin).netloc != headers.get("host", "").strip().lower():
+            return True
+    return headers.get("sec-fetch-site", "same-origin").strip().lower() not in SAME_SITE_FETCHES
+
+
 def inside(path: Path, folders: list[Path]) -> bool:
     """Whether ``path`` (resolved, symlinks followed) lies inside one of ``folders``."""
     try:
@@ -89,6 +112,7 @@ class GuardMiddleware:
         self.token = server.token
         self.hosts = {*LOOPBACK_NAMES, server.host.lower(), *(h.lower() for h in server.allowed_hosts)}
         self.any_host = "*" in server.allowed_hosts
+        self.origins = frozenset(o.strip().rstrip("/").lower() for o in server.cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,6 +121,11 @@ class GuardMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if not self.any_host and _host_name(headers.get("host", "")) not in self.hosts:
             await _refuse(send, 421, "unknown Host header", "call the server by its bound address")
+            return
+        if scope.get("method") in UNSAFE_METHODS and cross_site(headers, self.origins):
+            await _refuse(send, 403, "another site may not change this memory (cross-site request refused)",
+                          "send it from the inspector's own pages or from a client that is not a browser; a web "
+                          "app of another origin must be listed in server.cors_origins")
             return
         path: str = scope.get("path", "")
         if self.token and not path.startswith(OPEN_PATHS) and path != "/health" and not self._authorised(headers):
