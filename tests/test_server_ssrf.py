@@ -167,3 +167,32 @@ def test_an_allowed_network_is_downloaded_within_the_size_limit(tmp_path: Path) 
         with pytest.raises(DownloadError):  # loopback is not public: refused without the allowed network
             download(f"http://media.example:{port}/file.wav", tmp_path / "x.wav",
                      FetchPolicy(max_bytes=1 << 20, resolver=lambda host, port: names[host]))
+
+
+def test_a_trickling_download_ends_at_its_deadline(tmp_path: Path) -> None:
+    from hostile_http import hostile_server, trickled_body
+
+    with hostile_server() as server:
+        server.behaviours.append(trickled_body(0.05, size=10_000))
+        slow = FetchPolicy(max_bytes=1 << 20, timeout_s=5, deadline_s=1.0,
+                           allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),))
+        started = time.monotonic()
+        with pytest.raises(DownloadError):
+            download(f"http://127.0.0.1:{server.port}/x.mp4", tmp_path / "x.mp4", slow)
+        assert time.monotonic() - started < 3
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_cancelling_a_url_job_stops_its_download_and_deletes_it(tmp_path: Path) -> None:
+    from hostile_http import hostile_server, trickled_body
+
+    with hostile_server() as files, served(tmp_path, allow_urls=True, url_allowed_networks=["127.0.0.1/32"]) as url, \
+            httpx.Client(base_url=url) as client:
+        files.behaviours.append(trickled_body(0.05, size=10_000))
+        job = client.post("/api/jobs", json={"url": f"http://127.0.0.1:{files.port}/x.mp4"}).json()
+        deadline = time.monotonic() + 10
+        while not files.bytes_sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.post(f"/api/jobs/{job['id']}/cancel").status_code == 200
+        assert finished(client, job["id"], timeout=5)["state"] == "cancelled"
+        assert list((tmp_path / "memory-server" / "uploads").iterdir()) == []

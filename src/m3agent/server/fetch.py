@@ -165,7 +165,7 @@ def _save(response: http.client.HTTPResponse, target: Path, policy: FetchPolicy,
     written = 0
     try:
         with part.open("wb") as out:
-            while chunk := response.read(CHUNK):
+            while chunk := response.read1(CHUNK):  # one socket read at a time: a trickle meets the deadline
                 written += len(chunk)
                 if written > policy.max_bytes:
                     raise Refused(f"sent more than {policy.max_bytes} bytes")

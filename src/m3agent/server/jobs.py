@@ -346,7 +346,7 @@ def checked_at_use(source: str, folders: list[Path]) -> Path:
 
     resolved = confined(source, folders)
     try:
-        os.close(os.open(source, os.O_RDONLY | os.O_NOFOLLOW))
+        os.close(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK))  # a FIFO must not block it
     except OSError:
         resolved = Path()
     if str(resolved) != source:

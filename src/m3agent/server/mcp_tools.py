@@ -68,7 +68,8 @@ def build_mcp(ctx: ServerContext) -> MCPServer[Any]:
 
 def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
     def remember(
-        source: Annotated[str, Field(description="a file inside the server's allowed folders, or a URL")],
+        source: Annotated[str, Field(description="a file inside the server's allowed folders, or an http(s) URL "
+                                               "(when server.allow_urls)")],
         video_id: Annotated[str | None, Field(description="id for the video (default: the file name)")] = None,
         max_clips: Annotated[int | None, Field(ge=1, description="stop after this many new clips")] = None,
     ) -> Job:
