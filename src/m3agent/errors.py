@@ -181,3 +181,18 @@ class UnfitRequestError(ServerRequestError):
     """A well-formed request whose values do not fit what they name (a time past the end of its video)."""
 
     status_code = 422
+
+
+class ServerBusyError(ServerRequestError):
+    """The server cannot take the request now: every read store or the model is in use."""
+
+    status_code = 503
+    default_hint = "retry in a few seconds; if it stays busy, raise server.read_stores or check the running answers"
+
+
+class AnswerTimeoutError(ServerRequestError):
+    """An answer took longer than ``server.request_timeout_s``; it was stopped."""
+
+    status_code = 504
+    default_hint = ("ask a narrower question or fewer rounds, use a faster model, or raise "
+                    "server.request_timeout_s")

@@ -291,6 +291,13 @@ class ServerSettings(BaseModel):
     read_stores: int = Field(
         2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
     )
+    request_timeout_s: float = Field(
+        300.0, gt=0, le=86_400,
+        description="longest an answer may take, waiting for the model included; past it the request gets 504",
+    )
+    ready_wait_s: float = Field(
+        0.5, gt=0, le=60, description="how long /health waits for a read store before answering 503 (not ready)"
+    )
     consolidate_when_idle: bool = Field(
         True, description="consolidate pending clips (memorize.consolidate_llm, else llm) while no ingest job "
                           "runs, one unit of clips at a time; ingest jobs then leave consolidation to it"

@@ -76,17 +76,21 @@ def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) 
 
 
 def _add_health(app: FastAPI) -> None:
-    @app.get("/health", response_model=schemas.Health, tags=["health"], summary="The process is up")
-    def health() -> schemas.Health:
-        """Answers while the process runs, touching nothing (liveness probes)."""
+    @app.get("/health", response_model=schemas.Health, tags=["health"],
+             summary="The API can serve (503 while no read store frees up within server.ready_wait_s)",
+             responses={503: {"model": schemas.Problem}})
+    def health(ctx: Ctx) -> schemas.Health:
+        """Borrows a read store for a moment, so a server whose stores are all stuck answers 503 (probes)."""
+        with ctx.stores.read(wait_s=ctx.settings.server.ready_wait_s) as store:
+            store.embedding_model()
         return schemas.Health(status="ok", version=__version__)
 
     @app.get("/ready", response_model=schemas.Readiness, tags=["health"],
-             summary="The memory can be read (503 while it cannot)")
+             summary="The memory can be read (503 while it cannot)", responses={503: {"model": schemas.Problem}})
     def ready(ctx: Ctx) -> schemas.Readiness:
         """Reads the memory, so it fails (503) while the memory cannot be read (readiness probes)."""
         jobs = ctx.require_jobs().all()
-        with ctx.stores.read() as store:
+        with ctx.stores.read(wait_s=ctx.settings.server.ready_wait_s) as store:
             model = store.embedding_model()
             return schemas.Readiness(ready=True, memory=store.url, videos=len(store.videos()),
                                      embedding_model=None if model is None else f"{model[0]}/{model[1]}",

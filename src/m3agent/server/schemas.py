@@ -31,7 +31,7 @@ class Problem(BaseModel):
 
 
 class Health(BaseModel):
-    """The process answers (``/health``): for liveness probes; it reads nothing."""
+    """The API can serve (``/health``): a read store could be borrowed within ``server.ready_wait_s``."""
 
     status: Literal["ok"]
     version: str
