@@ -172,9 +172,24 @@ class UploadTooLargeError(ServerRequestError):
     default_hint = "raise server.max_upload_mb, or ingest the file by path from an allowed folder"
 
 
+class BodyTooLargeError(ServerRequestError):
+    """A request body over its route's limit; it was not read further."""
+
+    status_code = 413
+    default_hint = ("send a smaller body: uploads are limited by server.max_upload_mb, every other body by "
+                    "server.max_body_kb; ingest a large file by path from an allowed folder")
+
+
 class UnsupportedUploadError(ServerRequestError):
     status_code = 415
     default_hint = "upload a video or audio file (see server.upload_extensions)"
+
+
+class InvalidRequestError(ServerRequestError):
+    """A request the API cannot take as sent: a field of the wrong type or size, or JSON it cannot hold."""
+
+    status_code = 422
+    default_hint = "fix the fields the message names; /docs and /openapi.json give every request's format"
 
 
 class UnfitRequestError(ServerRequestError):

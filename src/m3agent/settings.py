@@ -275,6 +275,10 @@ class ServerSettings(BaseModel):
     )
     allow_urls: bool = Field(True, description="ingest jobs may read network sources (http(s), rtsp, ...)")
     max_upload_mb: float = Field(2048.0, gt=0, description="largest uploaded media file")
+    max_body_kb: int = Field(
+        1024, ge=1, le=1 << 20,
+        description="largest request body of every route but uploads (JSON, forms, MCP), chunked bodies included",
+    )
     upload_extensions: list[str] = Field(
         default_factory=lambda: [".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".wav", ".mp3", ".m4a",
                                  ".flac", ".ogg", ".opus"],
