@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+SURROGATE_HINT = "send valid Unicode: encode text as UTF-8 before escaping it"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
        "img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; object-src 'none'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -45,7 +46,9 @@ async def strict_json(request: Request) -> None:
         value = json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return  # not JSON at all: the route's own parsing answers it (422 json_invalid)
-    _refuse_lone_surrogates(value)
+    if has_lone_surrogate(value):
+        raise InvalidRequestError("the JSON body contains a lone surrogate (\\ud800-\\udfff), which is not text",
+                                  hint=SURROGATE_HINT)
 
 
 def _refuse_constant(name: str) -> NoReturn:
@@ -53,8 +56,8 @@ def _refuse_constant(name: str) -> NoReturn:
                               hint="send finite numbers only (no NaN, Infinity or -Infinity)")
 
 
-def _refuse_lone_surrogates(value: Any) -> None:
-    """Walk the parsed body (without recursion) and refuse a string that is not valid Unicode."""
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether parsed JSON holds a string (or key) that is not valid Unicode; walked without recursion."""
     pending = [value]
     while pending:
         item = pending.pop()
@@ -66,10 +69,8 @@ def _refuse_lone_surrogates(value: Any) -> None:
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError:
-                raise InvalidRequestError("the JSON body contains a lone surrogate (\\ud800-\\udfff), "
-                                          "which is not text",
-                                          hint="send valid Unicode: encode text as UTF-8 before escaping it"
-                                          ) from None
+                return True
+    return False
 
 
 class SecurityHeadersMiddleware:
