@@ -3,6 +3,7 @@ streamable HTTP (``/mcp`` of a real uvicorn server), against a real memory."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,6 +67,8 @@ async def exercise(client: Client, built: Built, media: Path) -> None:
     wrong_type = await client.call_tool("recall", {"query": "x", "k": "many"})
     assert wrong_type.is_error
 
+    await refused_like_rest(client)
+
     job = await client.call_tool("remember", {"source": str(media / "broken.mp4")})
     assert not job.is_error and job.structured_content["state"] in ("queued", "running", "failed")
     status = await _settled(client, job.structured_content["id"])
@@ -73,6 +76,25 @@ async def exercise(client: Client, built: Built, media: Path) -> None:
 
     gone = await client.call_tool("forget", {"video": "walk"})
     assert gone.structured_content == {"deleted": "video", "id": "walk"}
+
+
+async def refused_like_rest(client: Client) -> None:
+    """Arguments REST refuses are refused by the tools too, each with the reason and a hint; nothing changes."""
+    cases = [("recall", {"query": "x" * 2001}, "2000"), ("recall", {"query": "   "}, "query"),
+             ("recall", {"query": "x", "k": 10**30}, "k"), ("recall", {"query": "x", "k": "many"}, "k"),
+             ("ask", {"question": "q" * 5000}, "2000"), ("ask", {"question": "  "}, "question"),
+             ("rename_character", {"character_id": 1, "name": "   "}, "name"),
+             ("rename_character", {"character_id": 2**70, "name": "X"}, "character_id"),
+             ("forget", {"memory": 2**70}, "memory"), ("remember", {"source": "x" * 5000}, "source"),
+             ("who_is_at", {"video_id": "talk", "time": "1e999"}, "time"),
+             ("person_profile", {"ref": "p" * 500}, "ref")]
+    for name, arguments, reason in cases:
+        refused = await client.call_tool(name, arguments)
+        text = refused.content[0].text if refused.content else ""
+        assert refused.is_error, (name, arguments)
+        assert reason in text and "What to do:" in text and len(text) < 2000, (name, text[:400])
+    people = await client.call_tool("list_characters", {})
+    assert {c["name"] for c in people.structured_content["result"]} == {"Gina", ""}  # spaces renamed no one
 
 
 def _hits(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,3 +156,59 @@ def test_streamable_http_tools_with_the_sdk_client_and_a_token(memory: tuple[Pat
 
     with live_server(create_app(settings)) as url:
         anyio.run(main, url)
+
+
+def test_stdio_answers_every_line_even_unreadable_ones(memory: tuple[Path, Built, Path], tmp_path: Path) -> None:
+    """Raw lines, as a buggy or hostile client sends them: each gets a JSON-RPC answer, and the server goes on."""
+    db, built, _ = memory
+    proc = subprocess.Popen([str(BIN), "mcp", "--memory", str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env(), cwd=tmp_path)
+    try:
+        rpc = RawLines(proc)
+        rpc.send('{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
+                 '"capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}')
+        assert rpc.read()["id"] == 1
+        rpc.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        rpc.send("{this is not json")
+        assert rpc.read() == {**rpc.last, "id": None, "error": {**rpc.last["error"], "code": -32700}}
+        rpc.send('{"jsonrpc": "2.0", "id": 5}')
+        assert rpc.last_error(rpc.read(), 5) == -32600
+        rpc.send('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "recall", '
+                 '"arguments": {"query": "\\ud800"}}}')
+        answer = rpc.read()
+        assert answer["id"] == 7 and ("error" in answer or answer["result"]["isError"]), answer
+        assert "surrogate" in json.dumps(answer)
+        rpc.send('{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "recall", '
+                 '"arguments": {"query": "salt in the soup", "k": 2}}}')
+        found = rpc.read()
+        assert found["id"] == 8 and str(built.memories[1]) in json.dumps(found["result"]["structuredContent"])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+class RawLines:
+    """JSON-RPC lines to and from a stdio server, each read bounded by a timeout."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.last: dict[str, Any] = {}
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self, timeout: float = 60.0) -> dict[str, Any]:
+        import select
+
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"no answer within {timeout} s"
+        self.last = json.loads(self.proc.stdout.readline())
+        return self.last
+
+    @staticmethod
+    def last_error(answer: dict[str, Any], request_id: int) -> int:
+        assert answer["id"] == request_id and "hint" in answer["error"]["data"], answer
+        return int(answer["error"]["code"])

@@ -180,12 +180,42 @@ class UploadTooLargeError(ServerRequestError):
     default_hint = "raise server.max_upload_mb, or ingest the file by path from an allowed folder"
 
 
+class BodyTooLargeError(ServerRequestError):
+    """A request body over its route's limit; it was not read further."""
+
+    status_code = 413
+    default_hint = ("send a smaller body: uploads are limited by server.max_upload_mb, every other body by "
+                    "server.max_body_kb; ingest a large file by path from an allowed folder")
+
+
 class UnsupportedUploadError(ServerRequestError):
     status_code = 415
     default_hint = "upload a video or audio file (see server.upload_extensions)"
+
+
+class InvalidRequestError(ServerRequestError):
+    """A request the API cannot take as sent: a field of the wrong type or size, or JSON it cannot hold."""
+
+    status_code = 422
+    default_hint = "fix the fields the message names; /docs and /openapi.json give every request's format"
 
 
 class UnfitRequestError(ServerRequestError):
     """A well-formed request whose values do not fit what they name (a time past the end of its video)."""
 
     status_code = 422
+
+
+class ServerBusyError(ServerRequestError):
+    """The server cannot take the request now: every read store or the model is in use."""
+
+    status_code = 503
+    default_hint = "retry in a few seconds; if it stays busy, raise server.read_stores or check the running answers"
+
+
+class AnswerTimeoutError(ServerRequestError):
+    """An answer took longer than ``server.request_timeout_s``; it was stopped."""
+
+    status_code = 504
+    default_hint = ("ask a narrower question or fewer rounds, use a faster model, or raise "
+                    "server.request_timeout_s")

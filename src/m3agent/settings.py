@@ -283,6 +283,10 @@ class ServerSettings(BaseModel):
     url_timeout_s: float = Field(30.0, gt=0, le=3600, description="a URL download's connect and each read")
     url_download_s: float = Field(3600.0, gt=0, le=86_400, description="longest a URL download may take")
     max_upload_mb: float = Field(2048.0, gt=0, description="largest uploaded media file")
+    max_body_kb: int = Field(
+        1024, ge=1, le=1 << 20,
+        description="largest request body of every route but uploads (JSON, forms, MCP), chunked bodies included",
+    )
     upload_extensions: list[str] = Field(
         default_factory=lambda: [".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".wav", ".mp3", ".m4a",
                                  ".flac", ".ogg", ".opus"],
@@ -298,6 +302,13 @@ class ServerSettings(BaseModel):
     )
     read_stores: int = Field(
         2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
+    )
+    request_timeout_s: float = Field(
+        300.0, gt=0, le=86_400,
+        description="longest an answer may take, waiting for the model included; past it the request gets 504",
+    )
+    ready_wait_s: float = Field(
+        0.5, gt=0, le=60, description="how long /health waits for a read store before answering 503 (not ready)"
     )
     consolidate_when_idle: bool = Field(
         True, description="consolidate pending clips (memorize.consolidate_llm, else llm) while no ingest job "

@@ -15,6 +15,7 @@ from m3agent.server.jobs import Job
 from m3agent.server.security import confined
 
 router = APIRouter(prefix="/api/jobs", tags=["ingest jobs"])
+upload_router = APIRouter(prefix="/api/jobs", tags=["ingest jobs"])  # its own body limit: server.max_upload_mb
 JobId = Annotated[str, Path(max_length=64)]
 CHUNK = 1 << 20
 
@@ -43,8 +44,9 @@ def create_job(ctx: Ctx, request: schemas.JobRequest) -> Job:
                                      perception_only=request.perception_only)
 
 
-@router.post("/upload", response_model=Job, status_code=202, summary="Upload a video or audio file and ingest it",
-             responses={413: {"model": schemas.Problem}, 415: {"model": schemas.Problem}})
+@upload_router.post("/upload", response_model=Job, status_code=202,
+                    summary="Upload a video or audio file and ingest it",
+                    responses={413: {"model": schemas.Problem}, 415: {"model": schemas.Problem}})
 def upload_job(ctx: Ctx, file: Annotated[UploadFile, File(description="the media file")],
                video_id: Annotated[str | None, Form(min_length=1, max_length=200, pattern=schemas.VIDEO_ID)] = None,
                max_clips: Annotated[int | None, Form(ge=1, le=1_000_000)] = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from m3agent import views
 from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.errors import M3AgentError
-from m3agent.server import answer_schemas, schemas, service
+from m3agent.server import answer_schemas, answers, schemas, service
 from m3agent.server.deps import Ctx, Limit, Offset
 from m3agent.server.failures import error_body
 
@@ -84,10 +84,11 @@ def _check_video(ctx: Ctx, video_id: str) -> None:
         store.get_video(video_id)
 
 
-def _events(ctx: Ctx, body: schemas.AskRequest) -> Iterator[str]:
-    """SSE frames; an error after the stream began is sent as an ``error`` event, then the stream ends."""
+async def _events(ctx: Ctx, body: schemas.AskRequest) -> AsyncIterator[str]:
+    """SSE frames; an error after the stream began is sent as an ``error`` event, then the stream ends. A client
+    that hangs up cancels the answer (see :mod:`m3agent.server.answers`)."""
     try:
-        for step in service.ask_steps(ctx, body):
+        async for step in answers.stream(ctx, body):
             data = step.to_dict()
             yield f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
     except M3AgentError as exc:

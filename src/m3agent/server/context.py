@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.errors import ServerBusyError
 from m3agent.server.idle import IdleConsolidator
 
 CHAT_LOCK = threading.Lock()  # one chat call at a time in the process: local models are not re-entrant
@@ -54,9 +55,14 @@ class StorePool:
         self._lock = threading.Lock()
 
     @contextmanager
-    def read(self) -> Iterator[MemoryStore]:
-        """A read-only store for the ``with`` block (waits while all are lent)."""
-        with self._slots:
+    def read(self, wait_s: float | None = None) -> Iterator[MemoryStore]:
+        """A read-only store for the ``with`` block; waits while all are lent, at most ``wait_s`` seconds
+        (default: ``server.request_timeout_s``) before :class:`~m3agent.errors.ServerBusyError`."""
+        if wait_s is None:
+            wait_s = self._settings.server.request_timeout_s
+        if not self._slots.acquire(timeout=wait_s):
+            raise ServerBusyError(f"every read store of the memory stayed in use for {wait_s:g} s")
+        try:
             try:
                 store = self._idle.get_nowait()
             except queue.Empty:
@@ -65,6 +71,8 @@ class StorePool:
                 yield store
             finally:
                 self._idle.put(store)
+        finally:
+            self._slots.release()
 
     def _open(self) -> MemoryStore:
         from m3agent.store import open_memory

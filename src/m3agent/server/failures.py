@@ -1,8 +1,15 @@
-"""m3agent errors as HTTP answers: a status by error type, and ``{"error", "message", "hint"}`` as the body."""
+"""m3agent errors as HTTP answers: a status by error type, and ``{"error", "message", "hint"}`` as the body.
+
+Every error answer of the API has that shape: m3agent errors, request validation errors (which name the
+fields, never echo the values: they may be huge or unprintable) and the framework's own HTTP errors (an
+unknown route, a body over its limit).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
 from m3agent import errors
 
@@ -39,8 +46,10 @@ def status_of(exc: errors.M3AgentError) -> int:
 
 DEFAULT_HINTS = {
     404: "list what exists: GET /api/videos, /api/entities, /api/characters, /api/memories, /api/jobs",
+    405: "see /docs for the methods each path takes",
     409: "the memory was left unchanged; check the ids and try again",
 }
+MAX_FIELDS = 5  # validation errors named in one message
 
 
 def error_body(exc: errors.M3AgentError) -> dict[str, str]:
@@ -49,12 +58,50 @@ def error_body(exc: errors.M3AgentError) -> dict[str, str]:
     return {"error": type(exc).__name__, "message": exc.message, "hint": hint}
 
 
+def validation_message(problems: Sequence[Any]) -> str:
+    """What is wrong with a request, field by field (``body.k: Input should be a valid integer``)."""
+    parts = []
+    for problem in problems[:MAX_FIELDS]:
+        where = ".".join(str(part) for part in problem.get("loc", ())) or "request"
+        why = problem.get("msg", "invalid")
+        detail = problem.get("ctx", {}).get("error") if problem.get("type") == "json_invalid" else None
+        parts.append(f"{where}: {why}" + (f" ({detail})" if isinstance(detail, str) else ""))
+    more = f" (and {len(problems) - MAX_FIELDS} more)" if len(problems) > MAX_FIELDS else ""
+    return "; ".join(parts) + more
+
+
+def http_error_body(status: int, detail: object) -> dict[str, str]:
+    """The JSON of a framework HTTP error (``NotFoundError`` for 404, ``ContentTooLargeError`` for 413...)."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "HTTP error"
+    name = "".join(word.capitalize() for word in phrase.replace("-", " ").split()) + "Error"
+    message = detail if isinstance(detail, str) else phrase
+    return {"error": name, "message": message, "hint": DEFAULT_HINTS.get(status, "see /docs for the API")}
+
+
 def install(app: FastAPI) -> None:
-    """Answer every m3agent error with its status and hint instead of a 500 traceback."""
+    """Answer every m3agent error, validation error and HTTP error in the one shape, never a 500 traceback."""
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
 
     async def handle(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, errors.M3AgentError)
         return JSONResponse(error_body(exc), status_code=status_of(exc))
 
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return await handle(request, errors.InvalidRequestError(validation_message(exc.errors())))
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 413:  # a body over its route's limit, found while reading it
+            return await handle(request, errors.BodyTooLargeError("the request body is over this route's limit"))
+        return JSONResponse(http_error_body(exc.status_code, exc.detail), status_code=exc.status_code,
+                            headers=exc.headers)
+
     app.add_exception_handler(errors.M3AgentError, handle)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)

@@ -28,9 +28,9 @@ HERE = Path(__file__).parent
 router = APIRouter(include_in_schema=False)
 
 
-def install(app: FastAPI) -> None:
-    """Mount the pages and ``/static`` on ``app``."""
-    app.include_router(router)
+def install(app: FastAPI, max_body_size: int | None = None) -> None:
+    """Mount the pages (their bodies, the login form, limited to ``max_body_size`` bytes) and ``/static``."""
+    app.include_router(router, max_body_size=max_body_size)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
 

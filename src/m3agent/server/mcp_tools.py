@@ -5,7 +5,9 @@ people_together, shots and count_people.
 The same operations as the REST API (:mod:`m3agent.server.service`). Served
 over stdio by ``m3agent mcp`` and over streamable HTTP at ``/mcp`` by
 ``m3agent serve``. An m3agent error becomes an MCP tool error whose text is
-the message followed by the hint (what to do next).
+the message followed by the hint (what to do next). Every argument is bounded
+as its REST twin bounds it (:mod:`m3agent.server.schemas`); arguments that do not
+fit are refused with the reason and a hint too.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from m3agent.errors import M3AgentError
 from m3agent.server import graph_schemas, graph_service, schemas, service
+from m3agent.server.failures import validation_message
 from m3agent.server.jobs import Job
+from m3agent.server.schemas import MAX_ID, MAX_NAME, MAX_SOURCE, MAX_TEXT, NOT_BLANK, VIDEO_ID
 
 if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.mcpserver import MCPServer
 
     from m3agent.server.context import ServerContext
@@ -34,16 +39,24 @@ For exact who/where/when facts read the entity graph: `who_is_at` (a moment), `p
 `people_together`, `shots` (order of events) and `count_people`. Times are seconds or clock text like 3:10."""
 
 MISSING_HINT = "check the id: list_characters lists people, recall finds memories with their video ids"
-VideoId = Annotated[str | None, Field(description="restrict to one video id (default: all videos)")]
-BeforeClip = Annotated[int | None, Field(ge=0, description="hide clips after this index (inclusive)")]
-GraphVideo = Annotated[str, Field(min_length=1, description="the video id (recall and list results name it)")]
-PersonRef = Annotated[int | str, Field(description="a character id (3), a tag (<character_3>, <face_2>, <voice_5>) "
-                                                   "or a given name")]
-Time = Annotated[float | str, Field(description="seconds (190) or clock text (3:10) from the video's start")]
+ARGUMENTS_HINT = "give arguments that fit the tool's input schema (list_tools shows each one's type and bounds)"
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT, pattern=NOT_BLANK)]
+VideoId = Annotated[str | None, Field(max_length=MAX_NAME,
+                                      description="restrict to one video id (default: all videos)")]
+BeforeClip = Annotated[int | None, Field(ge=0, le=MAX_ID, description="hide clips after this index (inclusive)")]
+GraphVideo = Annotated[str, Field(min_length=1, max_length=MAX_NAME,
+                                  description="the video id (recall and list results name it)")]
+Id = Annotated[int, Field(ge=0, le=MAX_ID)]
+PersonRef = Annotated[Id | Annotated[str, Field(min_length=1, max_length=MAX_NAME)],
+                      Field(description="a character id (3), a tag (<character_3>, <face_2>, <voice_5>) "
+                                        "or a given name")]
+Clock = Annotated[float, Field(ge=0, allow_inf_nan=False)] | Annotated[str, Field(max_length=32)]
+Time = Annotated[Clock, Field(description="seconds (190) or clock text (3:10) from the video's start")]
 
 
 def _hinted(func: F) -> F:
-    """Turn an m3agent error into an MCP tool error carrying the message and the hint."""
+    """Turn an m3agent error, or arguments a request schema refuses, into an MCP tool error carrying the
+    message and the hint."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     @functools.wraps(func)
@@ -52,6 +65,8 @@ def _hinted(func: F) -> F:
             return func(*args, **kwargs)
         except M3AgentError as exc:
             raise ToolError(f"{exc.message}. What to do: {exc.hint or MISSING_HINT}") from None
+        except ValidationError as exc:
+            raise ToolError(f"{validation_message(exc.errors())}. What to do: {ARGUMENTS_HINT}") from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -63,15 +78,42 @@ def build_mcp(ctx: ServerContext) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("m3agent", instructions=INSTRUCTIONS)
     for tool in _tools(ctx):
         server.add_tool(_hinted(tool), name=tool.__name__, description=tool.__doc__)
+    server.middleware.append(_hint_refused_arguments)
     return server
+
+
+async def _hint_refused_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Give a tool error the SDK made itself (arguments the tool's schema refused before the tool ran) the shape
+    of ours: the reason, without the values echoed, then "What to do:" and the hint."""
+    result = await call_next(ctx)
+    if not isinstance(result, dict) or not result.get("isError") or not result.get("content"):
+        return result
+    first = result["content"][0]
+    text = first.get("text") if isinstance(first, dict) else None
+    if not isinstance(text, str) or "What to do:" in text:
+        return result
+    hinted = {**first, "text": f"{_without_echo(text)}. What to do: {ARGUMENTS_HINT}"}
+    return {**result, "content": [hinted, *result["content"][1:]]}
+
+
+def _without_echo(text: str) -> str:
+    """A pydantic error text on one line, without the rejected values (``[type=..., input_value=...]``) and links."""
+    import re
+
+    text = re.sub(r"\s*\[type=.*?, input_type=\w+\]", "", text, flags=re.S)
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "errors.pydantic.dev" not in line]
+    return "; ".join(lines).rstrip(".")
 
 
 def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
     def remember(
-        source: Annotated[str, Field(description="a file inside the server's allowed folders, or an http(s) URL "
-                                               "(when server.allow_urls)")],
-        video_id: Annotated[str | None, Field(description="id for the video (default: the file name)")] = None,
-        max_clips: Annotated[int | None, Field(ge=1, description="stop after this many new clips")] = None,
+        source: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE,
+                                     description="a file inside the server's allowed folders, or an http(s) URL "
+                                                 "(when server.allow_urls)")],
+        video_id: Annotated[str | None, Field(min_length=1, max_length=MAX_NAME, pattern=VIDEO_ID,
+                                              description="id for the video (default: the file name)")] = None,
+        max_clips: Annotated[int | None, Field(ge=1, le=1_000_000, description="stop after this many new clips")]
+        = None,
     ) -> Job:
         """Ingest (watch) a video or audio source into the memory in the background; returns the job.
 
@@ -83,12 +125,12 @@ def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
                                      video_id=video_id, max_clips=max_clips)
         return create_job(ctx, request)
 
-    def job_status(job_id: Annotated[str, Field(description="the id `remember` returned")]) -> Job:
+    def job_status(job_id: Annotated[str, Field(max_length=64, description="the id `remember` returned")]) -> Job:
         """State and progress of an ingest job (clips done, real-time factor, error and hint)."""
         return ctx.require_jobs().get(job_id)
 
     def recall(
-        query: Annotated[str, Field(min_length=1, description="what to look for, in words; names work")],
+        query: Annotated[Text, Field(description="what to look for, in words; names work")],
         k: Annotated[int, Field(ge=1, le=100, description="memories returned")] = 10,
         video_id: VideoId = None,
         before_clip: BeforeClip = None,
@@ -98,7 +140,7 @@ def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
                                                          before_clip=before_clip)).to_dict()
 
     def ask(
-        question: Annotated[str, Field(min_length=1, description="a question about what the memory saw/heard")],
+        question: Annotated[Text, Field(description="a question about what the memory saw/heard")],
         video_id: VideoId = None,
         before_clip: BeforeClip = None,
     ) -> dict[str, Any]:
@@ -108,9 +150,10 @@ def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
         return {key: answer[key] for key in keep}
 
     def forget(
-        video: Annotated[str | None, Field(description="a video id to delete")] = None,
-        entity: Annotated[int | None, Field(ge=0, description="an entity id (the N of <face_N>/<voice_N>)")] = None,
-        memory: Annotated[int | None, Field(ge=0, description="a memory id")] = None,
+        video: Annotated[str | None, Field(min_length=1, max_length=MAX_NAME, description="a video id to delete")]
+        = None,
+        entity: Annotated[Id | None, Field(description="an entity id (the N of <face_N>/<voice_N>)")] = None,
+        memory: Annotated[Id | None, Field(description="a memory id")] = None,
     ) -> schemas.Forgotten:
         """Delete exactly one video, entity or memory and everything derived from it. Irreversible."""
         try:
@@ -128,8 +171,9 @@ def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
             return service.characters(store, video_id)
 
     def rename_character(
-        character_id: Annotated[int, Field(ge=0, description="the N of <character_N>")],
-        name: Annotated[str, Field(min_length=1, max_length=200, description="the person's name")],
+        character_id: Annotated[Id, Field(description="the N of <character_N>")],
+        name: Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NOT_BLANK,
+                                   description="the person's name (not blank)")],
     ) -> schemas.CharacterOut:
         """Name a character; answers and memories then use the name."""
         return service.rename_character(ctx, character_id, name)
@@ -141,7 +185,7 @@ def _graph_tools(ctx: ServerContext) -> list[Callable[..., Any]]:
     """The entity-graph operators: exact facts of who is where when, read from faces, voices and shots."""
 
     def who_is_at(video_id: GraphVideo, time: Time,
-                  end: Annotated[float | str | None, Field(description="end of an interval (default: an instant)")]
+                  end: Annotated[Clock | None, Field(description="end of an interval (default: an instant)")]
                   = None) -> graph_schemas.MomentOut:
         """Who is on screen at a moment of a video (left/centre/right, foreground/background), who speaks and
         what they say, the scene's text, objects and sounds, and the shot. Use it for questions about one
@@ -170,7 +214,7 @@ def _graph_tools(ctx: ServerContext) -> list[Callable[..., Any]]:
         return graph_service.shots(ctx, video_id)
 
     def count_people(video_id: GraphVideo, start: Time = 0.0,
-                     end: Annotated[float | str | None, Field(description="default: the end of the video")] = None,
+                     end: Annotated[Clock | None, Field(description="default: the end of the video")] = None,
                      ) -> graph_schemas.PeopleCountOut:
         """How many distinct people are seen or heard in an interval of a video, and who. Use it for "how many
         people are in the room?" rather than counting names in search results."""

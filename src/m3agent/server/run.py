@@ -40,11 +40,12 @@ def serve_stdio(settings: Settings) -> None:
     """Serve the MCP tools over stdin/stdout; returns when stdin closes."""
     require_server_extra()
     from m3agent.server.context import ServerContext
+    from m3agent.server.mcp_stdio import serve
     from m3agent.server.mcp_tools import build_mcp
 
     ctx = ServerContext(settings)
     ctx.start()
     try:
-        asyncio.run(build_mcp(ctx).run_stdio_async())
+        asyncio.run(serve(build_mcp(ctx)))
     finally:
         ctx.stop()

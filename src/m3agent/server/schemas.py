@@ -11,6 +11,10 @@ from m3agent.domain import ClipStatus, ControlModeSetting, EntityKind, MemoryKin
 T = TypeVar("T")
 VIDEO_ID = r"^[^/\x00]+$"  # ids appear in API paths, so no slash
 MAX_ID = 2**62  # ids are SQLite INTEGERs; larger path values are refused as invalid, not looked up
+MAX_TEXT = 2000  # longest question or search query
+MAX_NAME = 200  # longest name or video id
+MAX_SOURCE = 4096  # longest path or URL
+NOT_BLANK = r"\S"  # text fields must hold more than spaces
 
 
 class Page(BaseModel, Generic[T]):
@@ -31,7 +35,7 @@ class Problem(BaseModel):
 
 
 class Health(BaseModel):
-    """The process answers (``/health``): for liveness probes; it reads nothing."""
+    """The API can serve (``/health``): a read store could be borrowed within ``server.ready_wait_s``."""
 
     status: Literal["ok"]
     version: str
@@ -186,7 +190,7 @@ class CharacterDetail(CharacterOut):
 class Rename(BaseModel):
     """The new name of an entity or character (not blank)."""
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"\S", description="the new name")
+    name: str = Field(min_length=1, max_length=MAX_NAME, pattern=NOT_BLANK, description="the new name")
 
 
 class Merge(BaseModel):
@@ -281,9 +285,9 @@ class ConsolidationStatus(BaseModel):
 class JobRequest(BaseModel):
     """Ingest a server-side file (inside ``server.allowed_folders``) or a network source; exactly one."""
 
-    path: str | None = Field(None, max_length=4096, description="a file inside an allowed folder")
-    url: str | None = Field(None, max_length=4096, description="http(s)/rtsp/rtmp/srt/... source")
-    video_id: str | None = Field(None, min_length=1, max_length=200, pattern=VIDEO_ID,
+    path: str | None = Field(None, max_length=MAX_SOURCE, description="a file inside an allowed folder")
+    url: str | None = Field(None, max_length=MAX_SOURCE, description="http(s)/rtsp/rtmp/srt/... source")
+    video_id: str | None = Field(None, min_length=1, max_length=MAX_NAME, pattern=VIDEO_ID,
                                  description="default: the file name stem (of the URL's path for a URL)")
     max_clips: int | None = Field(None, ge=1, le=1_000_000, description="stop after this many new clips")
     perception_only: bool = False
@@ -298,9 +302,9 @@ class JobRequest(BaseModel):
 class SearchRequest(BaseModel):
     """A memory search with the agent's tools' filters: one video, clips up to one, by memory or by clip."""
 
-    query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
+    query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=NOT_BLANK)
     k: int = Field(10, ge=1, le=200, description="memories returned")
-    video_id: str | None = Field(None, description="search one video only")
+    video_id: str | None = Field(None, max_length=MAX_NAME, description="search one video only")
     before_clip: int | None = Field(None, ge=0, le=MAX_ID, description="hide clips after this one (inclusive)")
     tool: Literal["search_memory", "search_clip"] = Field(
         "search_memory", description="memories by relevance, or whole clips by their best memory")
@@ -309,8 +313,8 @@ class SearchRequest(BaseModel):
 class AskRequest(BaseModel):
     """A question, optionally about one video up to one clip; ``mode``/``rounds`` override the settings."""
 
-    question: str = Field(min_length=1, max_length=2000, pattern=r"\S")
-    video_id: str | None = None
+    question: str = Field(min_length=1, max_length=MAX_TEXT, pattern=NOT_BLANK)
+    video_id: str | None = Field(None, max_length=MAX_NAME)
     before_clip: int | None = Field(None, ge=0, le=MAX_ID)
     mode: ControlModeSetting | None = Field(None, description="default: control.mode of the settings")
     rounds: int | None = Field(None, ge=1, le=20)
@@ -319,7 +323,7 @@ class AskRequest(BaseModel):
 class ForgetRequest(BaseModel):
     """Exactly one of the three; everything derived from it is deleted too."""
 
-    video: str | None = Field(None, min_length=1)
+    video: str | None = Field(None, min_length=1, max_length=MAX_NAME)
     entity: int | None = Field(None, ge=0, le=MAX_ID)
     memory: int | None = Field(None, ge=0, le=MAX_ID)
 

@@ -176,21 +176,3 @@ async def _refuse(send: Send, status: int, message: str, hint: str) -> None:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-class UploadLimitMiddleware:
-    """Refuses a request body declared (``Content-Length``) larger than the upload limit with 413, before
-    reading it; an undeclared (chunked) body is cut off by the upload handler at the same limit."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit + (1 << 20)  # room for the multipart framing and form fields
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for key, value in scope.get("headers", []):
-                if key.lower() == b"content-length" and value.isdigit() and int(value) > self.limit:
-                    await _refuse(send, 413, "the request body exceeds the upload limit",
-                                  "raise server.max_upload_mb, or ingest the file by path from an allowed folder")
-                    return
-        await self.app(scope, receive, send)

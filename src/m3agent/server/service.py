@@ -6,7 +6,6 @@ call. Everything returns plain schema values or m3agent domain values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,7 +17,6 @@ from m3agent.server.security import inside
 
 if TYPE_CHECKING:
     from m3agent.control.results import SearchResult
-    from m3agent.control.steps import Step
     from m3agent.domain import Character, Entity, Video
     from m3agent.server.context import ServerContext
     from m3agent.store.protocol import MemoryStore
@@ -76,32 +74,13 @@ def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
         return searcher.search(request.tool, request.query, request.k)
 
 
-def ask_steps(ctx: ServerContext, request: schemas.AskRequest) -> Iterator[Step]:
-    """The typed steps of answering, as ``m3agent ask`` takes them; the last one is the Answer."""
-    from m3agent.control.answering import answer_steps
-
-    with ctx.stores.read() as store:
-        if request.video_id is not None:
-            store.get_video(request.video_id)
-        chat = ctx.chat()
-        lock = ctx.chat_lock if chat is not None else None  # local models are not re-entrant
-        if lock is not None:
-            lock.acquire()
-        try:
-            yield from answer_steps(request.question, store, ctx.settings, video_id=request.video_id,
-                                    before_clip=request.before_clip, chat=chat, embedder=ctx.embedder(store),
-                                    index=ctx.character_index(store, request.video_id, request.before_clip),
-                                    mode=request.mode, rounds=request.rounds)
-        finally:
-            if lock is not None:
-                lock.release()
-
-
 def ask(ctx: ServerContext, request: schemas.AskRequest) -> dict[str, Any]:
-    """The final Answer's JSON (``Answer.to_dict()``, typed by :class:`~m3agent.server.answer_schemas.AnswerOut`)."""
+    """The final Answer's JSON (``Answer.to_dict()``, typed by :class:`~m3agent.server.answer_schemas.AnswerOut`),
+    computed by an :class:`~m3agent.server.answers.AnswerRun` within ``server.request_timeout_s``."""
     from m3agent.control.answering import run_to_answer
+    from m3agent.server.answers import AnswerRun
 
-    return run_to_answer(ask_steps(ctx, request)).to_dict()
+    return run_to_answer(AnswerRun(ctx, request).start().steps()).to_dict()
 
 
 def forget(ctx: ServerContext, request: schemas.ForgetRequest) -> schemas.Forgotten:
