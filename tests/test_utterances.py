@@ -51,3 +51,39 @@ def test_word_times_set_the_span_and_memories_keep_their_format() -> None:
     speech = [m for m in memories if m.kind == MemoryKind.EPISODIC]
     assert [m.text for m in speech] == ['At 0:00 <voice_9> says: "My name is Ann Lee."']
     assert [m.text for m in memories if m.kind == MemoryKind.SEMANTIC] == ["<voice_9>'s name is Ann Lee."]
+
+
+def _words(text: str, start: float, step: float) -> tuple[Word, ...]:
+    return tuple(Word(w, start + i * step, start + (i + 1) * step) for i, w in enumerate(text.split()))
+
+
+def test_a_cut_to_another_scene_ends_the_sentence_when_the_voice_changes() -> None:
+    # the episode's debate -> speech edit: the last words of one scene and the next scene's sentence by another
+    # voice ran together into one utterance of the second voice
+    last = seg(11.4, 13.9, "you were effective senator, to do. And", 8,
+               _words("you were effective senator, to do. And", 11.4, 2.5 / 7))
+    said = "so my fellow Americans, ask not what your country can do"
+    speech = seg(13.9, 22.1, said, 9, _words(said, 13.9, 0.7))
+    assert [u.entity_id for u in utterances([last, speech])] == [9]  # no cut known: one sentence, most words win
+    found = utterances([last, speech], cuts=[13.5])
+    assert [(u.entity_id, u.text) for u in found] == [
+        (8, "you were effective senator, to do."), (9, f"And {said}")]
+    assert found[0].end_s <= found[1].start_s < 13.6
+
+
+def test_one_voice_speaking_over_a_cut_stays_one_sentence() -> None:
+    narrator = [seg(1.0, 3.0, "and over the hills we", 4, _words("and over the hills we", 1.0, 0.4)),
+                seg(3.1, 4.0, "walked home.", 4, _words("walked home.", 3.1, 0.45))]
+    found = utterances(narrator, cuts=[2.0, 3.05])
+    assert [(u.entity_id, u.text) for u in found] == [(4, "and over the hills we walked home.")]
+
+
+def test_write_clip_splits_speech_at_the_shots_cuts() -> None:
+    from m3agent.domain import Shot
+
+    voices = [seg(9.0, 10.0, "you could have", 1, _words("you could have", 9.0, 0.33)),
+              seg(10.1, 12.0, "done it. My fellow Americans.", 2, _words("done it. My fellow Americans.", 10.1, 0.38))]
+    shots = [Shot(0.0, 10.9, cut=False), Shot(10.9, 30.0, cut=True)]
+    texts = [m.text for m in write_clip(CLIP, [], voices, fps=2.0, shots=shots) if "says" in m.text]
+    assert texts == ['At 0:09 <voice_1> says: "you could have done it."',
+                     'At 0:10 <voice_2> says: "My fellow Americans."']

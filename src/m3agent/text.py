@@ -18,6 +18,8 @@ import re
 
 from m3agent import tags
 
+SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "yue", "bo"})
+"""Languages written without spaces between words: their words are joined with no separator."""
 CLOCK = r"(?:\d+:)?\d{1,2}:\d{2}(?:\.\d+)?"
 """Regex source of one clock time (``m:ss``, ``h:mm:ss``, optional fraction); no groups."""
 

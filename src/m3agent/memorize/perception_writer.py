@@ -59,8 +59,9 @@ def write_clip(clip: Clip, tracks: Sequence[FaceTrack], voices: Sequence[VoiceSe
     picture each person is (none: presence without a place)."""
     spans = [(s.start_s, s.end_s) for s in shots] or [(clip.start_s, clip.end_s)]
     memories = _presence_memories(clip, tracks, spans, gap=2.5 / fps, frame_size=frame_size)
-    memories += _speech_memories(clip, voices)
-    memories += _name_memories(clip, voices)
+    cuts = [s.start_s for s in shots if s.cut]
+    memories += _speech_memories(clip, voices, cuts)
+    memories += _name_memories(clip, voices, cuts)
     memories.sort(key=lambda m: (m.start_s, m.kind.value))
     return memories
 
@@ -133,17 +134,17 @@ def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:
     return spans
 
 
-def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
+def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment], cuts: Sequence[float]) -> list[Memory]:
     out = []
-    for said in utterances(voices):
+    for said in utterances(voices, cuts):
         line = f'At {clock(said.start_s)} {tags.voice(said.entity_id)} says: "{said.text}"'
         out.append(_memory(clip, MemoryKind.EPISODIC, line, said.start_s, said.end_s, [said.entity_id]))
     return out
 
 
-def _name_memories(clip: Clip, voices: Sequence[VoiceSegment]) -> list[Memory]:
+def _name_memories(clip: Clip, voices: Sequence[VoiceSegment], cuts: Sequence[float]) -> list[Memory]:
     out = []
-    for said in utterances(voices):
+    for said in utterances(voices, cuts):
         for name in self_names(said.text):
             text = f"{tags.voice(said.entity_id)}'s name is {name}."
             out.append(_memory(clip, MemoryKind.SEMANTIC, text, said.start_s, said.end_s, [said.entity_id], 0.7))

@@ -12,6 +12,13 @@ consecutive sentences are joined into one utterance while the pause stays
 under :data:`UTTERANCE_GAP_S`, nobody else speaks in between, and the
 utterance stays under :data:`MAX_WORDS` words and :data:`MAX_SECONDS`.
 
+A cut to another scene ends a sentence when the speaker changes there: a
+segment whose words straddle a cut is split at it (by word times), and an open
+sentence does not continue across the cut into another voice. Without this an
+edited video's last words of one scene ("...effective senator, to do.") and the
+next scene's first sentence by someone else became one utterance of whoever said
+more of it. One voice speaking over a cut (a narrator) stays one sentence.
+
 Times come from the words (``VoiceSegment.words``) where the ASR gave them,
 else from the segments; the segments themselves, with their word times,
 stay in the store as the evidence under each utterance.
@@ -19,12 +26,14 @@ stay in the store as the evidence under each utterance.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from m3agent.domain import VoiceSegment
+from m3agent.domain import VoiceSegment, Word
+from m3agent.text import SPACELESS_LANGUAGES
 
 CONTINUATION_GAP_S = 0.35
 """A sentence left open continues into speech that starts this soon after (a diarizer's cut, not a turn)."""
@@ -51,11 +60,14 @@ class Utterance:
         return len(self.text.split())
 
 
-def utterances(voices: Sequence[VoiceSegment]) -> list[Utterance]:
-    """The utterances of a clip's voice segments, in time order (unattributed or empty segments skipped)."""
-    spoken = sorted((s for s in voices if s.entity_id is not None and s.text.strip()), key=lambda s: s.start_s)
+def utterances(voices: Sequence[VoiceSegment], cuts: Sequence[float] = ()) -> list[Utterance]:
+    """The utterances of a clip's voice segments, in time order (unattributed or empty segments skipped).
+
+    ``cuts`` are the times of scene changes (shots that start at a cut); none: the clip is one scene."""
+    spoken = sorted((piece for s in voices if s.entity_id is not None and s.text.strip()
+                     for piece in split_at_cuts(s, cuts)), key=lambda s: s.start_s)
     out: list[Utterance] = []
-    for sentence in _sentences(spoken):
+    for sentence in _sentences(spoken, sorted(cuts)):
         last = out[-1] if out else None
         if last is not None and _continues(last, sentence):
             out[-1] = Utterance(last.entity_id, f"{last.text} {sentence.text}", last.start_s, sentence.end_s,
@@ -74,16 +86,42 @@ def _continues(utterance: Utterance, sentence: Utterance) -> bool:
     )
 
 
-def _sentences(segments: Sequence[VoiceSegment]) -> list[Utterance]:
+def split_at_cuts(segment: VoiceSegment, cuts: Sequence[float]) -> list[VoiceSegment]:
+    """``segment`` in pieces at the cuts its words straddle (a word goes to the side its middle is on); a segment
+    without word times, or within one scene, is returned whole."""
+    inside = [c for c in cuts if segment.words and _start(segment) < c < _end(segment)]
+    if not inside:
+        return [segment]
+    pieces: list[list[Word]] = [[]]
+    bounds = iter(sorted(inside))
+    bound = next(bounds, None)
+    for word in segment.words:
+        while bound is not None and (word.start_s + word.end_s) / 2 >= bound:
+            pieces.append([])
+            bound = next(bounds, None)
+        pieces[-1].append(word)
+    sep = "" if segment.language in SPACELESS_LANGUAGES else " "
+    return [dataclasses.replace(segment, start_s=ws[0].start_s, end_s=ws[-1].end_s, words=tuple(ws),
+                                text=sep.join(w.text for w in ws)) for ws in pieces if ws]
+
+
+def _sentences(segments: Sequence[VoiceSegment], cuts: Sequence[float] = ()) -> list[Utterance]:
     """Segments joined into sentences; each sentence goes to the speaker of most of its words."""
     groups: list[list[VoiceSegment]] = []
     for segment in segments:
         previous = groups[-1][-1] if groups else None
-        if previous is not None and _open(groups[-1]) and segment.start_s - _end(previous) <= CONTINUATION_GAP_S:
+        if (previous is not None and _open(groups[-1]) and segment.start_s - _end(previous) <= CONTINUATION_GAP_S
+                and not _new_scene_voice(previous, segment, cuts)):
             groups[-1].append(segment)
         else:
             groups.append([segment])
     return [_sentence(group) for group in groups]
+
+
+def _new_scene_voice(previous: VoiceSegment, segment: VoiceSegment, cuts: Sequence[float]) -> bool:
+    """``segment`` is another voice than ``previous`` and a cut lies between them (it starts another scene)."""
+    return previous.entity_id != segment.entity_id and any(_end(previous) <= c <= _start(segment) + 1e-6
+                                                           for c in cuts)
 
 
 def _open(group: list[VoiceSegment]) -> bool:

@@ -25,6 +25,7 @@ from m3agent.perception.campplus import CamppEmbedder
 from m3agent.perception.diarize import Diarization, DiarizationParams, SpeakerTurn, diarize
 from m3agent.perception.speakers import RATE, SpeakerEncoder
 from m3agent.perception.vad import speech_probabilities
+from m3agent.text import SPACELESS_LANGUAGES
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 MAX_ATTRIBUTION_GAP_S = 1.0
 SHORT_SPEAKER_S = 2.0  # a speaker with less speech than this in a clip has a less reliable embedding
-SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "yue", "bo"})
 
 
 class AudioModels:
