@@ -315,8 +315,8 @@ function setupCharacter() {
     const chosen = $("input[name=absorb]:checked", form);
     if (!chosen) { status("choose who to merge"); return; }
     if (!(await confirmMerge(form, chosen.closest(".candidate")))) { status("merge cancelled"); return; }
-    await api("POST", `/api/entities/${form.dataset.keep}/merge`, { absorb: Number(chosen.value) });
-    location.reload();
+    const kept = await api("POST", `/api/entities/${form.dataset.keep}/merge`, { absorb: Number(chosen.value) });
+    location.href = `/characters/${kept.character}`;  // the character's id may change with its members
   })));
   $$("form.link-form").forEach((form) => form.addEventListener("submit", guarded(async (event) => {
     event.preventDefault();
@@ -339,7 +339,9 @@ function setupCharacter() {
     button.disabled = true;
     const restored = await api("POST", `/api/merges/${button.dataset.undo}/undo`);
     status(`${restored.tag} is back`);
-    location.reload();
+    if (!$("#character-name")) { location.reload(); return; }
+    const kept = await api("GET", `/api/entities/${button.dataset.keep}`);
+    location.href = `/characters/${kept.character}`;
   })));
   setupCandidates();
 }
