@@ -112,6 +112,22 @@ def test_rename_character_shows_everywhere_then_merge_and_split(client: TestClie
     assert client.post("/api/merges/999/undo").status_code == 404
 
 
+def test_a_face_and_a_voice_are_linked_by_hand_and_each_line_has_its_audio(client: TestClient, built: Built) -> None:
+    assert client.get(f"/api/entities/{built.stranger}").json()["character"] != built.face
+    linked = client.post("/api/links", json={"face": built.stranger, "voice": built.voice})
+    assert linked.status_code == 201 and {built.stranger, built.voice} <= set(linked.json()["entities"])
+    assert client.get(f"/api/entities/{built.stranger}").json()["character"] == linked.json()["id"]
+    wrong = client.post("/api/links", json={"face": built.voice, "voice": built.face})
+    assert wrong.status_code == 409 and "face_id (a face)" in wrong.json()["message"] and wrong.json()["hint"]
+    assert client.post("/api/links", json={"face": 999, "voice": built.voice}).status_code == 404
+
+    [line] = client.get("/api/videos/talk/clips/0").json()["voices"]
+    audio = client.get(f"/api/voices/{line['id']}/audio")
+    assert audio.status_code == 200 and audio.headers["content-type"] == "audio/wav" and audio.content[:4] == b"RIFF"
+    missing = client.get("/api/voices/999/audio")
+    assert missing.status_code == 404 and missing.json()["hint"]
+
+
 def test_search_and_ask_return_evidence_and_the_stream_emits_typed_steps(client: TestClient, built: Built) -> None:
     found = client.post("/api/search", json={"query": "salt in the soup", "k": 3}).json()
     hits = [h for clip in found["clips"] for h in clip["hits"]] if "clips" in found else found["hits"]

@@ -6,7 +6,6 @@ Screenshots of every page are saved under ``out/screenshots/`` (not committed) f
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,32 +16,16 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'm3agent[server]'")
 pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
-from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
 
+from browser_helpers import chromium, images_loaded, shot, wait
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from server_helpers import live_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.media]
-SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
 VIDEOS = {"debate": "iianet_debate_trump_clinton.mp4", "katie": "hdtf_talking_heads/WDA_KatieHill_000.mp4"}
-
-
-def chromium() -> WebDriver:
-    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not binary or not driver:
-        pytest.skip("Debian chromium + chromium-driver are not installed (scripts/setup.sh installs them as root)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
-                "--autoplay-policy=no-user-gesture-required", "--mute-audio"):
-        options.add_argument(arg)
-    return webdriver.Chrome(options=options, service=Service(driver))
 
 
 @pytest.fixture(scope="module")
@@ -72,26 +55,11 @@ def _wait_job(url: str, job_id: str, timeout: float = 600) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    SHOTS.mkdir(parents=True, exist_ok=True)
     driver = chromium()
     try:
         yield driver
     finally:
         driver.quit()
-
-
-def shot(browser: WebDriver, name: str) -> None:
-    browser.save_screenshot(str(SHOTS / f"{name}.png"))
-
-
-def wait(browser: WebDriver, condition: Any, timeout: float = 30) -> Any:
-    """Poll ``condition``; elements that vanish while the page reloads are looked up again."""
-    return WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
-
-
-def images_loaded(browser: WebDriver) -> bool:
-    return bool(browser.execute_script(
-        "return Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"))
 
 
 def test_pages_rename_play_ask_follow_citation_and_forget(server: str, browser: WebDriver) -> None:

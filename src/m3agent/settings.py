@@ -321,6 +321,9 @@ class ServerSettings(BaseModel):
         300.0, gt=0, le=86_400,
         description="wait before retrying a video whose consolidation failed (doubled per failure, up to 8x)"
     )
+    inspector_clips_per_page: int = Field(
+        10, ge=1, le=1000, description="clips per page of a video's timeline in the web inspector"
+    )
 
 
 class ImportSettings(BaseModel):

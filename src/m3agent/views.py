@@ -103,16 +103,17 @@ def clip_report(store: MemoryStore, video_id: str | None, clip_index: int) -> di
         "video_id": vid, "clip": clip_index, "status": status.get(clip_index, ("missing", ""))[0],
         "reason": status.get(clip_index, ("", ""))[1],
         "memories": [memory_row(m, character_of, names) for m in store.memories(vid, clip_index)],
-        "faces": _face_summary(faces, character_of),
+        "faces": face_summary(faces, character_of),
         "voices": [
-            {"start_s": round(v.start_s, 2), "end_s": round(v.end_s, 2), "entity": v.entity_id,
+            {"id": v.id, "start_s": round(v.start_s, 2), "end_s": round(v.end_s, 2), "entity": v.entity_id,
              "character": character_of.get(v.entity_id) if v.entity_id is not None else None, "text": v.text}
             for v in voices
         ],
     }
 
 
-def _face_summary(faces: list[Any], character_of: dict[int, int]) -> list[dict[str, Any]]:
+def face_summary(faces: list[Any], character_of: dict[int, int]) -> list[dict[str, Any]]:
+    """Faces grouped by entity: its character, how many sightings, the first and last time."""
     by_entity: dict[int | None, list[Any]] = {}
     for face in faces:
         by_entity.setdefault(face.entity_id, []).append(face)

@@ -1,5 +1,6 @@
-"""``/api/entities``, ``/api/characters`` and ``/api/merges``: who is in the memory; crops, snippets, rename,
-merge (recorded, undoable), split."""
+"""``/api/entities``, ``/api/characters``, ``/api/merges``, ``/api/links`` and ``/api/voices``: who is in the
+memory; crops, snippets (per voice and per utterance), rename, merge (recorded, undoable), split, and links of a
+face to a voice made by hand."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ router = APIRouter(tags=["entities and characters"])
 EntityId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <face_N>/<voice_N>")]
 MergeId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the id of a recorded merge")]
 CharacterId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <character_N>")]
+VoiceId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="a voice segment's id (GET .../clips/{n})")]
 MediaIndex = Annotated[int, Path(ge=0, le=15)]
 MEDIA: dict[int | str, dict[str, Any]] = {
     200: {"content": {"image/jpeg": {}, "audio/wav": {}}}, 404: {"model": schemas.Problem}}
+WAV: dict[int | str, dict[str, Any]] = {200: {"content": {"audio/wav": {}}}, 404: {"model": schemas.Problem}}
 
 
 @router.get("/api/entities", response_model=schemas.Page[schemas.EntityOut], summary="List face/voice entities")
@@ -102,6 +105,34 @@ def split_entity(ctx: Ctx, entity_id: EntityId, body: schemas.Split) -> schemas.
         new = store.split_entity(entity_id, body.observation_ids)
         character_of, _ = views.character_names(store)
         return service.entity_out(new, character_of)
+
+
+@router.post("/api/links", response_model=schemas.CharacterOut, status_code=201,
+             summary="Link a face to a voice by hand (the same person): one character from then on")
+def link_entities(ctx: Ctx, body: schemas.Link) -> schemas.CharacterOut:
+    """Record that the face and the voice are one person (409 when the ids are not a face and a voice) and
+    return the character that now holds both."""
+    from m3agent.domain import FaceVoiceLink, LinkSource
+
+    with ctx.write() as store:
+        store.link_entities(FaceVoiceLink(body.face, body.voice, 1.0, LinkSource.MANUAL, "linked by hand"))
+        for character in service.characters(store):
+            if body.face in character.entities:
+                return character
+    raise NotFoundError(f"<face_{body.face}> belongs to no character after the link",
+                        hint="the link needs perception.link_accept_confidence <= 1; check the settings")
+
+
+@router.get("/api/voices/{voice_id}/audio", response_class=Response, responses=WAV,
+            summary="The snippet (WAV) kept with one voice segment: that line, as it was said")
+def get_voice_audio(ctx: Ctx, voice_id: VoiceId) -> Response:
+    """The audio of one voice segment (an utterance), as stored at ingest."""
+    with ctx.stores.read() as store:
+        audio = store.voice_audio(voice_id)
+    if audio is None:
+        raise NotFoundError(f"voice segment {voice_id} kept no audio",
+                            hint="play the clip in the video player, or the voice's snippets on its character page")
+    return Response(audio, media_type="audio/wav", headers={"cache-control": "no-store"})
 
 
 @router.delete("/api/entities/{entity_id}", response_model=schemas.Forgotten, summary="Forget an entity")

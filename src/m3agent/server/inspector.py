@@ -1,31 +1,44 @@
 """The web inspector: server-rendered pages (Jinja2) with a little JavaScript, assets inside the package.
 
-Pages: ``/`` videos, ``/videos/{id}`` a timeline of clips (memories, faces,
-voices) under a player, ``/characters`` and ``/characters/{id}`` (crops,
-snippets, facts, appearances; rename, merge, split), ``/ask`` (streamed
-rounds, searches and cited evidence that jump the player to the clip),
-and ``/login`` when the server has a token. Edits call the REST API.
+Pages: ``/`` videos, ingest (upload or allowed-folder path) and jobs with live
+progress and cancel; ``/videos/{id}`` a paged timeline of clips (memories
+filtered by kind and words, faces, voice lines with their own snippets) under
+a player, or a notice when the browser cannot play the file; ``/characters``
+(with the merge history and undo) and ``/characters/{id}`` (crops, snippets,
+facts, appearances; rename, merge with a side-by-side check, split, link a
+voice to a face); ``/ask`` (streamed rounds, searches and cited evidence that
+jump the player to the clip; recent answers kept in the browser); and
+``/login`` when the server has a token. Edits call the REST API from
+``static/app.js`` (no inline script or style, so a strict CSP holds); errors
+show in the page as ``{error, message, hint}``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from m3agent import __version__, tags, views
-from m3agent.domain import EntityKind
+from m3agent.domain import Entity, EntityKind, MemoryKind
+from m3agent.errors import M3AgentError, NotFoundError
 from m3agent.server import graph_service, service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
+from m3agent.server.failures import error_body, status_of
+from m3agent.server.playback import unplayable_codecs
 from m3agent.server.security import TOKEN_COOKIE
+from m3agent.server.timeline import TimelineQuery, timeline_page
 
 HERE = Path(__file__).parent
 router = APIRouter(include_in_schema=False)
+T = TypeVar("T")
+MAX_WORDS = 200  # longest search within a video
 
 
 def install(app: FastAPI, max_body_size: int | None = None) -> None:
@@ -60,70 +73,129 @@ def _time_or_unknown(seconds: float | None) -> str:
     return "?" if seconds is None else clock(seconds)
 
 
+async def page(request: Request, name: str, load: Callable[[], dict[str, Any]]) -> HTMLResponse:
+    """Template ``name`` filled with what ``load`` reads (in the threadpool); an m3agent error becomes an error
+    page with its status, message and hint instead of a raw JSON body."""
+    try:
+        data = await run_in_threadpool(load)
+    except M3AgentError as exc:
+        return error_page(request, exc)
+    return render(request, name, **data)
+
+
+def error_page(request: Request, exc: M3AgentError) -> HTMLResponse:
+    """The documented error shape (error, message, hint) as a page, with the error's HTTP status."""
+    response = render(request, "error.html", problem=error_body(exc))
+    response.status_code = status_of(exc)
+    return response
+
+
 @router.get("/", response_class=HTMLResponse)
 async def videos_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """The videos and the latest jobs: the inspector's start page."""
+    """The videos, the ingest forms (upload, allowed-folder path) and the latest jobs: the start page."""
     def load() -> dict[str, Any]:
         with ctx.stores.read() as store:
             return {"videos": [service.video_out(ctx, store, v) for v in store.videos()],
-                    "jobs": ctx.require_jobs().all()[:10]}
+                    "jobs": ctx.require_jobs().all()[:10], "server": ctx.settings.server}
 
-    return render(request, "videos.html", **await run_in_threadpool(load))
+    return await page(request, "videos.html", load)
 
 
 @router.get("/videos/{video_id}", response_class=HTMLResponse)
-async def video_page(request: Request, ctx: Ctx, video_id: str) -> HTMLResponse:
-    """A video's timeline of clips (memories, faces, voices) under its player."""
-    return render(request, "video.html", **await run_in_threadpool(_video_data, ctx, video_id))
+async def video_page(request: Request, ctx: Ctx, video_id: str, kind: str = "", q: str = "",
+                     page_: Annotated[str, Query(alias="page")] = "", t: str = "") -> HTMLResponse:
+    """A video's timeline under its player, one page of clips at a time, filtered by kind and by words (a
+    bad page number or time shows the first page rather than an error)."""
+    query = TimelineQuery(kind=_kind(kind), words=q[:MAX_WORDS], page=_number(page_[:9], int),
+                          at_s=_number(t[:20], float))
+    return await page(request, "video.html", lambda: _video_data(ctx, video_id, query))
 
 
-def _video_data(ctx: ServerContext, video_id: str) -> dict[str, Any]:
+def _kind(text: str) -> MemoryKind | None:
+    return MemoryKind(text) if text in {k.value for k in MemoryKind} else None
+
+
+def _number(text: str, kind: Callable[[str], T]) -> T | None:
+    """``text`` as a number, None when it is empty or not one (a bad page or time just shows the first page)."""
+    try:
+        return kind(text) if text else None
+    except ValueError:
+        return None
+
+
+def _video_data(ctx: ServerContext, video_id: str, query: TimelineQuery) -> dict[str, Any]:
     detail = service.video_detail(ctx, video_id)
     with ctx.stores.read() as store:
-        _, names = views.character_names(store, video_id)
-        clips = [views.clip_report(store, video_id, clip.index) for clip in detail.clips]
-    return {"video": detail, "clips": clips, "names": names}
+        timeline = timeline_page(store, video_id, query, ctx.settings.server.inspector_clips_per_page)
+    with ctx.stores.read() as store:
+        path = service.media_file(ctx, store.get_video(video_id))
+    return {"video": detail, "timeline": timeline, "query": query, "kinds": [k.value for k in MemoryKind],
+            "served": path is not None, "unplayable": unplayable_codecs(path) if path is not None else ()}
 
 
 @router.get("/characters", response_class=HTMLResponse)
 async def characters_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Every character with a face crop, to see who the memory knows."""
+    """Every character with a face crop, to see who the memory knows, and the merge history with undo."""
     def load() -> dict[str, Any]:
         with ctx.stores.read() as store:
             rows = []
             for character in service.characters(store):
                 faces = [e for e in character.entities if store.get_entity(e).kind == EntityKind.FACE]
                 rows.append({"character": character, "face": faces[0] if faces else None})
-            return {"characters": rows}
+            merges = list(reversed(store.entity_merges()))[:50]
+            return {"characters": rows, "merges": merges}
 
-    return render(request, "characters.html", **await run_in_threadpool(load))
+    return await page(request, "characters.html", load)
 
 
 @router.get("/characters/{character_id}", response_class=HTMLResponse)
-async def character_page(request: Request, ctx: Ctx, character_id: int) -> HTMLResponse:
+async def character_page(request: Request, ctx: Ctx, character_id: str) -> HTMLResponse:
     """One character's crops, snippets, facts, appearances and the people seen or heard with them, with the forms
-    to rename, merge and split."""
-    def load() -> dict[str, Any]:
-        detail = service.character_detail(ctx, character_id)
-        members = [service.entity_detail(ctx, e.id) for e in detail.members]
-        with ctx.stores.read() as store:
-            others = {kind.value: [e for e in store.entities(kind) if e.id not in detail.entities]
-                      for kind in EntityKind}
-            durations = {v.video_id: v.duration_s for v in store.videos()}
-        company = graph_service.together(ctx, character_id).company
-        return {"c": detail, "members": members, "others": others, "durations": durations, "company": company}
+    to rename, merge (candidates with their crops or snippets, a warning for people seen together), split and
+    link a voice to a face."""
+    return await page(request, "character.html", lambda: _character_data(ctx, _character_id(character_id)))
 
-    return render(request, "character.html", **await run_in_threadpool(load))
+
+def _character_id(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise NotFoundError(f"no character {text!r}", hint="character ids are numbers: see /characters")
+    return int(text)
+
+
+def _character_data(ctx: ServerContext, character_id: int) -> dict[str, Any]:
+    detail = service.character_detail(ctx, character_id)
+    members = [service.entity_detail(ctx, e.id) for e in detail.members]
+    company = graph_service.together(ctx, character_id).company
+    with_us = {c.character_id: ", ".join(f"{s.video_id} {s.span}" for s in c.spans[:5]) for c in company}
+    with ctx.stores.read() as store:
+        character_of, names = views.character_names(store)
+        others = {kind.value: [_candidate(e, character_of, names, with_us) for e in store.entities(kind)
+                               if e.id not in detail.entities] for kind in EntityKind}
+        durations = {v.video_id: v.duration_s for v in store.videos()}
+        merges = [m for m in reversed(store.entity_merges()) if m.keep_id in detail.entities][:50]
+    return {"c": detail, "members": members, "others": others, "durations": durations, "company": company,
+            "merges": merges}
+
+
+def _candidate(entity: Entity, character_of: dict[int, int], names: dict[int, str],
+               with_us: dict[int, str]) -> dict[str, Any]:
+    """An entity this character's could be merged with or linked to: its tag, name and where the two were
+    present at once (empty when never)."""
+    character = character_of.get(entity.id)
+    name = names.get(character, "") if character is not None else ""
+    return {"id": entity.id, "tag": entity.tag, "kind": entity.kind.value, "name": entity.name or name,
+            "observations": entity.n_observations, "together": with_us.get(character, "") if character else ""}
 
 
 @router.get("/ask", response_class=HTMLResponse)
 async def ask_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """The question form; the answer streams in from ``POST /api/ask/stream``."""
+    """The question form; the answer streams in from ``POST /api/ask/stream``; recent answers stay in the
+    browser (localStorage) across reloads."""
     def load() -> dict[str, Any]:
         with ctx.stores.read() as store:
             return {"videos": [v.video_id for v in store.videos()]}
 
-    return render(request, "ask.html", **await run_in_threadpool(load))
+    return await page(request, "ask.html", load)
 
 
 @router.get("/login", response_class=HTMLResponse)

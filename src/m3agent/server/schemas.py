@@ -109,6 +109,7 @@ class FaceGroup(BaseModel):
 class VoiceLine(BaseModel):
     """One transcribed voice segment of a clip with its speaker (``entity`` null: not identified)."""
 
+    id: int = Field(description="the segment id (its audio: GET /api/voices/{id}/audio)")
     start_s: float
     end_s: float
     entity: int | None
@@ -197,6 +198,13 @@ class Merge(BaseModel):
     """The entity folded into the one in the path (the same person recognised twice)."""
 
     absorb: int = Field(ge=0, le=MAX_ID, description="the entity folded into this one")
+
+
+class Link(BaseModel):
+    """A face and a voice a person knows to be one person (a link made by hand, confidence 1)."""
+
+    face: int = Field(ge=0, le=MAX_ID, description="the face entity (the N of <face_N>)")
+    voice: int = Field(ge=0, le=MAX_ID, description="the voice entity (the N of <voice_N>)")
 
 
 class MergeOut(BaseModel):

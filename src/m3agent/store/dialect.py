@@ -140,11 +140,11 @@ def delete_memory(db: Connection, dialect: Dialect, memory_id: int) -> None:
         db.execute(render(CLEAR_TRANSCRIPT, dialect), (segment_id,))
 
 
-def insert_link(db: Connection, dialect: Dialect, link: FaceVoiceLink, clip: Clip) -> None:
-    """Store ``link`` as seen in ``clip`` (already checked by the writer)."""
+def insert_link(db: Connection, dialect: Dialect, link: FaceVoiceLink, video_id: str | None,
+                clip_index: int | None) -> None:
+    """Store ``link`` as seen in clip ``clip_index`` of ``video_id`` (already checked by the caller)."""
     db.execute(render(INSERT_LINK, dialect), (link.face_id, link.voice_id, link.confidence,
-                                              LinkSource(link.source).value, link.evidence, clip.video_id,
-                                              clip.index))
+                                              LinkSource(link.source).value, link.evidence, video_id, clip_index))
 
 
 def record_timing(db: Connection, dialect: Dialect, clip: Clip, stage: str, seconds: float) -> None:

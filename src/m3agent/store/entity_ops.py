@@ -123,6 +123,22 @@ def _keep_smaller_character(d: Dialect, db: Connection, keep: int, absorb: int) 
         _run(d, db, "UPDATE characters SET entity_id = ? WHERE entity_id = ?", (keep, absorb))
 
 
+def link_places(d: Dialect, db: Connection, face: int, voice: int) -> list[tuple[str | None, int | None]]:
+    """Where a link made by hand between ``face`` and ``voice`` is recorded: in every video where both occur,
+    at the first clip from which both have been observed (so answers scoped before that clip do not see it);
+    at the voice's first clip when they never share a video; without a clip when neither was observed."""
+    firsts = [dict(_run(d, db, f"SELECT video_id, min(clip_index) FROM {table} WHERE entity_id = ?"
+                               " GROUP BY video_id", (entity,)).fetchall())
+              for table, entity in (("faces", face), ("voices", voice))]
+    shared = sorted(set(firsts[0]) & set(firsts[1]))
+    if shared:
+        return [(video, max(firsts[0][video], firsts[1][video])) for video in shared]
+    if firsts[1]:
+        video = min(firsts[1])
+        return [(video, firsts[1][video])]
+    return [(None, None)]
+
+
 def split_entity(d: Dialect, db: Connection, entity_id: int, observation_ids: Sequence[int]) -> int:
     """Move observations of ``entity_id`` (face or voice row ids) to a new entity; returns its id."""
     kind = EntityKind(ROWS[d].require_entity(db, entity_id))

@@ -230,6 +230,19 @@ class MemoryStore(Protocol):
         """Move the given face/voice observations to a new entity of the same kind."""
         ...
 
+    def link_entities(self, link: FaceVoiceLink) -> None:
+        """Record a face-voice link made by hand (the latest link of a pair wins; confidence 0 revokes it).
+
+        Raises :class:`~m3agent.errors.IntegrityError` unless ``face_id`` is a face entity and ``voice_id`` a
+        voice entity, :class:`~m3agent.errors.NotFoundError` for an unknown id.
+        """
+        ...
+
+    def voice_audio(self, voice_id: int) -> bytes | None:
+        """The WAV snippet stored with voice segment ``voice_id`` (None when none was kept);
+        :class:`~m3agent.errors.NotFoundError` for an unknown segment."""
+        ...
+
     def entity_merges(self) -> list[EntityMerge]:
         """Every recorded merge (by hand or automatic), oldest first."""
         ...

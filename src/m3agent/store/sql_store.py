@@ -69,7 +69,7 @@ from m3agent.store.sql_rows import (
     video_from_row,
     voice_from_row,
 )
-from m3agent.store.sql_writer import check_unit
+from m3agent.store.sql_writer import check_link, check_unit
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import normalized
 
@@ -497,6 +497,16 @@ class SQLStore(ABC, Generic[C]):
             self._identity_lock(db)
             merge_log.merge_recorded(entity_ops.MERGES[self.dialect], db, keep, absorb, source="manual",
                                      evidence="merged by hand")
+
+    @guarded
+    def link_entities(self, link: FaceVoiceLink) -> None:
+        """Record a face-voice link made outside ingest (by hand), with the writers' role checks, where
+        :func:`~m3agent.store.entity_ops.link_places` puts it; the latest link of a pair wins."""
+        with self._tx() as db:
+            self._identity_lock(db)
+            check_link(link, lambda entity_id: ROWS[self.dialect].require_entity(db, entity_id))
+            for video_id, clip_index in entity_ops.link_places(self.dialect, db, link.face_id, link.voice_id):
+                dialect.insert_link(db, self.dialect, link, video_id, clip_index)
 
     @guarded
     def entity_merges(self) -> list[EntityMerge]:

@@ -273,7 +273,7 @@ class SQLClipWriter:
         """Store a face-voice link seen in this clip, after :func:`check_link`."""
         db = self._db()
         check_link(link, lambda entity_id: self.rows.require_entity(db, entity_id))
-        dialect.insert_link(db, self.dialect, link, self.clip)
+        dialect.insert_link(db, self.dialect, link, self.clip.video_id, self.clip.index)
 
     def merge_entities(self, keep: int, absorb: int, evidence: str) -> int:
         """Fold ``absorb`` into ``keep`` (automatic, for the reason in ``evidence``), recorded with this

@@ -1,28 +1,88 @@
-// m3agent inspector: edits through the REST API, the streamed ask, and the player seeking to clip times.
+// m3agent inspector: edits through the REST API, ingest with live progress, the streamed ask with a short
+// history, and the player seeking to clip times. No inline script or style anywhere: a strict CSP holds.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+const POLL_MS = 1000; // jobs refresh while one is queued or running
+const HISTORY_KEY = "m3agent.ask.history", PENDING_KEY = "m3agent.ask.pending", HISTORY_SIZE = 10;
 
 function status(text) { const el = $("#status"); if (el) el.textContent = text; }
 
-async function api(method, url, body) {
-  const response = await fetch(url, {
-    method, headers: body ? { "content-type": "application/json" } : {},
-    body: body ? JSON.stringify(body) : undefined, credentials: "same-origin",
-  });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    const message = `${data.message || response.statusText}${data.hint ? " (" + data.hint + ")" : ""}`;
-    status(message);
-    alert(message);
-    throw new Error(message);
+// an element with attributes and children (strings become text: nothing is parsed as HTML)
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value; else node.setAttribute(key, value === true ? "" : value);
   }
+  for (const child of children.flat()) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+// errors: the documented {error, message, hint}, shown in the page
+function problemOf(status, data) {
+  if (data && typeof data.message === "string") {
+    return { error: data.error || `HTTP ${status}`, message: data.message, hint: data.hint || "" };
+  }
+  if (data && Array.isArray(data.detail)) {
+    const first = data.detail[0] || {};
+    const where = (first.loc || []).filter((part) => part !== "body").join(".");
+    return { error: "invalid request", message: `${where ? where + ": " : ""}${first.msg || "not accepted"}`,
+      hint: "correct the field and send it again" };
+  }
+  return { error: `HTTP ${status}`, message: "the server answered with an error and no explanation",
+    hint: "try again; the server's log says more" };
+}
+
+function showProblem(problem) {
+  const box = $("#problem");
+  status(problem.message);
+  if (!box) return;
+  $(".problem-error", box).textContent = problem.error;
+  $(".problem-message", box).textContent = problem.message;
+  $(".problem-hint", box).textContent = problem.hint;
+  box.hidden = false;
+  box.scrollIntoView({ block: "nearest" });
+}
+
+function clearProblem() { const box = $("#problem"); if (box) box.hidden = true; }
+
+class ApiError extends Error {
+  constructor(problem) { super(problem.message); this.problem = problem; }
+}
+
+const OFFLINE = { error: "no answer", message: "the server did not answer",
+  hint: "check that m3agent serve is still running, then try again" };
+
+async function api(method, url, body) {
+  let response;
+  try {
+    response = await fetch(url, {
+      method, headers: body ? { "content-type": "application/json" } : {},
+      body: body ? JSON.stringify(body) : undefined, credentials: "same-origin",
+    });
+  } catch (e) {
+    showProblem(OFFLINE);
+    throw new ApiError(OFFLINE);
+  }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) {
+    const problem = problemOf(response.status, data);
+    showProblem(problem);
+    throw new ApiError(problem);
+  }
+  clearProblem();
   return data;
 }
 
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+// run an async handler; its ApiError is already shown, anything else is shown as a problem too
+function guarded(handler) {
+  return async (event) => {
+    try { await handler(event); } catch (e) {
+      if (!(e instanceof ApiError)) showProblem({ error: "error", message: String(e.message || e), hint: "reload the page and try again" });
+    }
+  };
 }
 
 function clock(seconds) {
@@ -30,9 +90,11 @@ function clock(seconds) {
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
 }
 
-// forget buttons: confirm, POST /api/forget, then go on
+// forget buttons (also on rows added later): confirm, POST /api/forget, then go on
 function setupForget() {
-  $$("[data-forget]").forEach((button) => button.addEventListener("click", async (event) => {
+  document.addEventListener("click", guarded(async (event) => {
+    const button = event.target.closest("[data-forget]");
+    if (!button) return;
     event.preventDefault();
     const kind = button.dataset.forget, id = button.dataset.id;
     if (!confirm(`Forget ${kind} ${id} and everything derived from it? This cannot be undone.`)) return;
@@ -41,9 +103,11 @@ function setupForget() {
     status(`forgot ${kind} ${id}`);
     if (button.dataset.then) location.href = button.dataset.then; else location.reload();
   }));
+  const close = $("#problem .problem-close");
+  if (close) close.addEventListener("click", clearProblem);
 }
 
-// the player: ?t= on load, and every .seek link
+// the player: ?t= on load, every .seek link, a notice when the browser cannot play the file
 function seek(t) {
   const player = $("#player");
   $$(".clip").forEach((clip) => clip.classList.toggle("current",
@@ -53,6 +117,19 @@ function seek(t) {
   if (player.readyState >= 1) go(); else player.addEventListener("loadedmetadata", go, { once: true });
 }
 
+async function playAudio(url) {
+  const audio = new Audio(url);
+  try {
+    await audio.play();
+    status(`playing ${url}`);
+  } catch (e) {
+    const response = await fetch(url, { credentials: "same-origin" }).catch(() => null);
+    if (!response) { showProblem(OFFLINE); return; }
+    if (!response.ok) showProblem(problemOf(response.status, await response.json().catch(() => null)));
+    else showProblem({ error: "cannot play", message: String(e), hint: "this browser could not decode the audio" });
+  }
+}
+
 function setupPlayer() {
   $$(".seek").forEach((link) => link.addEventListener("click", (event) => {
     event.preventDefault();
@@ -60,69 +137,279 @@ function setupPlayer() {
   }));
   const t = new URLSearchParams(location.search).get("t");
   if (t !== null) seek(Number(t));
-  $$("button.play").forEach((button) => button.addEventListener("click", () => {
-    const audio = new Audio(button.dataset.audio);
-    audio.play().then(() => status(`playing ${button.dataset.audio}`)).catch((e) => status(`cannot play: ${e}`));
+  $$("button.play").forEach((button) => button.addEventListener("click", () => playAudio(button.dataset.audio)));
+  const player = $("#player");
+  if (player) player.addEventListener("error", () => { $("#player-failed").hidden = false; player.hidden = true; });
+  $$(".strip .span").forEach((span) => {  // CSSOM, not a style attribute: allowed by a strict CSP
+    span.style.left = `${Number(span.dataset.left)}%`;
+    span.style.width = `${Number(span.dataset.width)}%`;
+  });
+}
+
+// home page: ingest (upload with its progress, or a server path), the jobs table refreshed while any runs
+const ACTIVE = new Set(["queued", "running"]);
+let jobStates = new Map();
+let polling = null;
+
+function jobRow(job) {
+  const done = job.clips_already_done + job.clips_done;
+  const progress = job.clips_total
+    ? el("progress", { max: job.clips_total, value: Math.min(done, job.clips_total) }) : null;
+  const cancel = ACTIVE.has(job.state)
+    ? el("button", { type: "button", class: "danger cancel", "data-cancel": job.id }, "Cancel") : null;
+  const video = el("a", { href: `/videos/${encodeURIComponent(job.video_id)}` }, job.video_id);
+  const error = job.error ? [job.error, job.hint ? el("span", { class: "muted" }, ` (${job.hint})`) : null] : "";
+  return el("tr", { "data-job": job.id, "data-state": job.state },
+    el("td", { class: "muted" }, job.id.slice(0, 8)), el("td", { class: "wrap" }, video),
+    el("td", { class: `state-${job.state}` }, job.state),
+    el("td", { class: "progress-cell" }, progress, ` ${done}${job.clips_total ? " / " + job.clips_total : ""} clips`),
+    el("td", {}, job.rtf ? job.rtf.toFixed(2) : ""),
+    el("td", { class: "wrap error-cell" }, error, cancel));
+}
+
+async function refreshJobs() {
+  const table = $("#jobs");
+  if (!table) return;
+  polling = null;
+  let page;
+  try { page = await api("GET", "/api/jobs?limit=10"); } catch (e) { polling = setTimeout(refreshJobs, POLL_MS * 5); return; }
+  const rows = page.items.map(jobRow);
+  $("tbody", table).replaceChildren(...(rows.length ? rows
+    : [el("tr", { class: "empty-row" }, el("td", { colspan: 6, class: "empty" }, "No jobs yet."))]));
+  const finished = page.items.some((job) => ACTIVE.has(jobStates.get(job.id)) && !ACTIVE.has(job.state));
+  jobStates = new Map(page.items.map((job) => [job.id, job.state]));
+  if (finished) await refreshVideos();
+  if (page.items.some((job) => ACTIVE.has(job.state))) polling = setTimeout(refreshJobs, POLL_MS);
+}
+
+function pollJobs() { if (polling) clearTimeout(polling); refreshJobs(); }
+
+function videoRow(video) {
+  return el("tr", { "data-video": video.video_id },
+    el("td", { class: "wrap" }, el("a", { href: `/videos/${encodeURIComponent(video.video_id)}` }, video.video_id)),
+    el("td", {}, video.duration_s === null ? "?" : clock(video.duration_s)),
+    el("td", {}, `${video.clips_done} / ${video.clips_recorded}`),
+    el("td", { class: "muted wrap col-source" }, video.source),
+    el("td", {}, el("button", { class: "danger", "data-forget": "video", "data-id": video.video_id, "data-then": "/" }, "Forget")));
+}
+
+async function refreshVideos() {
+  const page = await api("GET", "/api/videos?limit=1000");
+  $("#videos tbody").replaceChildren(...page.items.map(videoRow));
+  const empty = $("#no-videos");
+  if (empty) empty.hidden = page.items.length > 0;
+}
+
+function formFields(form, names) {
+  const fields = {};
+  for (const name of names) {
+    const input = form.elements[name];
+    if (input && input.value.trim()) fields[name] = input.value.trim();
+  }
+  return fields;
+}
+
+function upload(form) {
+  const data = new FormData();
+  data.append("file", form.elements.file.files[0]);
+  for (const [key, value] of Object.entries(formFields(form, ["video_id", "max_clips"]))) data.append(key, value);
+  const bar = $("#upload-progress");
+  bar.hidden = false; bar.value = 0;
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open("POST", "/api/jobs/upload");
+    request.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) bar.value = (100 * event.loaded) / event.total;
+    });
+    request.addEventListener("load", () => {
+      bar.hidden = true;
+      let body = null;
+      try { body = JSON.parse(request.responseText); } catch (e) { body = null; }
+      if (request.status === 202) { clearProblem(); resolve(body); return; }
+      const problem = problemOf(request.status, body);
+      showProblem(problem); reject(new ApiError(problem));
+    });
+    request.addEventListener("error", () => { bar.hidden = true; showProblem(OFFLINE); reject(new ApiError(OFFLINE)); });
+    request.send(data);
+  });
+}
+
+function setupIngest() {
+  const uploadForm = $("#upload-form"), pathForm = $("#path-form");
+  if (uploadForm) uploadForm.addEventListener("submit", guarded(async (event) => {
+    event.preventDefault();
+    const job = await upload(uploadForm);
+    status(`queued job ${job.id.slice(0, 8)} for ${job.video_id}`);
+    uploadForm.reset();
+    pollJobs();
+  }));
+  if (pathForm && pathForm.elements.path) pathForm.addEventListener("submit", guarded(async (event) => {
+    event.preventDefault();
+    const body = formFields(pathForm, ["path", "video_id", "max_clips"]);
+    if (body.max_clips) body.max_clips = Number(body.max_clips);
+    const job = await api("POST", "/api/jobs", body);
+    status(`queued job ${job.id.slice(0, 8)} for ${job.video_id}`);
+    pathForm.reset();
+    pollJobs();
+  }));
+  const jobs = $("#jobs");
+  if (jobs) {
+    jobs.addEventListener("click", guarded(async (event) => {
+      const button = event.target.closest("[data-cancel]");
+      if (!button) return;
+      button.disabled = true;
+      const job = await api("POST", `/api/jobs/${encodeURIComponent(button.dataset.cancel)}/cancel`);
+      status(`cancelling job ${job.id.slice(0, 8)}`);
+      pollJobs();
+    }));
+    pollJobs();
+  }
+}
+
+// character page: rename, merge (compared side by side, warned when seen together), link, split; undo merges
+function mediaOf(entityId, kind, count) {
+  const shown = Math.min(count, kind === "face" ? 4 : 2);
+  return Array.from({ length: shown }, (_, i) => kind === "face"
+    ? el("img", { class: "crop", src: `/api/entities/${entityId}/media/${i}`, alt: `crop ${i}` })
+    : el("audio", { class: "snippet", controls: true, preload: "none", src: `/api/entities/${entityId}/media/${i}` }));
+}
+
+async function confirmMerge(form, candidate) {
+  const dialog = $("#merge-dialog");
+  const keep = form.dataset.keep, absorb = candidate.dataset.entity, kind = form.dataset.kind;
+  const keepMedia = Number($(`#entity-${keep}`).dataset.media);
+  const other = await api("GET", `/api/entities/${absorb}`);
+  $$(".keep-tag", dialog).forEach((node) => { node.textContent = form.dataset.keepTag; });
+  $$(".absorb-tag", dialog).forEach((node) => { node.textContent = candidate.dataset.tag; });
+  $(".keep-side .media", dialog).replaceChildren(...mediaOf(keep, kind, keepMedia));
+  $(".absorb-side .media", dialog).replaceChildren(...mediaOf(absorb, kind, other.media));
+  const together = candidate.dataset.together;
+  $(".together-warning", dialog).hidden = !together;
+  $(".together-spans", dialog).textContent = together;
+  $(".confirm-merge", dialog).textContent = together ? "Merge anyway" : "Merge";
+  dialog.returnValue = "";
+  dialog.showModal();
+  await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
+  return dialog.returnValue === "merge";
+}
+
+function setupCandidates() {
+  $$(".candidate-filter").forEach((input) => input.addEventListener("input", () => {
+    const needle = input.value.trim().toLowerCase();
+    $$(".candidate", input.form).forEach((label) => {
+      label.hidden = needle !== "" && !`${label.dataset.tag} ${label.dataset.name}`.toLowerCase().includes(needle);
+    });
   }));
 }
 
-// character page: rename, merge, split
 function setupCharacter() {
   const rename = $("#rename");
-  if (rename) rename.addEventListener("submit", async (event) => {
+  if (rename) rename.addEventListener("submit", guarded(async (event) => {
     event.preventDefault();
     const name = rename.elements.name.value.trim();
     await api("PATCH", `/api/characters/${rename.dataset.character}`, { name });
     location.reload();
-  });
-  $$("form.merge").forEach((form) => form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    await api("POST", `/api/entities/${form.dataset.keep}/merge`, { absorb: Number(form.elements.absorb.value) });
-    location.reload();
   }));
-  $$("form.split").forEach((form) => form.addEventListener("submit", async (event) => {
+  $$("form.merge").forEach((form) => form.addEventListener("submit", guarded(async (event) => {
+    event.preventDefault();
+    const chosen = $("input[name=absorb]:checked", form);
+    if (!chosen) { status("choose who to merge"); return; }
+    if (!(await confirmMerge(form, chosen.closest(".candidate")))) { status("merge cancelled"); return; }
+    const kept = await api("POST", `/api/entities/${form.dataset.keep}/merge`, { absorb: Number(chosen.value) });
+    location.href = `/characters/${kept.character}`;  // the character's id may change with its members
+  })));
+  $$("form.link-form").forEach((form) => form.addEventListener("submit", guarded(async (event) => {
+    event.preventDefault();
+    const chosen = $("input[name=other]:checked", form);
+    if (!chosen) { status("choose who to link"); return; }
+    const mine = Number(form.dataset.entity), theirs = Number(chosen.value);
+    const body = form.dataset.kind === "face" ? { face: mine, voice: theirs } : { face: theirs, voice: mine };
+    const character = await api("POST", "/api/links", body);
+    location.href = `/characters/${character.id}`;
+  })));
+  $$("form.split").forEach((form) => form.addEventListener("submit", guarded(async (event) => {
     event.preventDefault();
     const ids = $$("input[name=obs]:checked", form).map((box) => Number(box.value));
     if (!ids.length) { status("select observations to split off"); return; }
     const entity = await api("POST", `/api/entities/${form.dataset.entity}/split`, { observation_ids: ids });
     status(`split into ${entity.tag}`);
     location.reload();
-  }));
+  })));
+  $$("button[data-undo]").forEach((button) => button.addEventListener("click", guarded(async () => {
+    button.disabled = true;
+    const restored = await api("POST", `/api/merges/${button.dataset.undo}/undo`);
+    status(`${restored.tag} is back`);
+    if (!$("#character-name")) { location.reload(); return; }
+    const kept = await api("GET", `/api/entities/${button.dataset.keep}`);
+    location.href = `/characters/${kept.character}`;
+  })));
+  setupCandidates();
 }
 
-// ask page: stream the steps (SSE over fetch), then show the answer with citations
-function evidenceHtml(items) {
-  return "<ol class=\"evidence\">" + items.map((e) => {
-    const href = `/videos/${encodeURIComponent(e.video_id)}?t=${e.start_s}#clip-${e.clip_index}`;
-    const cited = e.cited ? " cited" : "";
-    return `<li class="memory${cited}"><a class="citation" href="${href}">${escapeHtml(e.video_id)} CLIP ${e.clip_index} ${clock(e.start_s)}</a> ${escapeHtml(e.text)}</li>`;
-  }).join("") + "</ol>";
+// ask page: stream the steps (SSE over fetch), show the answer with citations, keep the last answers
+function evidenceList(items) {
+  return el("ol", { class: "evidence" }, items.map((e) => el("li", { class: `memory${e.cited ? " cited" : ""}` },
+    el("a", { class: "citation", href: `/videos/${encodeURIComponent(e.video_id)}?t=${e.start_s}#clip-${e.clip_index}` },
+      `${e.video_id} CLIP ${e.clip_index} ${clock(e.start_s)}`), " ", e.text)));
 }
 
-function stepHtml(step) {
-  if (step.type === "thought") return `<div class="step thought">round ${step.round} · thinks: ${escapeHtml(step.text)}</div>`;
-  if (step.type === "action") return `<div class="step action">round ${step.round} · ${escapeHtml(step.tool)}: ${escapeHtml(step.content)}</div>`;
-  if (step.type === "observation") {
+function stepNode(step) {
+  let text = "";
+  if (step.type === "thought") text = `round ${step.round} · thinks: ${step.text}`;
+  else if (step.type === "action") text = `round ${step.round} · ${step.tool}: ${step.content}`;
+  else if (step.type === "observation") {
     const hits = step.result ? (step.result.clips || []).flatMap((c) => c.hits).length : 0;
-    return `<div class="step observation">round ${step.round} · ${step.error ? "error: " + escapeHtml(step.error) : hits + " memories found"}</div>`;
-  }
-  return "";
+    text = `round ${step.round} · ${step.error ? "error: " + step.error : hits + " memories found"}`;
+  } else return null;
+  return el("div", { class: `step ${step.type}` }, text);
 }
 
-function showAnswer(answer) {
+function showAnswer(answer, question) {
   const box = $("#answer");
   box.hidden = false;
-  box.innerHTML = `<h2>Answer</h2><p class="answer-text">${escapeHtml(answer.text || "(no answer)")}</p>` +
-    `<p class="muted">${answer.mode} mode · ${answer.rounds} rounds · ${answer.searches.length} searches</p>` +
-    `<h3>Evidence</h3>` + evidenceHtml(answer.evidence);
+  box.replaceChildren(
+    el("h2", {}, "Answer"), question ? el("p", { class: "muted asked" }, question) : null,
+    el("p", { class: "answer-text" }, answer.text || "(no answer)"),
+    el("p", { class: "muted" }, `${answer.mode} mode · ${answer.rounds} rounds · ${answer.searches.length} searches`),
+    el("h3", {}, "Evidence"), evidenceList(answer.evidence));
+}
+
+function readHistory() {
+  try { return JSON.parse(localStorage.getItem(HISTORY_KEY)) || []; } catch (e) { return []; }
+}
+
+function remember(question, video, answer) {
+  const history = [{ question, video, answer, at: Date.now() }, ...readHistory()].slice(0, HISTORY_SIZE);
+  try { localStorage.setItem(HISTORY_KEY, JSON.stringify(history)); } catch (e) { status("the browser keeps no history here"); }
+  localStorage.removeItem(PENDING_KEY);
+  renderHistory();
+}
+
+function renderHistory() {
+  const list = $("#history");
+  if (!list) return;
+  const history = readHistory();
+  $("#history-box").hidden = history.length === 0;
+  list.replaceChildren(...history.map((entry, i) => el("li", {},
+    el("button", { type: "button", class: "link", "data-history": i }, entry.question),
+    el("span", { class: "muted" }, ` ${entry.video || "all videos"} · ${new Date(entry.at).toLocaleString()}`))));
 }
 
 async function ask(question, video) {
-  $("#steps").innerHTML = ""; $("#answer").hidden = true; status("asking…");
+  $("#steps").replaceChildren(); $("#answer").hidden = true; $("#interrupted").hidden = true;
+  clearProblem(); status("asking…");
+  localStorage.setItem(PENDING_KEY, JSON.stringify({ question, video, at: Date.now() }));
   const body = { question }; if (video) body.video_id = video;
-  const response = await fetch("/api/ask/stream", { method: "POST", credentials: "same-origin",
-    headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  if (!response.ok) { const data = await response.json(); status(`${data.message} (${data.hint})`); return; }
+  let response;
+  try {
+    response = await fetch("/api/ask/stream", { method: "POST", credentials: "same-origin",
+      headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  } catch (e) { showProblem(OFFLINE); return; }
+  if (!response.ok) {
+    localStorage.removeItem(PENDING_KEY);
+    showProblem(problemOf(response.status, await response.json().catch(() => null)));
+    return;
+  }
   const reader = response.body.getReader(), decoder = new TextDecoder();
   let buffer = "";
   for (;;) {
@@ -134,9 +421,9 @@ async function ask(question, video) {
       const frame = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
       const event = (frame.match(/^event: (.*)$/m) || [])[1];
       const data = JSON.parse((frame.match(/^data: (.*)$/m) || [])[1] || "{}");
-      if (event === "answer") showAnswer(data);
-      else if (event === "error") status(`${data.message} (${data.hint})`);
-      else $("#steps").insertAdjacentHTML("beforeend", stepHtml(data));
+      if (event === "answer") { showAnswer(data, question); remember(question, video, data); }
+      else if (event === "error") { localStorage.removeItem(PENDING_KEY); showProblem(problemOf(500, data)); }
+      else { const node = stepNode(data); if (node) $("#steps").append(node); }
     }
   }
   status("answered");
@@ -147,7 +434,8 @@ async function search(query, video) {
   const result = await api("POST", "/api/search", body);
   const hits = (result.clips || []).flatMap((c) => c.hits);
   $("#answer").hidden = false;
-  $("#answer").innerHTML = `<h2>${hits.length} memories</h2>` + evidenceHtml(hits.map((h) => ({ ...h, cited: h.matched })));
+  $("#answer").replaceChildren(el("h2", {}, `${hits.length} memories`),
+    evidenceList(hits.map((h) => ({ ...h, cited: h.matched }))));
   status("searched");
 }
 
@@ -155,9 +443,29 @@ function setupAsk() {
   const form = $("#ask-form");
   if (!form) return;
   form.addEventListener("submit", (event) => { event.preventDefault(); ask($("#question").value, $("#video").value); });
-  $("#search-button").addEventListener("click", () => search($("#question").value, $("#video").value));
+  $("#search-button").addEventListener("click", guarded(() => search($("#question").value, $("#video").value)));
+  $("#history").addEventListener("click", (event) => {
+    const button = event.target.closest("[data-history]");
+    if (!button) return;
+    const entry = readHistory()[Number(button.dataset.history)];
+    if (entry) showAnswer(entry.answer, entry.question);
+  });
+  $("#ask-again").addEventListener("click", () => {
+    const pending = JSON.parse(localStorage.getItem(PENDING_KEY) || "null");
+    if (pending) { $("#question").value = pending.question; $("#video").value = pending.video || ""; ask(pending.question, pending.video); }
+  });
+  renderHistory();
+  const pending = JSON.parse(localStorage.getItem(PENDING_KEY) || "null");
+  if (pending) {
+    $("#interrupted").hidden = false;
+    $("#interrupted-question").textContent = pending.question;
+    $("#question").value = pending.question;
+  } else {
+    const last = readHistory()[0];
+    if (last) showAnswer(last.answer, last.question);
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  setupForget(); setupPlayer(); setupCharacter(); setupAsk();
+  setupForget(); setupPlayer(); setupIngest(); setupCharacter(); setupAsk();
 });

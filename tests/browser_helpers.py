@@ -1,0 +1,55 @@
+"""Chromium through Selenium for the inspector tests: the driver, waits, screenshots, layout checks."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
+
+
+def chromium(width: int = 1280, height: int = 1000) -> WebDriver:
+    """Debian's headless chromium (skips when it is not installed), with the browser log kept."""
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not binary or not driver:
+        pytest.skip("Debian chromium + chromium-driver are not installed (scripts/setup.sh installs them as root)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}",
+                "--autoplay-policy=no-user-gesture-required", "--mute-audio"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(driver))
+
+
+def shot(browser: WebDriver, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    browser.save_screenshot(str(path))
+    return path
+
+
+def wait(browser: WebDriver, condition: Any, timeout: float = 30) -> Any:
+    """Poll ``condition``; elements that vanish while the page reloads are looked up again."""
+    return WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
+
+
+def images_loaded(browser: WebDriver) -> bool:
+    return bool(browser.execute_script(
+        "return Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"))
+
+
+def overflow(browser: WebDriver) -> int:
+    """How many pixels the page is wider than the window (0: no horizontal scrolling)."""
+    return int(browser.execute_script(
+        "return Math.max(0, document.documentElement.scrollWidth - window.innerWidth)"))
