@@ -263,3 +263,23 @@ def test_ingest_skips_consolidation_without_an_llm_and_reports_a_failing_one(tal
     failed = _consolidate(broken, minilm(), VIDEO, False, None)
     assert "model file not found" in failed["failed"] and "m3agent consolidate" in failed["failed"]
     assert semantic(talk) == []
+
+
+@pytest.mark.parametrize(("person", "line", "dropped"), [
+    # the debate: Trump's "if you were an effective senator" made him a senator; Clinton's own words make her one
+    ("<voice_6>", "If you were an effective senator, you could have done it.", True),
+    ("<voice_5>", "Starting when I was a senator from New York.", False),
+    ("<voice_6>", "You and I were both senators back then.", False),
+    ("<voice_6>", "Your sister says he is a senator now.", True),
+])
+def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str, dropped: bool) -> None:
+    from m3agent import tags
+    from m3agent.memorize.consolidate_facts import _grounding_problem
+
+    said = Memory(MemoryKind.EPISODIC, f'At 0:05 {person} says: "{line}"', VIDEO, 0, 5.0, 7.0, (6,))
+    problem = _grounding_problem("role", tags.parse(person), "senator", (said,))
+    assert bool(problem) is dropped, problem
+    if dropped:
+        assert "of the person they speak to" in problem
+    other = Memory(MemoryKind.EPISODIC, f'At 0:09 <voice_7> says: "{line}"', VIDEO, 0, 9.0, 10.0, (7,))
+    assert _grounding_problem("role", tags.parse(person), "senator", (other,)) == "", "whom others address is unknown"

@@ -45,6 +45,11 @@ MAX_KNOWN = 12
 MAX_MEMORY_CHARS = 200
 CONFIDENCE = {"low": 0.4, "medium": 0.6, "high": 0.8}
 _WORD = re.compile(r"[a-z0-9']+")
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+")
+ABOUT_THE_SPEAKER = frozenset({"role", "relation", "likes", "habit"})
+"""Fact kinds that describe their person; one they only say of "you" is about their listener."""
+SECOND_PERSON = frozenset({"you", "your", "you're", "yours", "yourself"})
+FIRST_PERSON = frozenset({"i", "i'm", "me", "my", "mine", "myself", "we", "our", "us"})
 
 
 TEMPLATES = {
@@ -194,7 +199,36 @@ def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: 
         return _name_problem(person, value, sources)
     if not _content(lowered) & _content(said):
         return "it shares no word with its sources"
+    if kind in ABOUT_THE_SPEAKER and person is not None:
+        return _listener_problem(person, value, sources)
     return ""
+
+
+def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...]) -> str:
+    """A fact about ``person`` that rests only on their own sentences saying it of "you" (the listener).
+
+    "If you were an effective senator" said by P makes the listener a senator, not P; "when I was a senator"
+    makes P one. Sources by someone else, or not speech, are not judged (whom they address is unknown)."""
+    wanted = _content(value.lower())
+    holding = [m for m in sources if wanted & _content(m.text.lower())]
+    own = [m for m in holding if m.text.startswith("At ") and f"{person} says:" in m.text]
+    if not holding or len(own) < len(holding):
+        return ""
+    sentences = [sentence for m in own for sentence in _SENTENCE.split(_quoted(m.text))
+                 if wanted & _content(sentence.lower())]
+    if sentences and all(_second_person(sentence) for sentence in sentences):
+        return f"{person} says it of the person they speak to (\"{_short(sentences[0].strip())}\"), not of themselves"
+    return ""
+
+
+def _quoted(text: str) -> str:
+    start = text.find('"')
+    return text[start + 1 :].rstrip('"') if start >= 0 else text
+
+
+def _second_person(sentence: str) -> bool:
+    words = set(_WORD.findall(sentence.lower()))
+    return bool(words & SECOND_PERSON) and not words & FIRST_PERSON
 
 
 def _name_problem(person: tags.Tag | None, name: str, sources: tuple[Memory, ...]) -> str:
