@@ -157,16 +157,17 @@ def test_bench_m3_end_to_end_with_a_local_server(tmp_path: Path) -> None:
         spec = f"openai://{base.removeprefix('http://')}?model=smollm2"
         settings = Settings(embedder="hash:256", shared_dir=tmp_path, llm=spec, judge=spec, control={"rounds": 2})
         chat = create_chat_model(spec, timeout_s=300.0)
-        summary = run_m3(
-            settings, str(annotations), memories, chat, Judge(chat), out_dir=tmp_path / "out", concurrency=1
-        )
+        # one question (the one whose type has an alias): the contract (tokens counted, judged, report and plot
+        # written) is per question, and each one costs a minute or more of a 2-core CI machine
+        summary = run_m3(settings, str(annotations), memories, chat, Judge(chat), out_dir=tmp_path / "out",
+                         concurrency=1, question_ids=[f"{VIDEO}_Q02"])
     lines = (tmp_path / "out" / "robot_mini.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    assert len(records) == 2
+    assert len(records) == 1
     for record in records:
         assert record["usage"]["total_tokens"] > 0
         assert record["correct"] is not None or record["judge_error"]
-    assert summary["questions"] == 2
+    assert summary["questions"] == 1
     assert summary["environment"]["judge"]["model"].startswith("smollm2")
     assert (tmp_path / "out" / "report.md").read_text().count("| Multi-Evidence Reasoning |") == 1
     assert (tmp_path / "out" / "accuracy_by_type.png").stat().st_size > 1000
