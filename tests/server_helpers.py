@@ -3,10 +3,12 @@ a face-voice link (one character), and memories embedded with the hashing embedd
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -128,3 +130,14 @@ def live_server(app: object, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def until(client: Any, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 120) -> dict[str, Any]:
+    """Poll ``GET /api/jobs/{job_id}`` through ``client`` (a TestClient or an httpx.Client) until ``done(job)``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = client.get(f"/api/jobs/{job_id}").json()
+        if done(job):
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} never reached the condition: {job}")

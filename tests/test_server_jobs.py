@@ -6,10 +6,7 @@ but the job lasts long enough to watch, cancel and interrupt it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +17,7 @@ from fastapi.testclient import TestClient
 from m3agent.media.snippets import wav_bytes
 from m3agent.server.app import create_app
 from m3agent.settings import Settings, load_settings
+from server_helpers import until
 
 SECONDS, CLIP = 240.0, 0.4  # 600 clips
 
@@ -35,16 +33,6 @@ def setup(tmp_path: Path) -> tuple[Settings, Path]:
                              server={"allowed_folders": [str(media)]})
     return settings, media / "long.wav"
 
-
-def until(client: TestClient, job_id: str, done: Callable[[dict[str, Any]], bool],
-          timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/api/jobs/{job_id}").json()
-        if done(job):
-            return job
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} never reached the condition: {job}")
 
 
 def test_progress_and_cancelling_a_queued_and_a_running_job(setup: tuple[Settings, Path]) -> None:

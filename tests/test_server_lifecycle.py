@@ -3,8 +3,7 @@ a forget leaves no deleted text in the database or its WAL, and a path job check
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import httpx
 from m3agent.media.snippets import wav_bytes
 from m3agent.server.app import create_app
 from m3agent.settings import Settings, load_settings
-from server_helpers import build_memory, live_server
+from server_helpers import build_memory, live_server, until
 from store_helpers import file_bytes
 
 SECONDS, CLIP = 240.0, 0.4  # 600 short clips: a job lasts long enough to cancel it
@@ -41,16 +40,6 @@ def served(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
     with live_server(create_app(settings, mcp=False)) as url, httpx.Client(base_url=url, timeout=60) as client:
         yield client, settings
 
-
-def until(client: httpx.Client, job_id: str, done: Callable[[dict[str, Any]], bool],
-          timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/api/jobs/{job_id}").json()
-        if done(job):
-            return job
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} never reached the condition: {job}")
 
 
 def uploads(settings: Settings) -> list[Path]:
