@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
-from m3agent import views
+from m3agent import tags, views
 from m3agent.domain import EntityKind
 from m3agent.errors import NotFoundError
 from m3agent.server import schemas, service
@@ -119,7 +119,7 @@ def link_entities(ctx: Ctx, body: schemas.Link) -> schemas.CharacterOut:
         for character in service.characters(store):
             if body.face in character.entities:
                 return character
-    raise NotFoundError(f"<face_{body.face}> belongs to no character after the link",
+    raise NotFoundError(f"{tags.face(body.face)} belongs to no character after the link",
                         hint="the link needs perception.link_accept_confidence <= 1; check the settings")
 
 
