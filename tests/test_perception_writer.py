@@ -54,3 +54,45 @@ def test_self_introductions_become_semantic_names() -> None:
     voices = [VoiceSegment(clip_index=2, start_s=70, end_s=72, text="Hi, my name is Ann Lee and I'm glad", entity_id=9)]
     semantic = [m for m in write_clip(CLIP, [], voices, fps=2.0) if m.kind == MemoryKind.SEMANTIC]
     assert [m.text for m in semantic] == ["<voice_9>'s name is Ann Lee."]
+
+
+def test_with_shots_the_summary_says_who_is_where_and_captions_join_their_speech() -> None:
+    import numpy as np
+
+    from m3agent.domain import ClipSenses, Frame, ScreenText
+    from m3agent.memorize.inputs import ClipInput
+    from m3agent.memorize.perception_writer import PerceptionWriter
+
+    left, right = BBox(40, 100, 140, 220), BBox(520, 100, 620, 220)
+    times = [60.0 + i / 2 for i in range(20)]
+    tracks = (track(1, times, 0, left), track(2, times, 1, right))
+    voices = (VoiceSegment(2, 61.0, 64.5, "If you were an effective senator you could have done it.", entity_id=7),
+              VoiceSegment(2, 66.0, 69.0, "Why didn't you do it?", entity_id=8))
+    texts = (ScreenText("if you were an effective senator", 61.5, 63.0, 0.99, SMALL, 3),  # restates <voice_7>
+             ScreenText("you could have done it", 63.0, 64.5, 0.99, SMALL, 3),  # the rest of the same line
+             ScreenText("PRESIDENTIAL DEBATE 2016", 60.0, 69.0, 0.99, SMALL, 9),  # said by nobody: its own
+             ScreenText("why didn't you do it", 80.0, 81.0, 0.99, SMALL, 2))  # 11 s after it was said
+    senses = ClipSenses(shots=(Shot(60.0, 70.0, cut=False), Shot(70.0, 90.0, cut=True)), texts=texts)
+    frames = (Frame(60.0, np.zeros((360, 640, 3), np.uint8)),)
+    out = PerceptionWriter().write(ClipInput(CLIP, tracks, voices, frames, senses=senses)).memories
+    lines = [m.text for m in out]
+    assert not any("is on screen" in t for t in lines), "the shot summary says it: no presence line repeats it"
+    assert ('Shot 1:00–1:10: on screen <face_1> (on the left), <face_2> (on the right); speaking <voice_7>, '
+            '<voice_8>; text "PRESIDENTIAL DEBATE 2016".') in lines
+    assert ('At 1:01 <voice_7> says: "If you were an effective senator you could have done it." Captioned on '
+            'screen: "if you were an effective senator"; "you could have done it".') in lines
+    assert [t for t in lines if t.startswith("On screen")] == [
+        'On screen 1:00–1:09: "PRESIDENTIAL DEBATE 2016"', 'On screen 1:20–1:21: "why didn\'t you do it"']
+
+
+def test_a_short_or_unrelated_caption_is_not_merged() -> None:
+    from m3agent.domain import ScreenText
+    from m3agent.memorize.captions import spoken_captions
+    from m3agent.memorize.utterances import Utterance
+
+    said = [Utterance(7, "We need to cut the budget this year.", 61.0, 64.5, 1),
+            Utterance(8, "Not the budget, the schools.", 64.6, 66.0, 1)]
+    texts = (ScreenText("budget", 62.0, 63.0, 0.99, SMALL),  # one word matches anything
+             ScreenText("SENATE HEARING ON EDUCATION", 61.0, 66.0, 0.99, SMALL),
+             ScreenText("not the budget the schools", 64.0, 66.0, 0.99, SMALL))
+    assert spoken_captions(texts, said) == {1: (texts[2],)}

@@ -98,9 +98,7 @@ def test_scene_memories_name_spans_and_summarise_each_shot() -> None:
         'Shot 0:30–0:47: speaking <voice_7>; text "BECAUSE I WAS A SENATOR".',
         'On screen 0:33–0:39: "BECAUSE I WAS A SENATOR"',
         "Shot 0:47–1:00 (after a scene change): on screen <face_4>; objects: 2 people, dog.",
-        "2 people are visible 0:48–0:55.",
-        "A dog is visible 0:50–0:55.",
-        "Music is heard 1:10–1:40.",
+        "Music is heard 1:10–1:40.",  # in no shot: a memory of its own; the objects are told in their shot
     ]
     summaries = [m for m in memories if m.text.startswith("Shot")]
     assert [(m.start_s, m.end_s, m.entity_ids) for m in summaries] == [(30.0, 47.0, (7,)), (47.0, 60.0, (4,))]

@@ -7,7 +7,8 @@
   (BM25 keywords, fact propositions, topic grounding). The list is the one
   the LoCoMo retrieval and reranker figures were measured with; a wider one
   (with "can", "would", "all", "some", "new" ...) cost a reranker pick.
-- :func:`stem` is the crude English stem every word comparison uses.
+- :func:`words` splits text into the lower-cased words every comparison uses;
+  :func:`stem` is the crude English stem of one.
 - :func:`self_names` ("my name is Ann") and :func:`stated_names`
   ("<face_3>'s name is Ann", "<voice_2> is called Bob") extract names.
 """
@@ -76,6 +77,14 @@ def clock_seconds(text: str) -> float:
     for part in text.strip().split(":"):
         seconds = seconds * 60 + float(part)
     return seconds
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of ``text`` (letters, digits and apostrophes), in order."""
+    return _WORD.findall(text.lower())
 
 
 def stem(word: str) -> str:

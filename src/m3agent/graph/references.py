@@ -17,12 +17,11 @@ filter that would leave nobody is dropped, never the person: a description is ev
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from m3agent.text import STOPWORDS
+from m3agent.text import STOPWORDS, words
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
@@ -38,7 +37,6 @@ NEAR_S = 3.0  # with nobody heard inside the window, a voice this close to it is
 MIN_QUOTE_MATCH = 0.5  # share of the quote's content words an utterance must hold to be the one quoted
 _GENDER = {"man": "male", "woman": "female"}
 _REGISTER = {"man": "low", "woman": "high"}
-_WORD = re.compile(r"[a-z0-9']+")
 T = TypeVar("T")
 
 
@@ -174,4 +172,4 @@ def _distance(start: float, end: float, t: float) -> float:
 
 
 def _content(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
+    return {w for w in words(text) if w not in STOPWORDS}

@@ -1,28 +1,33 @@
 """The perception-only memory writer: deterministic memories without any LLM.
 
-Episodic memories say who is on screen in each shot and where in the picture
-(one memory per person per shot), and who says what (one memory per utterance: a
-speaker's contiguous, sentence-complete speech, :mod:`m3agent.memorize.utterances`,
-with timestamps). Who appears with whom is not written as sentences (n people
-would make n(n-1)/2 of them per clip): it is a relation of the entity graph
-(:meth:`m3agent.graph.operators.EntityGraph.together`), read from the faces. Semantic memories
-record names people give for themselves ("my name is Ann", "I'm Ann") or are
-addressed by. People are named only by entity tags; the store maps tags to
+Episodic memories say who says what (one memory per utterance: a speaker's
+contiguous, sentence-complete speech, :mod:`m3agent.memorize.utterances`, with
+timestamps and the on-screen captions that restate it,
+:mod:`m3agent.memorize.captions`) and who is on screen where. Where the shot stage
+ran, each shot's summary (:mod:`m3agent.memorize.scene_memories`) says who is
+where in it, so no presence line repeats it; without shots, one presence memory
+per person per clip does. Who appears with whom is not written as sentences (n
+people would make n(n-1)/2 of them): it is a relation of the entity graph
+(:meth:`m3agent.graph.operators.EntityGraph.together`), read from the faces.
+Semantic memories record names people give for themselves ("my name is Ann",
+"I'm Ann"). People are named only by entity tags; the store maps tags to
 characters and names at read time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
-from m3agent.domain import Clip, FaceObservation, FaceTrack, Memory, MemoryKind, Shot, VoiceSegment
+from m3agent.domain import Clip, FaceObservation, FaceTrack, Memory, MemoryKind, ScreenText, Shot, VoiceSegment
+from m3agent.memorize.captions import spoken_captions
 from m3agent.memorize.inputs import ClipInput, WriterOutput
+from m3agent.memorize.places import largest_heights, place_words
 from m3agent.memorize.scene_memories import span
-from m3agent.memorize.utterances import utterances
-from m3agent.perception.attributes.position import PLACE_WORDS, frame_position, typical_position
+from m3agent.memorize.utterances import Utterance, utterances
 from m3agent.text import clock, self_names
 
 if TYPE_CHECKING:
@@ -40,8 +45,13 @@ class PerceptionWriter:
 
         inp = clip_input
         size = (inp.frames[0].image.shape[1], inp.frames[0].image.shape[0]) if inp.frames else None
-        memories = write_clip(inp.clip, inp.tracks, inp.voices, inp.fps, shots=inp.senses.shots, frame_size=size)
-        memories += scene_memories(inp.clip, inp.senses, inp.tracks, inp.voices)  # text, objects, sounds, shots
+        said = utterances(inp.voices, [s.start_s for s in inp.senses.shots if s.cut])
+        captions = spoken_captions(inp.senses.texts, said)
+        merged = {id(t) for group in captions.values() for t in group}
+        senses = dataclasses.replace(inp.senses, texts=tuple(t for t in inp.senses.texts if id(t) not in merged))
+        memories = clip_memories(inp.clip, inp.tracks, said, inp.fps, shots=inp.senses.shots, frame_size=size,
+                                 captions=captions, presence=not inp.senses.shots)
+        memories += scene_memories(inp.clip, senses, inp.tracks, inp.voices, frame_size=size)
         memories.sort(key=lambda m: (m.start_s, m.kind.value))
         return WriterOutput(memories=tuple(memories))
 
@@ -53,15 +63,23 @@ def create(spec: BackendSpec, **_: Any) -> PerceptionWriter:
 
 def write_clip(clip: Clip, tracks: Sequence[FaceTrack], voices: Sequence[VoiceSegment], fps: float,
                shots: Sequence[Shot] = (), frame_size: tuple[int, int] | None = None) -> list[Memory]:
-    """All memories of one clip, in time order (embeddings are added by the caller).
+    """All memories of one clip without its scene stages, in time order (embeddings are added by the caller).
 
     ``shots`` split presence (none: the clip is one shot); ``frame_size`` (width, height) adds where in the
     picture each person is (none: presence without a place)."""
+    said = utterances(voices, [s.start_s for s in shots if s.cut])
+    return clip_memories(clip, tracks, said, fps, shots=shots, frame_size=frame_size)
+
+
+def clip_memories(clip: Clip, tracks: Sequence[FaceTrack], said: Sequence[Utterance], fps: float, *,
+                  shots: Sequence[Shot] = (), frame_size: tuple[int, int] | None = None,
+                  captions: Mapping[int, Sequence[ScreenText]] | None = None, presence: bool = True) -> list[Memory]:
+    """Presence (unless ``presence`` is False: the shot summaries say who is where), speech with the captions
+    that restate it (``captions``: index into ``said`` -> lines) and self-given names, in time order."""
     spans = [(s.start_s, s.end_s) for s in shots] or [(clip.start_s, clip.end_s)]
-    memories = _presence_memories(clip, tracks, spans, gap=2.5 / fps, frame_size=frame_size)
-    cuts = [s.start_s for s in shots if s.cut]
-    memories += _speech_memories(clip, voices, cuts)
-    memories += _name_memories(clip, voices, cuts)
+    memories = _presence_memories(clip, tracks, spans, gap=2.5 / fps, frame_size=frame_size) if presence else []
+    memories += _speech_memories(clip, said, captions or {})
+    memories += _name_memories(clip, said)
     memories.sort(key=lambda m: (m.start_s, m.kind.value))
     return memories
 
@@ -81,18 +99,14 @@ def _presence_memories(clip: Clip, tracks: Sequence[FaceTrack], shots: Sequence[
             shot = _shot_index(shots, obs.time_s)
             if obs.entity_id is not None and shot is not None:
                 seen[(shot, obs.entity_id)].append(obs)
-    heights: dict[float, float] = defaultdict(float)  # the largest face at each sampled time
-    for track in tracks:
-        for obs in track.observations:
-            key = round(obs.time_s, 3)
-            heights[key] = max(heights[key], obs.bbox.height)
+    heights = largest_heights(tracks)
     out = []
     for (_, entity), observations in sorted(seen.items()):
         observations.sort(key=lambda o: o.time_s)
         spans = _intervals([o.time_s for o in observations], gap)
         when = ", ".join(span(a, b) for a, b in spans)
-        place = _place(observations, heights, frame_size)
-        text = f"{tags.face(entity)} is on screen {when}{place}."
+        place = place_words(observations, heights, frame_size)
+        text = f"{tags.face(entity)} is on screen {when}{', ' + place if place else ''}."
         out.append(_memory(clip, MemoryKind.EPISODIC, text, spans[0][0], spans[-1][1], [entity]))
     return out
 
@@ -105,25 +119,6 @@ def _shot_index(shots: Sequence[tuple[float, float]], t: float) -> int | None:
     return None
 
 
-def _place(observations: Sequence[FaceObservation], heights: dict[float, float],
-           frame_size: tuple[int, int] | None) -> str:
-    """``, on the left`` / ``, in the centre, in the background`` …: the person's usual place in the shot,
-    compared with the largest face sampled at the same times (``heights``; empty without a frame size)."""
-    if frame_size is None:
-        return ""
-    width, height = frame_size
-    positions = []
-    for obs in observations:
-        try:
-            positions.append(frame_position(obs.bbox, width, height, largest_height=heights[round(obs.time_s, 3)]))
-        except ValueError:  # an empty box: no place from it
-            continue
-    typical = typical_position(positions)
-    if typical is None:
-        return ""
-    return f", {PLACE_WORDS[typical.horizontal]}" + (", in the background" if typical.depth == "background" else "")
-
-
 def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:
     spans: list[tuple[float, float]] = []
     for t in times:
@@ -134,18 +129,23 @@ def _intervals(times: list[float], gap: float) -> list[tuple[float, float]]:
     return spans
 
 
-def _speech_memories(clip: Clip, voices: Sequence[VoiceSegment], cuts: Sequence[float]) -> list[Memory]:
+def _speech_memories(clip: Clip, said: Sequence[Utterance],
+                     captions: Mapping[int, Sequence[ScreenText]]) -> list[Memory]:
     out = []
-    for said in utterances(voices, cuts):
-        line = f'At {clock(said.start_s)} {tags.voice(said.entity_id)} says: "{said.text}"'
-        out.append(_memory(clip, MemoryKind.EPISODIC, line, said.start_s, said.end_s, [said.entity_id]))
+    for i, utterance in enumerate(said):
+        line = f'At {clock(utterance.start_s)} {tags.voice(utterance.entity_id)} says: "{utterance.text}"'
+        if captions.get(i):
+            line += " Captioned on screen: " + "; ".join(f'"{t.text}"' for t in captions[i]) + "."
+        out.append(_memory(clip, MemoryKind.EPISODIC, line, utterance.start_s, utterance.end_s,
+                           [utterance.entity_id]))
     return out
 
 
-def _name_memories(clip: Clip, voices: Sequence[VoiceSegment], cuts: Sequence[float]) -> list[Memory]:
+def _name_memories(clip: Clip, said: Sequence[Utterance]) -> list[Memory]:
     out = []
-    for said in utterances(voices, cuts):
-        for name in self_names(said.text):
-            text = f"{tags.voice(said.entity_id)}'s name is {name}."
-            out.append(_memory(clip, MemoryKind.SEMANTIC, text, said.start_s, said.end_s, [said.entity_id], 0.7))
+    for utterance in said:
+        for name in self_names(utterance.text):
+            text = f"{tags.voice(utterance.entity_id)}'s name is {name}."
+            out.append(_memory(clip, MemoryKind.SEMANTIC, text, utterance.start_s, utterance.end_s,
+                               [utterance.entity_id], 0.7))
     return out

@@ -1,22 +1,35 @@
-"""Memories of the scene stages: on-screen text, objects, sounds and one summary per shot.
+"""Memories of the scene stages: on-screen text, and one summary per shot holding the shot's people,
+objects and sounds.
 
-Deterministic text, one memory per followed item (not per frame), with spans written by
-:func:`m3agent.text.clock`: ``On screen 0:03–0:09: "…"``, ``A dog is visible 0:10–0:25.``,
-``Music is heard 1:10–1:40.``. People whose faces were all seen get no "person" object memory (their
-presence memories say it), and a scene change is the opening of its shot's summary
-(``Shot 0:47–1:02 (after a scene change): …``), not a memory of its own. The shot summary lists
-who is seen (face tags) and who speaks (voice tags), what text, what objects and what sounds fall
-inside the shot, so a question about "the scene after the speech" finds one memory holding all of it;
-its span is the shot's, and its entities are the people in it, so the shot's other episodic
-memories (speech, presence, text) are the ones overlapping that span.
+Deterministic text with spans written by :func:`m3agent.text.clock`. On-screen text is one memory per
+line kept (``On screen 0:03–0:09: "…"``; captions that restate speech are merged into the utterance,
+:mod:`m3agent.memorize.captions`). The shot summary (``Shot 0:47–1:02 (after a scene change): on screen
+<face_3> (on the left); speaking <voice_2>; text "…"; objects: a dog; sounds: music.``) is the one
+memory of who is where, what is seen and what is heard in a shot, so a question about "the scene after
+the speech" finds one memory holding all of it; its span is the shot's, and its entities are the people
+in it. A scene change is the opening of its shot's summary, not a memory of its own. Without shots
+(the stage off) objects and sounds are memories of their own (``A dog is visible 0:10–0:25.``,
+``Music is heard 1:10–1:40.``); people whose faces were all seen are never a "person" object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from m3agent import tags
-from m3agent.domain import Clip, ClipSenses, FaceTrack, Memory, MemoryKind, ObjectTrack, Shot, VoiceSegment
+from m3agent.domain import (
+    Clip,
+    ClipSenses,
+    FaceObservation,
+    FaceTrack,
+    Memory,
+    MemoryKind,
+    ObjectTrack,
+    Shot,
+    VoiceSegment,
+)
+from m3agent.memorize.places import largest_heights, place_words
 from m3agent.text import clock
 
 PROVENANCE = "scene-senses/1"
@@ -25,18 +38,28 @@ OPENING = " (after a scene change)"
 PERSON = "person"
 PLURALS = {PERSON: "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
 SUMMARY_ITEMS = 4
+OBJECT_ITEMS = 6  # objects are told only here when shots were found: room for a busy scene
 
 
 def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
-                   voices: Sequence[VoiceSegment] = ()) -> list[Memory]:
-    """Every scene memory of one clip, in time order (embeddings are added by the caller)."""
+                   voices: Sequence[VoiceSegment] = (), frame_size: tuple[int, int] | None = None) -> list[Memory]:
+    """Every scene memory of one clip, in time order (embeddings are added by the caller).
+
+    Objects and sounds inside a shot are told only in its summary (with the people there and where they are
+    in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own."""
     out = [_memory(clip, f'On screen {span(t.start_s, t.end_s)}: "{t.text}"', t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
+    def unsummarised(start: float, end: float) -> bool:
+        return not any(start < s.end_s and end >= s.start_s for s in senses.shots)
+
     out += [_memory(clip, f"{_objects_phrase(o)} {_verb(o)} visible {span(o.start_s, o.end_s)}.", o.start_s,
-                    o.end_s, o.score) for o in senses.objects if not _faces_cover(o, tracks)]
+                    o.end_s, o.score) for o in senses.objects
+            if not _faces_cover(o, tracks) and unsummarised(o.start_s, o.end_s)]
     out += [_memory(clip, f"{s.label.capitalize()} is heard {span(s.start_s, s.end_s)}.", s.start_s, s.end_s,
-                    s.score) for s in senses.sounds]
-    out += [m for s in senses.shots if (m := _shot_summary(clip, s, senses, tracks, voices)) is not None]
+                    s.score) for s in senses.sounds if unsummarised(s.start_s, s.end_s)]
+    heights = largest_heights(tracks)
+    out += [m for s in senses.shots
+            if (m := _shot_summary(clip, s, senses, tracks, voices, _Frame(heights, frame_size))) is not None]
     out.sort(key=lambda m: m.start_s)
     return out
 
@@ -75,22 +98,34 @@ def _verb(track: ObjectTrack) -> str:
     return "are" if track.count > 1 else "is"
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """What a face's place in the picture is judged against: the largest face at each time, the frame size."""
+
+    heights: dict[float, float]
+    size: tuple[int, int] | None
+
+
 def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[FaceTrack],
-                  voices: Sequence[VoiceSegment]) -> Memory | None:
+                  voices: Sequence[VoiceSegment], frame: _Frame) -> Memory | None:
     def inside(start: float, end: float) -> bool:
         return start < shot.end_s and end >= shot.start_s
 
-    faces = sorted({o.entity_id for t in tracks for o in t.observations
-                    if o.entity_id is not None and inside(o.time_s, o.time_s)})
+    seen: dict[int, list[FaceObservation]] = {}
+    for obs in sorted((o for t in tracks for o in t.observations), key=lambda o: o.time_s):
+        if obs.entity_id is not None and inside(obs.time_s, obs.time_s):
+            seen.setdefault(obs.entity_id, []).append(obs)
+    faces = sorted(seen)
     speakers = list(dict.fromkeys(v.entity_id for v in sorted(voices, key=lambda v: v.start_s)
                                   if v.entity_id is not None and v.text.strip() and inside(v.start_s, v.end_s)))
     texts = list(dict.fromkeys(t.text for t in senses.texts if inside(t.start_s, t.end_s)))[:SUMMARY_ITEMS]
     objects = list(dict.fromkeys(_objects_phrase(o).lower().removeprefix("a ").removeprefix("an ")
-                                 for o in senses.objects if inside(o.start_s, o.end_s)))[:SUMMARY_ITEMS]
+                                 for o in senses.objects if inside(o.start_s, o.end_s)
+                                 and not _faces_cover(o, tracks)))[:OBJECT_ITEMS]
     sounds = list(dict.fromkeys(s.label.lower() for s in senses.sounds if inside(s.start_s, s.end_s)))
     parts = []
     if faces:
-        parts.append("on screen " + ", ".join(tags.face(e) for e in faces))
+        parts.append("on screen " + ", ".join(_seen(e, seen[e], frame) for e in faces))
     if speakers:
         parts.append("speaking " + ", ".join(tags.voice(e) for e in speakers[:SUMMARY_ITEMS]))
     if texts:
@@ -104,6 +139,12 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     opening = OPENING if shot.cut else ""
     text = f"{SHOT_HEAD}{span(shot.start_s, shot.end_s)}{opening}: " + "; ".join(parts) + "."
     return _memory(clip, text, shot.start_s, shot.end_s, entities=[*faces, *speakers[:SUMMARY_ITEMS]])
+
+
+def _seen(entity: int, observations: Sequence[FaceObservation], frame: _Frame) -> str:
+    """``<face_3> (on the left)``: a face tag and, when measured, where the person usually is in the shot."""
+    place = place_words(observations, frame.heights, frame.size)
+    return f"{tags.face(entity)} ({place})" if place else tags.face(entity)
 
 
 def read_shot_summary(memory: Memory) -> tuple[bool, str] | None:
