@@ -12,7 +12,8 @@ the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}``, answered 
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
 ``{"text", "prompt_tokens", "completion_tokens"}`` or an error. Error kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
-``failed``. The worker ends when its input ends (its parent closed it or died).
+``failed``. The worker ends when its input ends (its parent closed it), or within a second of its
+parent's death, even mid-request.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from typing import IO, Any
 
 
 def main() -> int:
     """Serve requests until stdin ends; the exit status is 0 unless the first line was unusable."""
+    _exit_with_parent(_parent(sys.argv[1:]))
     out = _protocol_stream()
     init = _read(sys.stdin)
     if init is None:
@@ -39,6 +42,27 @@ def main() -> int:
     while (request := _read(sys.stdin)) is not None:
         _write(out, _answer(llama, grammars, request))
     return 0
+
+
+def _parent(args: list[str]) -> int:
+    """The pid given as ``--parent PID`` (the process that started this one, named before this one ran, so its
+    death during our start-up is seen), else the current parent."""
+    if len(args) == 2 and args[0] == "--parent" and args[1].isdigit():
+        return int(args[1])
+    return os.getppid()
+
+
+def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """End this process within ``every_s`` of its parent's death. Closing stdin only ends the worker between
+    requests; a killed ingest's worker would otherwise evaluate its prompt to the end for nobody, minutes of
+    CPU on a busy machine. (Not prctl's parent-death signal: it follows the thread that started the worker,
+    and a server starts it from a short-lived answer thread.)"""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _protocol_stream() -> IO[str]:
