@@ -128,3 +128,32 @@ def _given_names(
 def _matches(name: str, wanted: str) -> bool:
     folded = name.casefold()
     return folded == wanted or folded.split()[0] == wanted
+
+
+class IndexCache:
+    """Character indexes by scope (video, before_clip), each reused while the memory's change stamp holds
+    (building one reads every semantic memory of the scope: seconds at 10^5 memories). Thread-safe: a
+    scope asked for by several threads at once is built once."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        import threading
+
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._items: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
+
+    def get(self, store: MemoryStore, video_id: str | None, before_clip: int | None,
+            stamp: tuple[object, ...] | None) -> CharacterIndex:
+        """The index of the scope; ``stamp`` None (a memory whose changes cannot be seen) builds it anew."""
+        if stamp is None:
+            return build_index(store, video_id=video_id, before_clip=before_clip)
+        key = (video_id, before_clip)
+        with self._lock:
+            cached = self._items.get(key)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            index = build_index(store, video_id=video_id, before_clip=before_clip)
+            if len(self._items) >= self._capacity:
+                self._items.clear()
+            self._items[key] = (stamp, index)
+            return index

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.control.characters import IndexCache
 from m3agent.errors import ServerBusyError
 from m3agent.server.idle import IdleConsolidator
 
@@ -108,20 +109,20 @@ class ServerContext:
         self.jobs: JobRunner | None = None
         self.consolidator = IdleConsolidator(settings, self, on_change=self.changed)  # loads nothing yet
         self._generation = 0
-        self._index_lock = threading.Lock()
-        self._indexes: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
+        self._indexes = IndexCache()
 
     def start(self) -> None:
-        """Create the memory (empty) if it does not exist yet and bring its vector index snapshot up to date
-        (read-only stores cannot save one, and building it per store costs ~25 s at 10^5 memories), then start
-        the job runner (resuming jobs), whose worker also consolidates while idle."""
+        """Create the memory (empty) if it does not exist yet and bring its vector index up to date: the rows
+        are loaded now (seconds at 10^5 memories), its graph is built and saved in the background (minutes on a
+        new large memory; read stores share the process's index and search exactly meanwhile), then start the
+        job runner (resuming jobs), whose worker also consolidates while idle."""
         from m3agent.server.jobs import JobRunner
         from m3agent.store import open_memory
 
         with open_memory(self.settings, create=True) as store:
-            build_index = getattr(store, "build_vector_index", None)  # SQLite: save the snapshot read stores load
+            build_index = getattr(store, "build_vector_index", None)  # SQLite: the snapshot read stores share
             if callable(build_index):
-                build_index()
+                build_index(wait=False)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.stores.read() as reader:  # warm: the index snapshot and the whole-memory character index
             self.character_index(reader, None, None)
@@ -164,32 +165,14 @@ class ServerContext:
     def fingerprint(self) -> tuple[object, ...]:
         """Changes whenever the memory may have changed: this process's writes, or the file's (and its WAL's)
         modification time and size, which any writer's commit moves."""
-        path = self.settings.memory.path
-        stats: list[object] = [self._generation]
-        if path is not None:
-            for file in (path, path.with_name(path.name + "-wal")):
-                try:
-                    info = file.stat()
-                    stats += [info.st_mtime_ns, info.st_size]
-                except OSError:
-                    stats.append(None)
-        return tuple(stats)
+        from m3agent.store.location import change_stamp
+
+        return (self._generation, *(change_stamp(self.settings.memory.path) or ()))
 
     def character_index(self, store: MemoryStore, video_id: str | None, before_clip: int | None) -> CharacterIndex:
         """The searchers' character index of this scope, reused until the memory changes (building it reads
         every semantic memory: seconds at 10^5 memories)."""
-        from m3agent.control.characters import build_index
-
-        key, stamp = (video_id, before_clip), self.fingerprint()
-        with self._index_lock:  # concurrent first requests build it once
-            cached = self._indexes.get(key)
-            if cached is not None and cached[0] == stamp:
-                return cached[1]
-            index = build_index(store, video_id=video_id, before_clip=before_clip)
-            if len(self._indexes) >= 64:
-                self._indexes.clear()
-            self._indexes[key] = (stamp, index)
-            return index
+        return self._indexes.get(store, video_id, before_clip, self.fingerprint())
 
     def embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""

@@ -30,7 +30,7 @@ from m3agent.domain import ScoredMemory, SearchFilter
 from m3agent.errors import ConfigError, StoreError
 from m3agent.store import sqlite_search
 from m3agent.store.dialect import Dialect
-from m3agent.store.memory_vectors import MemoryVectors
+from m3agent.store.memory_vectors import MemoryVectors, shared_vectors
 from m3agent.store.sql_store import TABLES, SQLStore, guarded, link_confidence_of
 from m3agent.store.sqlite_errors import translated
 from m3agent.store.sqlite_locks import video_lock
@@ -79,6 +79,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._lock = threading.RLock()
         self._savepoints = itertools.count()
         self._vectors: MemoryVectors | None = None
+        self._vectors_key: tuple[str, int] | None = None
 
     # connection ------------------------------------------------------------
     def close(self) -> None:
@@ -172,7 +173,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     # search ----------------------------------------------------------------
     def _model_recorded(self, db: sqlite3.Connection, dim: int) -> None:
-        """The vector index of another model is dropped, rebuilt from the rows on the next search."""
+        """The vector index of another model is dropped, rebuilt from the rows on the next search (the
+        process's shared index is keyed by the model, so the old one is not found again)."""
         db.execute("DELETE FROM vector_snapshots")
         self._vectors = None
 
@@ -183,11 +185,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def _synced_vectors(self) -> MemoryVectors | None:
         """The vector index, caught up with the committed rows (not while a transaction is open)."""
-        dim = self._dim()
-        if dim is None:
+        model = self.embedding_model()
+        if model is None:
             return None
-        if self._vectors is None or self._vectors.dim != dim:
-            self._vectors = MemoryVectors(dim)
+        if self._vectors is None or self._vectors_key != model:
+            self._vectors, self._vectors_key = shared_vectors(self.path, *model), model
         if not self._db.in_transaction:
             self._vectors.sync(self._db, writable=not self.readonly)
         return self._vectors
@@ -199,14 +201,18 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     # maintenance -----------------------------------------------------------
     @guarded
-    def build_vector_index(self) -> int:
-        """Catch the vector index up with the rows and persist it; returns the rows it covers."""
-        index = self._synced_vectors()
-        if index is None:
+    def build_vector_index(self, *, wait: bool = True) -> int:
+        """Catch the vector index up with the rows, build its graph when the memory is big enough and save
+        it; returns the rows it covers. ``wait=False`` returns once the rows are loaded, while the graph is
+        built (and, for a writable store, saved) in the background; searches meanwhile are exact."""
+        model = self.embedding_model()
+        if model is None:
             return 0
-        if not self.readonly and index.changes:
-            index.persist(self._db)
-        return index.mirror.n_alive
+        if self._vectors is None or self._vectors_key != model:
+            self._vectors, self._vectors_key = shared_vectors(self.path, *model), model
+        if self._db.in_transaction:
+            return self._vectors.mirror.n_alive
+        return self._vectors.build(self._db, writable=not self.readonly, wait=wait)
 
     @guarded
     def compact(self) -> None:
@@ -217,6 +223,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         """
         self._require_writable()
         index = self._synced_vectors()
+        if index is not None:
+            index.wait()  # a graph being built is saved with the rest
         db = self._db
         with self._tx():
             if index is None or index.ann is None:

@@ -36,8 +36,8 @@ def vector_search(
     if k <= 0:
         return []
     want = max(2 * k, k + 16)
-    ids = index.candidates(query, want, mirror_filter(db, flt))
-    tail = _tail_ids(db, index.watermark, query, want, flt)
+    ids, watermark = index.candidates(query, want, mirror_filter(db, flt))
+    tail = _tail_ids(db, watermark, query, want, flt)
     found = np.unique(np.concatenate([ids, tail]))
     scored = _exact_rows(db, [int(i) for i in found], query, flt)
     scored.sort(key=lambda s: (-s.score, s.memory.id))

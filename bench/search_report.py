@@ -1,0 +1,103 @@
+"""Render ``bench/scores/search_scale.json`` into ``docs/benchmarks.md`` ("Search at scale") and a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PLOT = REPO / "docs" / "search_scaling.png"
+SECTION = "Search at scale"
+KINDS = ("plain", "character", "video")
+
+NOTES = """Corpus (bench/search_corpus.py): real text, not a synthetic vocabulary: LoCoMo dialog turns split into
+sentences (13,661 distinct), the images they share (1,111 BLIP captions), the observation facts and event
+summaries (3,206), ASR ground-truth transcripts; about 6,600 distinct words. Each video has 4 people (a face and
+a voice entity linked into one character, each named by a semantic memory "<face_k>'s name is Ann"), 20
+memories per 30 s clip, 250 clips per video: utterances `<voice_k> says: "..."` of 1-3 real sentences (60 %),
+sightings `<face_k> shows a photo of ...` (15 %), facts with the person's name replaced by their tag (25 %).
+Vectors: every distinct base sentence is embedded once by the default MiniLM (cached under
+~/.cache/m3agent/bench) and a memory's vector is the normalised mean of its sentences' vectors (embedding 10^6
+texts on 2 cores would take hours; the tags and the "says:" frame are not embedded). Queries: real questions
+(LoCoMo, M3-Bench), embedded by MiniLM at query time (that cost is in every figure): `plain` = the question over
+the whole memory; `character` = the question about a named person (the searcher restricts it to that
+character's memories: entity filter, alias variants, BM25 without the name); `video` = the question within one
+video up to a random clip. API = `m3agent.open(path).search(q, 10)`; server = `POST /api/search` (k=10) to
+`m3agent serve` on the same 2 cores as the client. Every run starts on a copy of the memory without a vector
+snapshot, as a new memory is (the store's clip writer does not build one); "first answer" is from the server's
+start to its first answered search."""
+
+
+def write(runs: dict[str, Any]) -> None:
+    from m3agent.bench.results_io import replace_section
+
+    replace_section(REPO / "docs" / "benchmarks.md", SECTION, render(runs))
+    plot(runs)
+
+
+def render(runs: dict[str, Any]) -> str:
+    lines = [""]
+    for label, run in runs.items():
+        m = run["machine"]
+        lines.append(f"- `{label}`: commit {run['commit']}, {run['date']}, {m['cpu']}, {m['cores']} cores, "
+                     f"load average at start {m['load_start']:.2f}; command `{run['command']}`.")
+    lines += ["", "| code | N | file MiB | API cold s | API plain p50/p95 ms | API character p50/p95 | "
+              "API video p50/p95 | server first answer s | server plain p50/p95 | server character p50/p95 | "
+              "server video p50/p95 | server clients: req/s, p50/p95 ms, errors | load at end |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, run in runs.items():
+        for n, entry in sorted(run["sizes"].items(), key=lambda kv: int(kv[0])):
+            lines.append(_row(label, int(n), entry))
+    lines += ["", NOTES, "", f"![search latency against memories]({PLOT.name})", ""]
+    return "\n".join(lines)
+
+
+def _pair(part: dict[str, Any] | None, kind: str) -> str:
+    if not part or kind not in part:
+        return "-"
+    return f"{part[kind]['p50_ms']} / {part[kind]['p95_ms']}"
+
+
+def _row(label: str, n: int, e: dict[str, Any]) -> str:
+    api, server = e.get("api"), e.get("server")
+    clients = "-"
+    if server and "clients" in server:
+        c = server["clients"]
+        clients = f"{c['clients']} clients: {c['req_per_s']} req/s, {c['p50_ms']} / {c['p95_ms']} ms, {c['errors']}"
+    return (f"| {label} | {n:,} | {e['store']['db_mib']} | {api['cold_s'] if api else '-'} | "
+            + " | ".join(_pair(api, k) for k in KINDS)
+            + f" | {server['first_answer_s'] if server else '-'} | "
+            + " | ".join(_pair(server, k) for k in KINDS)
+            + f" | {clients} | {e.get('load_end', 0):.1f} |")
+
+
+def plot(runs: dict[str, Any]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", flush=True)
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, run in runs.items():
+        sizes = sorted(run["sizes"], key=int)
+        for where, style in (("api", "-"), ("server", "--")):
+            for kind, marker in zip(KINDS, "os^", strict=True):
+                points = [(int(n), run["sizes"][n][where][kind]["p95_ms"]) for n in sizes
+                          if where in run["sizes"][n] and kind in run["sizes"][n][where]]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    left.plot(xs, ys, style, marker=marker, label=f"{label} {where} {kind}")
+        points = [(int(n), run["sizes"][n]["store"]["db_mib"]) for n in sizes]
+        xs, ys = zip(*points, strict=True)
+        right.plot(xs, ys, marker="o", label=label)
+    left.set(xscale="log", yscale="log", xlabel="memories", ylabel="search p95 (ms)",
+             title="Search latency (2 cores, MiniLM query embedding included)")
+    left.axhline(50, color="grey", lw=0.5)
+    left.axhline(100, color="grey", lw=0.5)
+    left.legend(fontsize=6)
+    right.set(xscale="log", yscale="log", xlabel="memories", ylabel="SQLite file (MiB)", title="Store size")
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
