@@ -48,8 +48,8 @@ def mirror_filter(db: sqlite3.Connection, flt: SearchFilter | None) -> MirrorFil
     """``flt`` in mirror terms: video row ids, kind codes, memory ids linked to the entities."""
     import numpy as np
 
-    if flt is None:
-        return None
+    if flt is None or flt == SearchFilter():
+        return None  # nothing restricts: the unfiltered path, the same results without a full mask
     codes = _video_codes(db, set(flt.video_ids or ()) | {v for v, _ in flt.exclude_clips})
     memory_ids = None
     if flt.entity_ids is not None:
@@ -126,12 +126,12 @@ def keyword_search(db: sqlite3.Connection, text: str, k: int, flt: SearchFilter 
     match = fts_query(text)
     if not match or k <= 0:
         return []
-    if flt is None:
+    where, params = filter_sql(flt)
+    if where == "TRUE":  # no condition (a filter of Nones): no join, the same ranking
         ranked = db.execute(
             "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?", (match, k)
         ).fetchall()
     else:
-        where, params = filter_sql(flt)
         ranked = db.execute(
             f"SELECT f.rowid, f.rank FROM memories_fts f JOIN memories m ON m.id = f.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY f.rank LIMIT ?",
