@@ -107,10 +107,12 @@ class Agent:
         restrict the search to that person, as the agent's ``search_memory`` tool does.
         """
         from m3agent.control import MemorySearcher
+        from m3agent.store.location import change_stamp
 
         store = self._store()
         searcher = MemorySearcher(store, self._text_embedder(store), video_id=video_id, before_clip=before_clip,
-                                  index=self._character_index(store, video_id, before_clip))
+                                  index=self._character_index(store, video_id, before_clip),
+                                  clips=self._indexes.clips(change_stamp(self.settings.memory.path)))
         return searcher.search("search_memory", query, k)
 
     def forget(self, *, video: str | None = None, entity: int | None = None, memory: int | None = None) -> None:

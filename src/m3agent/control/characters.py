@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from m3agent import tags
+from m3agent.control.results import ClipCache
 from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
 from m3agent.text import stated_names
 
@@ -141,6 +142,16 @@ class IndexCache:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._items: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
+        self._clips: tuple[tuple[object, ...] | None, ClipCache] = (None, ClipCache())
+
+    def clips(self, stamp: tuple[object, ...] | None) -> ClipCache:
+        """The clip spans read at this stamp (a fresh, unshared one when ``stamp`` is None)."""
+        if stamp is None:
+            return ClipCache()
+        with self._lock:
+            if self._clips[0] != stamp:
+                self._clips = (stamp, ClipCache())
+            return self._clips[1]
 
     def get(self, store: MemoryStore, video_id: str | None, before_clip: int | None,
             stamp: tuple[object, ...] | None) -> CharacterIndex:

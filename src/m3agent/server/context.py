@@ -30,6 +30,7 @@ CHAT_LOCK = threading.Lock()  # one chat call at a time in the process: local mo
 
 if TYPE_CHECKING:
     from m3agent.control.characters import CharacterIndex
+    from m3agent.control.results import ClipCache
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
     from m3agent.server.jobs import JobRunner
@@ -150,7 +151,7 @@ class ServerContext:
                     build_index()  # waits for the graph being built in the background, saves it
             if self._stopping.is_set():
                 return
-            pool = SearchPool(self.settings, self.settings.server.search_workers)
+            pool = SearchPool(self.settings, self.settings.server.search_workers, ServerContext)
         except Exception:  # the server answers searches itself
             log.exception("the search workers could not start")
             return
@@ -209,6 +210,10 @@ class ServerContext:
         """The searchers' character index of this scope, reused until the memory changes (building it reads
         every semantic memory: seconds at 10^5 memories)."""
         return self._indexes.get(store, video_id, before_clip, self.fingerprint())
+
+    def clip_cache(self) -> ClipCache:
+        """The searchers' clip spans, shared until the memory changes."""
+        return self._indexes.clips(self.fingerprint())
 
     def embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""

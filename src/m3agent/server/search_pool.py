@@ -12,6 +12,7 @@ server answers searches itself.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +28,13 @@ _WORKER: ServerContext | None = None
 class SearchPool:
     """``workers`` spawned processes, each with its own :class:`ServerContext` (never started: no jobs)."""
 
-    def __init__(self, settings: Settings, workers: int) -> None:
+    def __init__(self, settings: Settings, workers: int, context: Callable[[Settings], ServerContext]) -> None:
+        """``context`` makes a worker's context (the :class:`ServerContext` class, passed in: no import cycle)."""
         import multiprocessing
 
         self.workers = workers
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_start_worker, initargs=(settings,))
+                                         initializer=_start_worker, initargs=(settings, context))
         try:  # start every worker now (each loads its store and models first), not on a user's request
             for started in [self._pool.submit(_ready) for _ in range(workers)]:
                 started.result()
@@ -48,14 +50,13 @@ class SearchPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_worker(settings: Settings) -> None:
+def _start_worker(settings: Settings, context: Callable[[Settings], ServerContext]) -> None:
     """Make the worker's context and warm it: a read store with the vector index loaded, the whole memory's
     character index, the embedder."""
     global _WORKER
     from m3agent.server import schemas, service
-    from m3agent.server.context import ServerContext
 
-    _WORKER = ServerContext(settings)
+    _WORKER = context(settings)
     service.search(_WORKER, schemas.SearchRequest(query="warm up", k=1))
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from m3agent.domain import Vector
     from m3agent.store.location import StoreLocation
     from m3agent.store.protocol import ClipWriter, MemoryStore
+    from m3agent.store.vectors import MirrorFilter
 
     def _conforms(store: SQLiteStore, writer: SQLiteClipWriter) -> tuple[MemoryStore, ClipWriter]:
         """Lets mypy check both classes against the protocols."""
@@ -80,6 +81,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._savepoints = itertools.count()
         self._vectors: MemoryVectors | None = None
         self._vectors_key: tuple[str, int] | None = None
+        self._mirror_memo: tuple[tuple[object, ...], MirrorFilter | None] | None = None
 
     # connection ------------------------------------------------------------
     def close(self) -> None:
@@ -181,7 +183,19 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _nearest(self, query: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
         index = self._synced_vectors()
         assert index is not None  # the caller found a model recorded
-        return sqlite_search.vector_search(self._db, index, query, k, flt)
+        return sqlite_search.vector_search(self._db, index, query, k, flt, self._mirror_filter(flt))
+
+    def _mirror_filter(self, flt: SearchFilter | None) -> MirrorFilter | None:
+        """``flt`` in the index's terms, kept while nothing commits: a question's alias variants search with
+        one filter, and resolving a person's filter lists every memory linked to them. ``data_version``
+        moves with other connections' commits, ``total_changes`` with this one's writes."""
+        db = self._db
+        key = (flt, db.execute("PRAGMA data_version").fetchone()[0], db.total_changes, db.in_transaction)
+        if self._mirror_memo is not None and self._mirror_memo[0] == key:
+            return self._mirror_memo[1]
+        resolved = sqlite_search.mirror_filter(db, flt)
+        self._mirror_memo = (key, resolved)
+        return resolved
 
     def _synced_vectors(self) -> MemoryVectors | None:
         """The vector index, caught up with the committed rows (not while a transaction is open)."""
