@@ -41,15 +41,31 @@ def render(runs: dict[str, Any]) -> str:
         m = run["machine"]
         lines.append(f"- `{label}`: commit {run['commit']}, {run['date']}, {m['cpu']}, {m['cores']} cores, "
                      f"load average at start {m['load_start']:.2f}; command `{run['command']}`.")
-    lines += ["", "| code | N | file MiB | API cold s | API plain p50/p95 ms | API character p50/p95 | "
-              "API video p50/p95 | server first answer s | server plain p50/p95 | server character p50/p95 | "
-              "server video p50/p95 | server clients: req/s, p50/p95 ms, errors | load at end |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for label, run in runs.items():
-        for n, entry in sorted(run["sizes"].items(), key=lambda kv: int(kv[0])):
-            lines.append(_row(label, int(n), entry))
+    lines += ["", "Python API (`m3agent.open(path).search(q, 10)`), ms:", "",
+              "| code | N | file MiB | first search, no snapshot (s) | snapshot build (s) | plain p50 / p95 | "
+              "character p50 / p95 | video p50 / p95 | load at end |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, n, e in _entries(runs):
+        api = e.get("api")
+        if api:
+            lines.append(f"| {label} | {n:,} | {e['store']['db_mib']} | {api['cold_s']} | {api.get('snapshot_s', '-')}"
+                         " | " + " | ".join(_pair(api, k) for k in KINDS) + f" | {e.get('load_end', 0):.1f} |")
+    lines += ["", "Server (`POST /api/search`, k=10), ms:", "",
+              "| code | N | first answer after start (s) | plain p50 / p95 | character p50 / p95 | video p50 / p95 | "
+              "8 clients: req/s, p50 / p95 | with search workers: req/s, p50 / p95 (workers up after s) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for label, n, e in _entries(runs):
+        server = e.get("server")
+        if server:
+            lines.append(f"| {label} | {n:,} | {server['first_answer_s']} | "
+                         + " | ".join(_pair(server, k) for k in KINDS)
+                         + f" | {_load(server.get('clients'))} | {_load(server.get('workers'))} |")
     lines += ["", NOTES, "", f"![search latency against memories]({PLOT.name})", ""]
     return "\n".join(lines)
+
+
+def _entries(runs: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    return [(label, int(n), e) for label, run in runs.items()
+            for n, e in sorted(run["sizes"].items(), key=lambda kv: int(kv[0]))]
 
 
 def _pair(part: dict[str, Any] | None, kind: str) -> str:
@@ -58,17 +74,12 @@ def _pair(part: dict[str, Any] | None, kind: str) -> str:
     return f"{part[kind]['p50_ms']} / {part[kind]['p95_ms']}"
 
 
-def _row(label: str, n: int, e: dict[str, Any]) -> str:
-    api, server = e.get("api"), e.get("server")
-    clients = "-"
-    if server and "clients" in server:
-        c = server["clients"]
-        clients = f"{c['clients']} clients: {c['req_per_s']} req/s, {c['p50_ms']} / {c['p95_ms']} ms, {c['errors']}"
-    return (f"| {label} | {n:,} | {e['store']['db_mib']} | {api['cold_s'] if api else '-'} | "
-            + " | ".join(_pair(api, k) for k in KINDS)
-            + f" | {server['first_answer_s'] if server else '-'} | "
-            + " | ".join(_pair(server, k) for k in KINDS)
-            + f" | {clients} | {e.get('load_end', 0):.1f} |")
+def _load(c: dict[str, Any] | None) -> str:
+    if not c:
+        return "-"
+    up = f" (after {c['up_s']} s)" if "up_s" in c else ""
+    errors = f", {c['errors']} errors" if c["errors"] else ""
+    return f"{c['req_per_s']}, {c['p50_ms']} / {c['p95_ms']}{errors}{up}"
 
 
 def plot(runs: dict[str, Any]) -> None:

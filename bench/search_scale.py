@@ -120,11 +120,13 @@ def measure_api(path: Path, queries: dict[str, list[sc.Query]]) -> dict[str, Any
 class Server:
     """``m3agent serve`` in a child process on a free loopback port (``extra`` = more CLI arguments)."""
 
-    def __init__(self, memory: Path, extra: Sequence[str] = ()) -> None:
+    def __init__(self, memory: Path, workers: int = 0) -> None:
         import m3agent
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("M3AGENT_")}
         env.update(M3AGENT_LLM="none", PYTHONPATH=str(Path(m3agent.__file__).resolve().parents[1]))
+        if workers:
+            env["M3AGENT_SERVER__SEARCH_WORKERS"] = str(workers)
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
@@ -132,7 +134,7 @@ class Server:
         self.started = time.perf_counter()
         binary = Path(sys.executable).with_name("m3agent")
         self.proc = subprocess.Popen([str(binary), "serve", "--memory", str(memory), "--port", str(port),
-                                      "--log-level", "warning", *extra], env=env)
+                                      "--log-level", "warning"], env=env)
 
     def first_answer(self, query: str, timeout: float = 1800) -> float:
         """Seconds from start until a search is answered (200)."""
@@ -148,6 +150,19 @@ class Server:
                 pass
             time.sleep(0.2)
         raise RuntimeError("the server did not answer")
+
+    def workers_up(self, timeout: float = 1800) -> float:
+        """Seconds from start until ``/ready`` reports the search workers (0 when it never does: older code)."""
+        import httpx
+
+        while time.perf_counter() - self.started < timeout:
+            ready = httpx.get(f"{self.url}/ready", timeout=30).json()
+            if "search_workers" not in ready:
+                return 0.0
+            if ready["search_workers"]:
+                return time.perf_counter() - self.started
+            time.sleep(1)
+        raise RuntimeError("the search workers did not start")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -196,15 +211,21 @@ async def _drive(url: str, items: list[sc.Query], clients: int, seconds: float |
 
 
 def measure_server(path: Path, queries: dict[str, list[sc.Query]], clients: int, seconds: float,
-                   extra: Sequence[str]) -> dict[str, Any]:
-    server = Server(path, extra)
+                   workers: int) -> dict[str, Any]:
+    """First answer, one client per kind, then ``clients`` clients; with ``workers`` search workers also the
+    clients again once they run (``/ready`` says so)."""
+    server = Server(path, workers)
+    mixed = [q for trio in zip(*queries.values(), strict=True) for q in trio]
     try:
         out: dict[str, Any] = {"first_answer_s": round(server.first_answer(queries["plain"][0].text), 1)}
         for kind, items in queries.items():
             out[kind] = asyncio.run(_drive(server.url, items, 1, None))
-        mixed = [q for trio in zip(*queries.values(), strict=True) for q in trio]
         asyncio.run(_drive(server.url, mixed, clients, 3.0))  # warm-up
         out["clients"] = {"clients": clients, **asyncio.run(_drive(server.url, mixed, clients, seconds))}
+        if workers and (up := server.workers_up()):
+            asyncio.run(_drive(server.url, mixed, clients, 3.0))
+            out["workers"] = {"clients": clients, "workers": workers, "up_s": round(up, 1),
+                              **asyncio.run(_drive(server.url, mixed, clients, seconds))}
     finally:
         server.stop()
     return out
@@ -239,7 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(json.dumps({n: entry}), file=sys.stderr, flush=True)
             if not args.no_server:
                 entry["server"] = measure_server(fresh_copy(n, workdir), queries, args.clients, args.seconds,
-                                                 args.serve_args.split())
+                                                 args.search_workers)
             entry["load_end"] = os.getloadavg()[0]
             result["sizes"][str(n)] = entry
             print(json.dumps({n: entry}), file=sys.stderr, flush=True)
@@ -264,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0, help="the many-clients phase")
     parser.add_argument("--label", default="after", help="the code version measured (before/after)")
-    parser.add_argument("--serve-args", default="", help="more arguments of m3agent serve")
+    parser.add_argument("--search-workers", type=int, default=0, help="server.search_workers of the server")
     parser.add_argument("--no-api", action="store_true")
     parser.add_argument("--no-server", action="store_true")
     parser.add_argument("--write", action="store_true", help="render docs/benchmarks.md and the plot")

@@ -61,7 +61,7 @@ def test_workers_answer_as_the_server_does(both: tuple[TestClient, TestClient, S
 def test_workers_see_forgotten_memories_go(both: tuple[TestClient, TestClient, ServerContext], built: Built) -> None:
     workers, _, _ = both
     first = workers.post("/api/search", json=QUERIES[0]).json()
-    top = [h for clip in first["clips"] for h in clip["hits"]][0]["memory_id"]
+    top = next(h for clip in first["clips"] for h in clip["hits"])["memory_id"]
     assert workers.delete(f"/api/memories/{top}").status_code == 200
     again = workers.post("/api/search", json=QUERIES[0]).json()
     assert top not in {h["memory_id"] for clip in again["clips"] for h in clip["hits"]}
