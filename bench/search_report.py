@@ -71,7 +71,8 @@ def _entries(runs: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
 def _pair(part: dict[str, Any] | None, kind: str) -> str:
     if not part or kind not in part:
         return "-"
-    return f"{part[kind]['p50_ms']} / {part[kind]['p95_ms']}"
+    cpu = f" (CPU {part[kind]['cpu_p50_ms']})" if "cpu_p50_ms" in part[kind] else ""
+    return f"{part[kind]['p50_ms']} / {part[kind]['p95_ms']}{cpu}"
 
 
 def _load(c: dict[str, Any] | None) -> str:
@@ -79,7 +80,8 @@ def _load(c: dict[str, Any] | None) -> str:
         return "-"
     up = f" (after {c['up_s']} s)" if "up_s" in c else ""
     errors = f", {c['errors']} errors" if c["errors"] else ""
-    return f"{c['req_per_s']}, {c['p50_ms']} / {c['p95_ms']}{errors}{up}"
+    cpu = f"; server CPU {c['server_cpu_ms_per_request']} ms/request" if c.get("server_cpu_ms_per_request") else ""
+    return f"{c['req_per_s']}, {c['p50_ms']} / {c['p95_ms']}{errors}{up}{cpu}"
 
 
 def plot(runs: dict[str, Any]) -> None:

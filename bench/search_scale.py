@@ -107,12 +107,13 @@ def measure_api(path: Path, queries: dict[str, list[sc.Query]]) -> dict[str, Any
     with m3agent.open(path, llm="none") as agent:
         agent.search(first.text, 10)
         for kind, items in queries.items():
-            seconds = []
+            seconds, cpu = [], []
             for q in items:
-                begin = time.perf_counter()
+                begin, begin_cpu = time.perf_counter(), time.process_time()
                 agent.search(q.text, 10, video_id=q.video_id, before_clip=q.before_clip)
                 seconds.append(time.perf_counter() - begin)
-            out[kind] = percentiles(seconds)
+                cpu.append(time.process_time() - begin_cpu)
+            out[kind] = {**percentiles(seconds), "cpu_p50_ms": round(float(np.median(cpu)) * 1000, 1)}
     return out
 
 
@@ -179,6 +180,16 @@ def _body(q: sc.Query) -> dict[str, Any]:
     return body
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid`` and its children (the search workers); 0 without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return 0.0
+    parent = psutil.Process(pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [parent, *parent.children(recursive=True)])
+
+
 async def _drive(url: str, items: list[sc.Query], clients: int, seconds: float | None) -> dict[str, Any]:
     """``clients`` loops over ``items``: once through (``seconds`` None) or for ``seconds``."""
     import httpx
@@ -210,6 +221,14 @@ async def _drive(url: str, items: list[sc.Query], clients: int, seconds: float |
             "req_per_s": round(len(latencies) / wall, 1)}
 
 
+def _timed_load(server: Server, mixed: list[sc.Query], clients: int, seconds: float) -> dict[str, Any]:
+    """The clients' figures and the server's CPU per request (its processes' CPU seconds over the phase)."""
+    cpu = _cpu_seconds(server.proc.pid)
+    found = asyncio.run(_drive(server.url, mixed, clients, seconds))
+    used = _cpu_seconds(server.proc.pid) - cpu
+    return {**found, "server_cpu_ms_per_request": round(1000 * used / max(found["requests"], 1), 1)}
+
+
 def measure_server(path: Path, queries: dict[str, list[sc.Query]], clients: int, seconds: float,
                    workers: int) -> dict[str, Any]:
     """First answer, one client per kind, then ``clients`` clients; with ``workers`` search workers also the
@@ -221,11 +240,11 @@ def measure_server(path: Path, queries: dict[str, list[sc.Query]], clients: int,
         for kind, items in queries.items():
             out[kind] = asyncio.run(_drive(server.url, items, 1, None))
         asyncio.run(_drive(server.url, mixed, clients, 3.0))  # warm-up
-        out["clients"] = {"clients": clients, **asyncio.run(_drive(server.url, mixed, clients, seconds))}
+        out["clients"] = {"clients": clients, **_timed_load(server, mixed, clients, seconds)}
         if workers and (up := server.workers_up()):
             asyncio.run(_drive(server.url, mixed, clients, 3.0))
             out["workers"] = {"clients": clients, "workers": workers, "up_s": round(up, 1),
-                              **asyncio.run(_drive(server.url, mixed, clients, seconds))}
+                              **_timed_load(server, mixed, clients, seconds)}
     finally:
         server.stop()
     return out

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from m3agent import tags
 from m3agent.control.results import ClipCache
 from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
-from m3agent.text import stated_names
+from m3agent.text import may_state_a_name, stated_names
 
 if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
@@ -107,6 +107,8 @@ def find_name_statements(memories: Iterable[Memory], index: CharacterIndex) -> l
     """Name statements in ``memories`` (text read after rewriting tags to characters)."""
     found = []
     for memory in memories:
+        if not may_state_a_name(memory.text):  # most memories: skip the rewrite and the patterns
+            continue
         for tag, name in stated_names(index.rewrite(memory.text)):
             if tag.kind == tags.TagKind.CHARACTER:
                 found.append(NameStatement(tag.id, name, memory))
