@@ -86,6 +86,7 @@ class MemoryVectors:
         self.changes = 0  # rows added or removed since the snapshot this state came from
         self._builder: threading.Thread | None = None
         self._persist_to: Path | None = None
+        self._epoch = 0
 
     # syncing ---------------------------------------------------------------
     def sync(self, conn: sqlite3.Connection, *, writable: bool) -> None:
@@ -117,6 +118,7 @@ class MemoryVectors:
         return self.watermark > int(top or 0)
 
     def _reset(self) -> None:
+        self._epoch += 1  # a graph being built from the old rows is not swapped in
         self.mirror, self.ann = VectorMirror(self.dim), None
         self.watermark = self.tomb_seq = self.persisted_rows = self.changes = 0
 
@@ -183,12 +185,15 @@ class MemoryVectors:
             with self.lock:
                 self.mirror.compact()
                 ids, codes, scales = (self.mirror.col(n) for n in ("ids", "codes", "scales"))
+                epoch = self._epoch
             ann = HnswIndex(self.dim, self.params)
             for start in range(0, len(ids), 65536):
                 stop = min(start + 65536, len(ids))
                 vectors = codes[start:stop].astype(np.float32) * scales[start:stop, None]
                 ann.add(ids[start:stop], vectors, threads=BUILD_THREADS)
             with self.lock:
+                if epoch != self._epoch:  # the file was replaced meanwhile: the next sync starts a new build
+                    return
                 self._catch_up(ann, ids)
                 self.ann = ann
                 target = self._persist_to
