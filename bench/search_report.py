@@ -47,9 +47,20 @@ saved the graph before answering anything (the 295 s of the old "Server" section
   the unsynced tail costs one `max(id)` when nothing is newer; a question's resolved filter is kept for its alias
   variants; a filter of Nones takes the unfiltered vector and BM25 paths (identical top-k:
   tests/test_search_fast_path.py);
+- a waited build (`build_vector_index()`, `compact`) builds the graph on every core in the caller's thread; the
+  background one uses one thread (the `after` 10^5 snapshot figure, 1268 s, is the one-thread build: it ran before
+  this change, which restores the every-core build of `before` for waited builds);
 - MiniLM's idle threads sleep instead of spinning (a query's CPU 21.6 -> 11.8 ms on the loaded machine);
 - `server.search_workers`: processes answering `POST /api/search` with their own read store, started once the
   index is saved (they load it rather than each building one); `/ready` reports them.
+
+Reading the tables: the server's first answer at 10^2-10^4 (20-44 s, both versions) is the time a new
+`m3agent serve` process takes to import and start on these loaded cores, whatever the memory; at 10^5 `before`
+added 18 minutes of graph building before its first answer, `after` none (30.1 s, within the start-up floor): on
+an idle machine the same start is a few seconds. With search workers the server's throughput under this load
+moved within noise (3.0 -> 3.2 req/s at 10^4): the whole machine, not the GIL, was the limit. The server CPU per
+request at 10^5 (271 ms) includes the background graph build that ran during that phase (one thread); at 10^4
+(no graph) it is 61-65 ms per request, HTTP included.
 
 What stops the targets here: the 2 cores were shared with other jobs at load average 15-27 during every run
 (each process got well under a core), so wall-clock figures are several times what an idle 2-core machine gives;

@@ -89,7 +89,7 @@ class MemoryVectors:
         self._epoch = 0
 
     # syncing ---------------------------------------------------------------
-    def sync(self, conn: sqlite3.Connection, *, writable: bool) -> None:
+    def sync(self, conn: sqlite3.Connection, *, writable: bool, background: bool = True) -> None:
         """Catch up with committed rows (call outside any transaction of ``conn``); start the graph build in
         the background when the store has grown big enough, and save a snapshot when one is due."""
         with self.lock:
@@ -106,7 +106,7 @@ class MemoryVectors:
                 conn.execute("COMMIT")
             if writable and self.path is not None:
                 self._persist_to = self.path
-            if self.ann is None and self.mirror.n_alive >= ANN_MIN_ROWS:
+            if background and self.ann is None and self.mirror.n_alive >= ANN_MIN_ROWS:
                 self._start_build()
             due = self.ann is not None and self.changes > max(ANN_MIN_ROWS, self.persisted_rows // 4)
         if writable and due:
@@ -124,9 +124,11 @@ class MemoryVectors:
 
     def build(self, conn: sqlite3.Connection, *, writable: bool, wait: bool = True) -> int:
         """Sync, make sure the graph is built (or being built, ``wait=False``) and saved; rows covered."""
-        self.sync(conn, writable=writable)
+        self.sync(conn, writable=writable, background=not wait)
         if wait:
-            self.wait()
+            self.wait()  # a build already running in the background, else one here on every core
+            if self.ann is None and self.mirror.n_alive >= ANN_MIN_ROWS:
+                self._build_graph(threads=0, save=False)
             with self.lock:
                 pending = self.changes > 0 and writable
             if pending:
@@ -176,7 +178,7 @@ class MemoryVectors:
         self._builder = threading.Thread(target=self._build_graph, name="m3agent-vector-graph", daemon=True)
         self._builder.start()
 
-    def _build_graph(self) -> None:
+    def _build_graph(self, threads: int = BUILD_THREADS, *, save: bool = True) -> None:
         """Build the graph from the mirror as it is now (outside the lock: searches go on, exact), then catch
         it up with rows added or removed meanwhile, swap it in and save the snapshot when writable."""
         import numpy as np
@@ -190,7 +192,7 @@ class MemoryVectors:
             for start in range(0, len(ids), 65536):
                 stop = min(start + 65536, len(ids))
                 vectors = codes[start:stop].astype(np.float32) * scales[start:stop, None]
-                ann.add(ids[start:stop], vectors, threads=BUILD_THREADS)
+                ann.add(ids[start:stop], vectors, threads=threads)
             with self.lock:
                 if epoch != self._epoch:  # the file was replaced meanwhile: the next sync starts a new build
                     return
@@ -198,7 +200,7 @@ class MemoryVectors:
                 self.ann = ann
                 target = self._persist_to
             log.info("vector graph built over %d rows", len(ann))
-            if target is not None:
+            if save and target is not None:
                 self._save_to(target)
         except Exception:  # only an optimisation: searches stay exact without it
             log.exception("could not build the vector graph")
