@@ -301,7 +301,13 @@ class ServerSettings(BaseModel):
         description="Host headers accepted besides the loopback names (DNS-rebinding guard); '*' accepts any",
     )
     read_stores: int = Field(
-        2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
+        2, ge=1, le=16, description="read-only store connections shared by requests (they share one vector index)"
+    )
+    search_workers: int = Field(
+        0, ge=0, le=16,
+        description="processes answering POST /api/search beside the server's own, started once the vector index "
+        "is saved (0: the server answers; 1 on 2 cores doubles search throughput; each holds its own copy of the "
+        "index: about 0.2 GiB per 10^5 memories)",
     )
     request_timeout_s: float = Field(
         300.0, gt=0, le=86_400,

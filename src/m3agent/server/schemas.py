@@ -49,6 +49,8 @@ class Readiness(BaseModel):
     videos: int
     embedding_model: str | None = Field(description="name/dimension of the stored vectors; null before any")
     jobs_active: int = Field(description="ingest jobs queued or running")
+    search_workers: int = Field(0, description="search worker processes answering searches now "
+                                "(server.search_workers, started once the vector index is saved)")
 
 
 class VideoOut(BaseModel):
