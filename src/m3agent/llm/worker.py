@@ -7,10 +7,13 @@ and the parent (:mod:`m3agent.llm.model_process`) turns the death into a clear e
 every stored clip and the consolidation records stay intact.
 
 Protocol (stdout carries only protocol lines; anything native code prints goes to stderr):
-the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}``, answered by
+the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}`` (optionally ``n_threads_batch``,
+``n_batch``, ``n_ubatch``, ``prompt_cache_mb``), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
-``{"text", "prompt_tokens", "completion_tokens"}`` or an error. Error kinds: ``missing``
+``{"text", "prompt_tokens", "completion_tokens", "timings"}`` or an error (``timings``: llama.cpp's own count
+and milliseconds of the prompt tokens it evaluated, the rest being reused from a cached prefix, and of the
+generated tokens). Error kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
 ``failed``. The worker ends when its input ends (its parent closed it), or within a second of its
 parent's death, even mid-request.
@@ -25,6 +28,9 @@ import sys
 import threading
 import time
 from typing import IO, Any
+
+CONTEXT_OPTIONS = ("n_threads_batch", "n_batch", "n_ubatch")
+"""Optional llama.cpp context settings passed through when given (llama-cpp-python's defaults otherwise)."""
 
 
 def main() -> int:
@@ -94,6 +100,7 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     except ImportError as exc:
         return None, {"error": "missing", "message": str(exc)}
     options = {k: int(init[k]) for k in ("n_ctx", "n_threads", "seed")}
+    options |= {k: int(init[k]) for k in CONTEXT_OPTIONS if init.get(k)}
     try:
         llama = llama_cpp.Llama(model_path=str(init["model_path"]), verbose=False, **options)
     except (ValueError, RuntimeError, OSError) as exc:
@@ -127,6 +134,8 @@ def _prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
 def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
     schema = request.get("grammar_schema")
+    llama_cpp = _llama_cpp()
+    llama_cpp.llama_perf_context_reset(llama.ctx)
     try:
         grammar = _grammar(grammars, schema) if schema else None
         out = llama.create_chat_completion(messages=request["messages"], grammar=grammar,
@@ -140,7 +149,15 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> di
     usage = out.get("usage") or {}
     return {"text": out["choices"][0]["message"].get("content") or "",
             "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-            "completion_tokens": int(usage.get("completion_tokens", 0))}
+            "completion_tokens": int(usage.get("completion_tokens", 0)),
+            "timings": _timings(llama_cpp.llama_perf_context(llama.ctx))}
+
+
+def _timings(perf: Any) -> dict[str, float]:
+    """llama.cpp's counters since the last reset: prompt tokens evaluated (not reused) and generated, with their
+    milliseconds (what the rest of a call's time is not: sampling, the grammar, Python)."""
+    return {"prompt_evaluated": int(perf.n_p_eval), "prompt_ms": round(float(perf.t_p_eval_ms), 1),
+            "generated": int(perf.n_eval), "generate_ms": round(float(perf.t_eval_ms), 1)}
 
 
 def _grammar(grammars: dict[str, Any], schema: str) -> Any:
