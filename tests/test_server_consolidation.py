@@ -43,6 +43,8 @@ def jfk(media_dir: Path) -> Path:
 def settings_for(db: Path, jfk: Path, **changes: Any) -> Settings:
     server = {"allowed_folders": [str(jfk.parent)], "consolidate_idle_s": 0.05, "consolidate_retry_s": 0.3,
               **changes.pop("server", {})}
+    # every unit is a model call (the pre-check would skip the clips without a cue: "ask not what your country")
+    changes["memorize"] = {"consolidate_precheck": False, **changes.get("memorize", {})}
     return load_settings(memory=str(db), embedder="hash", llm="none", media={"clip_seconds": 4.0},
                          perception={"faces": False, "asr_model": "tiny.en"}, senses=SENSES_OFF, server=server,
                          **changes)

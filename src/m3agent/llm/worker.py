@@ -10,7 +10,8 @@ Protocol (stdout carries only protocol lines; anything native code prints goes t
 the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}``, answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
-``{"text", "prompt_tokens", "completion_tokens"}`` or an error. Error kinds: ``missing``
+``{"text", "prompt_tokens", "completion_tokens", "cached_tokens"}`` or an error (``cached_tokens``: prompt
+tokens not evaluated again, served by the kept state of an earlier prompt's prefix). Error kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
 ``failed``. The worker ends when its input ends (its parent closed it or died).
 """
@@ -103,6 +104,7 @@ def _prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
 def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
     schema = request.get("grammar_schema")
+    evaluated = _evaluated(llama)
     try:
         grammar = _grammar(grammars, schema) if schema else None
         out = llama.create_chat_completion(messages=request["messages"], grammar=grammar,
@@ -114,9 +116,17 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> di
     except RuntimeError as exc:
         return {"error": "failed", "message": str(exc)}
     usage = out.get("usage") or {}
-    return {"text": out["choices"][0]["message"].get("content") or "",
-            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-            "completion_tokens": int(usage.get("completion_tokens", 0))}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    prompt_evaluated = _evaluated(llama) - evaluated - completion
+    return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
+            "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated))}
+
+
+def _evaluated(llama: Any) -> int:
+    """Tokens the model has evaluated so far (llama.cpp's counters): the prompt tokens of a call are the
+    difference less its completion tokens, so what a kept prefix saved is observable (``cached_tokens``)."""
+    perf = _llama_cpp().llama_perf_context(llama.ctx)
+    return int(perf.n_p_eval) + int(perf.n_eval)
 
 
 def _grammar(grammars: dict[str, Any], schema: str) -> Any:

@@ -1,11 +1,16 @@
 """What the consolidation model is shown, what it may reply, and which of its facts are kept.
 
-The model sees the unit's new episodic memories, each labelled ``m<memory id>``,
-and the known semantic facts of the same people (unlabelled: they are context,
-never a source). Its reply (``prompts/memorize_consolidate.json``) lists facts
-as fields, not free sentences: the person (a tag of the shown memories, or
-``none`` for the place), the kind, a short value, the labels of the memories
-that show it and a confidence. Under a grammar ``person`` and the ``sources``
+The model sees the unit's new episodic memories that could hold a fact
+(:mod:`.fact_cues`: speech and descriptions), labelled ``m1``, ``m2`` ... in
+time order, and the known semantic facts of the same people (unlabelled: they
+are context, never a source). The fixed instructions and the worked example
+come first and are the same for every call, so a local model keeps their
+evaluated state and reads only the memories of each unit.
+
+Its reply (``prompts/memorize_consolidate.json``) lists facts as fields, not
+free sentences: the person (a tag of the shown memories, or ``none`` for the
+place), the kind, a short value, the labels of the memories that show it and a
+confidence. Under a grammar ``person`` and the ``sources``
 items are enums of exactly what was shown; a reply from an endpoint that names
 anything else is caught here. The sentence is written from the fields by
 :data:`TEMPLATES` (``<voice_4>'s name is Jack.``), so equal facts read alike and
@@ -34,7 +39,8 @@ from pydantic import Field
 
 from m3agent import tags
 from m3agent.llm.replies import Content, Reply
-from m3agent.text import SHORT_WORDS, STOPWORDS, clock, self_names, stem
+from m3agent.memorize.fact_cues import SPEECH, fact_bearing, readable
+from m3agent.text import SHORT_WORDS, STOPWORDS, self_names, stem
 
 if TYPE_CHECKING:
     from m3agent.domain import Memory
@@ -112,14 +118,15 @@ class Draft:
 
 
 def shown_memories(new: list[Memory], known: list[Memory]) -> Shown:
-    """At most :data:`MAX_SHOWN` new memories, in time order: speech first (where names, roles and likes are
-    said), then others naming people, then the rest (on-screen text, sounds); the :data:`MAX_KNOWN`
-    weightiest known facts. A short prompt keeps a small model on task and fast."""
-    kept = sorted(new, key=lambda m: (" says: " not in m.text, not m.entity_ids, m.clip_index, m.start_s, m.id))
+    """At most :data:`MAX_SHOWN` new memories that consolidation reads (:func:`.fact_cues.readable`: speech and
+    descriptions, not who is on screen, shots, sounds or on-screen text), the fact-bearing ones first, shown in
+    time order and labelled ``m1``, ``m2`` ... (short labels: fewer tokens to read and to write); the
+    :data:`MAX_KNOWN` weightiest known facts. A short prompt keeps a small model on task and fast."""
+    kept = sorted((m for m in new if readable(m)), key=lambda m: (not fact_bearing(m), m.clip_index, m.start_s, m.id))
     kept = kept[:MAX_SHOWN]
     kept.sort(key=lambda m: (m.clip_index, m.start_s, m.id))
     strongest = sorted(known, key=lambda m: (-m.weight, m.id))[:MAX_KNOWN]
-    return Shown({f"m{m.id}": m for m in kept}, tuple(sorted(strongest, key=lambda m: m.id)))
+    return Shown({f"m{i}": m for i, m in enumerate(kept, 1)}, tuple(sorted(strongest, key=lambda m: m.id)))
 
 
 def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
@@ -142,9 +149,15 @@ def loose_schema(template: dict[str, Any]) -> dict[str, Any]:
 
 def prompt_fields(shown: Shown) -> dict[str, str]:
     """The ``$facts`` and ``$memories`` of the user section."""
-    lines = [f"[{label}] {clock(m.start_s)}: {_short(m.text)}" for label, m in shown.memories.items()]
+    lines = [f"[{label}] {_short(_line(m))}" for label, m in shown.memories.items()]
     facts = [f"- {_short(m.text)}" for m in shown.known] or ["(none yet)"]
     return {"facts": "\n".join(facts), "memories": "\n".join(lines)}
+
+
+def _line(memory: Memory) -> str:
+    """A memory as the prompt shows it: speech without its clock (``<voice_3> says: "..."``), else its text."""
+    match = SPEECH.match(memory.text)
+    return f"{match.group('tag')} says: {match.group('quote')}" if match else memory.text
 
 
 def checked(reply: ConsolidationReply, shown: Shown) -> tuple[list[Draft], list[str]]:
