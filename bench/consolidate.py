@@ -17,7 +17,7 @@ yield is per 1,000 words). Media marked held out were not read while the pre-che
 
     .venv/bin/python bench/consolidate.py run --variant after [--media debate --media interview ...]
         [--llm llamacpp:qwen-1.5b] [--clips-per-call 1] [--locomo-sessions 3]
-    .venv/bin/python bench/consolidate.py write --variant before --variant after   # docs/benchmarks.md
+    .venv/bin/python bench/consolidate.py write --variant before --variant after [--findings notes.md]
     .venv/bin/python bench/consolidate.py label       # print the facts of the runs that have no label yet
 """
 
@@ -103,8 +103,10 @@ def _locomo_memory(medium: Medium, settings: Any, db: Path, sessions: int) -> Pa
     sample = next(s for s in load_locomo(default_locomo_path(SHARED)) if s.sample_id == medium.locomo)
     sample = dataclasses.replace(sample, sessions=sample.sessions[:sessions])
     db.parent.mkdir(parents=True, exist_ok=True)
+    embedder = create_embedder(settings.embedder)
     with open_store(str(db)) as store:
-        ingest_sample(store, create_embedder(settings.embedder), sample)
+        store.set_embedding_model(embedder.name, embedder.dim)
+        ingest_sample(store, embedder, sample)
     return db
 
 
@@ -237,7 +239,7 @@ def table(runs: dict[tuple[str, str], dict[str, Any]], labels: dict[tuple[str, s
     return lines
 
 
-def write_section(variants: list[str], command: str) -> None:
+def write_section(variants: list[str], command: str, findings: Path | None = None) -> None:
     from m3agent.bench.environment import environment
     from m3agent.bench.results_io import JsonlLog, replace_section, run_line
 
@@ -254,6 +256,8 @@ def write_section(variants: list[str], command: str) -> None:
             "load is the 1-minute load average before and after each medium (2 cores: above 2 every timing is "
             "an upper bound). Cached tokens: prompt tokens the model did not evaluate again (kept prefix). "
             "Yield per minute of speech (LoCoMo: per 1,000 words).", "", *table(runs, labels, variants)]
+    if findings is not None:
+        body += ["", findings.read_text(encoding="utf-8").strip()]
     doc = REPO / "docs" / "benchmarks.md"
     history = _history(doc.read_text(encoding="utf-8"))
     replace_section(doc, "Consolidation", "\n".join(body) + f"\n\n{HISTORY}\n\n" + history)
@@ -309,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm", default="llamacpp:qwen-1.5b", help="the consolidation model")
     parser.add_argument("--clips-per-call", type=int, default=1)
     parser.add_argument("--no-precheck", action="store_true", help="ask the model about every unit")
+    parser.add_argument("--findings", type=Path, default=None, help="write: Markdown placed below the tables")
     parser.add_argument("--locomo-sessions", type=int, default=3, help="first sessions of each LoCoMo sample")
     args = parser.parse_args(argv)
     if not MEDIA_DIR.is_dir():
@@ -316,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.action == "write":
         command = "python bench/consolidate.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_section(args.variant or ["before", "after"], command)
+        write_section(args.variant or ["before", "after"], command, args.findings)
         return 0
     if args.action == "label":
         print_unlabelled(args.variant or [])

@@ -47,7 +47,7 @@ from m3agent.memorize.fact_cues import worth_asking
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
-    from m3agent.llm import ChatModel, ChatReply
+    from m3agent.llm import ChatModel, ChatReply, Message
     from m3agent.memorize.rules import WriteRules, WriteStats
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
@@ -185,12 +185,9 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
 
     prompts = load_prompt_set(cf.PROMPT)
     shown = cf.shown_memories(new, _known_facts(store, new, last))
-    messages = [{"role": "system", "content": prompts.render("system")},
-                {"role": "user", "content": prompts.render("example_user")},  # one worked example (few-shot)
-                {"role": "assistant", "content": prompts.render("example_reply")},
-                {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
     try:
-        reply = chat.chat(messages, schema=cf.reply_schema(prompts.schema, shown), max_tokens=options.max_tokens)
+        reply = chat.chat(_messages(shown), schema=cf.reply_schema(prompts.schema, shown),
+                          max_tokens=options.max_tokens)
     except MalformedReplyError as exc:  # an endpoint's reply that stayed off the schema after its retries
         return [], [f"clip {last.index}: the reply was unusable ({exc.message}); no facts written"]
     except ValueError as exc:  # llama.cpp: the prompt does not fit the model's context window
@@ -205,6 +202,18 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
         return [], [f"clip {last.index}: the reply was unusable ({exc.message}); no facts written"]
     drafts, notes = cf.checked(parsed, shown)
     return drafts, [f"clip {last.index}: {note}" for note in notes]
+
+
+def _messages(shown: cf.Shown) -> list[Message]:
+    """The call's messages: the fixed instructions and worked example first (the same tokens on every call, so
+    a local model keeps their state), then the unit's known facts and memories."""
+    from m3agent.llm.prompts import load_prompt_set
+
+    prompts = load_prompt_set(cf.PROMPT)
+    return [{"role": "system", "content": prompts.render("system")},
+            {"role": "user", "content": prompts.render("example_user")},  # one worked example (few-shot)
+            {"role": "assistant", "content": prompts.render("example_reply")},
+            {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
 
 
 def _fact(draft: cf.Draft, last: Clip, model: str) -> Memory:
