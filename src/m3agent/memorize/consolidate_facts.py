@@ -25,7 +25,11 @@ A fact is kept only when (otherwise it is dropped with a note saying why):
 - its value shares a content word with its sources and does not quote them;
 - a name occurs in its sources, and not only in the person's own words unless
   they introduce themselves ("names from how others address them": a speaker
-  saying "thanks, Jack" is not Jack).
+  saying "thanks, Jack" is not Jack);
+- a role, liking, habit, relation or place stands in a source sentence that says
+  so (:func:`_cue_problem`): "I was a senator" by the person, "I love", "every
+  morning", "my wife", "in DC"; said in speech, a role, liking, habit or relation
+  must be in the person's own first-person words (or a title before their name).
 """
 
 from __future__ import annotations
@@ -213,8 +217,65 @@ def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: 
     if not _content(lowered) & _content(said):
         return "it shares no word with its sources"
     if kind in ABOUT_THE_SPEAKER and person is not None:
-        return _listener_problem(person, value, sources)
-    return ""
+        problem = _listener_problem(person, value, sources)
+        if problem:
+            return problem
+    return _cue_problem(kind, person, value, sources)
+
+
+_CUE_WORDS = {
+    "role": r"\b(?:i am|i'm|i was|i've been|i have been|i work|i worked|i used to be|as an?|as the|my job|my role"
+            r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
+            r"|serve|served|serving)\b",
+    "likes": r"\b(?:like|likes|liked|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
+             r"|preferred|into|fan of|fond of|passion|passionate)\b",
+    "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
+    "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
+                r"|partner|colleague|married|boyfriend|girlfriend|kid|kids|child|children|family|cousin|uncle"
+                r"|aunt|neighbou?r|coach|student|teacher|mentor)\b",
+}
+KIND_CUES = {kind: re.compile(cue) for kind, cue in _CUE_WORDS.items()}
+"""What a source sentence holding the value must also say, per kind: a role is stated ("I was a senator", "as a
+nurse"), a liking is a verb of liking, a habit a word of frequency, a relation a word of kinship."""
+
+
+def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[Memory, ...]) -> str:
+    """A role, liking, habit, relation or place whose value stands in no source sentence that says so.
+
+    "New member orientation" names no role, "how to use X" is no liking, "an episode of Guitar Rings" is no
+    place: the value's words must sit in a sentence with the kind's cue (:data:`KIND_CUES`; a place after
+    "in", "at", "from", "to" or "near"). Said in speech, a role, liking, habit or relation of a person must
+    be in their own first-person sentence ("I was a senator" makes its speaker one, not whoever the model
+    named), or, for a role, come before a name in anyone's ("Good morning, doctor Lee")."""
+    wanted = _content(value.lower())
+    holding = [(m, sentence) for m in sources for sentence in _SENTENCE.split(_quoted(m.text))
+               if wanted & _content(sentence.lower())]
+    sentences = [sentence for _, sentence in holding]
+    if kind == "place":
+        words = _WORD.findall(value.lower())
+        at = rf"\b(?:in|at|from|to|into|near|around)\s+(?:the\s+)?{re.escape(words[0] if words else value)}\b"
+        return "" if any(re.search(at, s.lower()) for s in sentences) else f"no source says anything is in {value!r}"
+    cue = KIND_CUES.get(kind)
+    if cue is None:
+        return ""
+    if kind == "role" and any(re.search(rf"(?i:\b{re.escape(value)})\s+[A-Z][a-z]", s) for s in sentences):
+        return ""  # addressed by the title: "Good morning, doctor Lee"
+    stated = [s for m, s in holding if cue.search(s.lower()) and _states_it(m, s, person)]
+    if stated:
+        return ""
+    quoted = _short(sentences[0].strip()) if sentences else ""
+    return f"no source sentence states it as {person or 'its'} {kind} (\"{quoted}\")"
+
+
+def _states_it(memory: Memory, sentence: str, person: tags.Tag | None) -> bool:
+    """Whether ``sentence`` of ``memory`` may state a fact of ``person``: a sentence of a description that
+    names them; in speech, only the person's own sentence in the first person."""
+    match = SPEECH.match(memory.text)
+    if person is None:
+        return True
+    if match is None:
+        return str(person) in sentence
+    return match.group("tag") == str(person) and bool(set(_WORD.findall(sentence.lower())) & FIRST_PERSON)
 
 
 def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...]) -> str:
