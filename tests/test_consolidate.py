@@ -306,3 +306,14 @@ def test_a_fact_needs_a_sentence_that_says_so(kind: str, value: str, line: str, 
     said = Memory(MemoryKind.EPISODIC, f'At 0:05 <voice_3> says: "{line}"', VIDEO, 0, 5.0, 7.0, (3,))
     problem = _grounding_problem(kind, person, value, (said,))
     assert (problem == "") is kept, problem
+
+
+@pytest.mark.parametrize("said", ['At 0:01 <voice_1> says: "Hey Mel! Good to see you!"',
+                                  "<voice_1> said: Hey Mel! Good to see you!"])  # a LoCoMo turn
+def test_a_name_the_speaker_calls_someone_is_not_theirs_in_either_speech_form(said: str) -> None:
+    from m3agent import tags
+    from m3agent.memorize.consolidate_facts import _grounding_problem
+
+    line = Memory(MemoryKind.EPISODIC, said, VIDEO, 0, 1.0, 2.0, (1,))
+    assert "said by <voice_1> to someone else" in _grounding_problem("name", tags.parse("<voice_1>"), "Mel", (line,))
+    assert _grounding_problem("name", tags.parse("<voice_2>"), "Mel", (line,)) == ""

@@ -270,12 +270,12 @@ def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[
 def _states_it(memory: Memory, sentence: str, person: tags.Tag | None) -> bool:
     """Whether ``sentence`` of ``memory`` may state a fact of ``person``: a sentence of a description that
     names them; in speech, only the person's own sentence in the first person."""
-    match = SPEECH.match(memory.text)
+    speaker = _speaker(memory)
     if person is None:
         return True
-    if match is None:
+    if speaker is None:
         return str(person) in sentence
-    return match.group("tag") == str(person) and bool(set(_WORD.findall(sentence.lower())) & FIRST_PERSON)
+    return speaker == str(person) and bool(set(_WORD.findall(sentence.lower())) & FIRST_PERSON)
 
 
 def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...]) -> str:
@@ -285,7 +285,7 @@ def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...])
     makes P one. Sources by someone else, or not speech, are not judged (whom they address is unknown)."""
     wanted = _content(value.lower())
     holding = [m for m in sources if wanted & _content(m.text.lower())]
-    own = [m for m in holding if m.text.startswith("At ") and f"{person} says:" in m.text]
+    own = [m for m in holding if _speaker(m) == str(person)]
     if not holding or len(own) < len(holding):
         return ""
     sentences = [sentence for m in own for sentence in _SENTENCE.split(_quoted(m.text))
@@ -293,6 +293,12 @@ def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...])
     if sentences and all(_second_person(sentence) for sentence in sentences):
         return f"{person} says it of the person they speak to (\"{_short(sentences[0].strip())}\"), not of themselves"
     return ""
+
+
+def _speaker(memory: Memory) -> str | None:
+    """The tag of who speaks in a speech memory (``At 0:05 <voice_3> says: "..."``, ``<voice_1> said: ...``)."""
+    match = SPEECH.match(memory.text)
+    return match.group("tag") if match else None
 
 
 def _quoted(text: str) -> str:
@@ -310,7 +316,7 @@ def _name_problem(person: tags.Tag | None, name: str, sources: tuple[Memory, ...
     with_name = [m for m in sources if _contains_words(m.text.lower(), name.lower())]
     if not with_name:
         return f"the name {name!r} occurs in none of its sources"
-    own = [m for m in with_name if person is not None and m.text.startswith("At ") and f"{person} says:" in m.text]
+    own = [m for m in with_name if person is not None and _speaker(m) == str(person)]
     if len(own) == len(with_name) and not any(_gives_name(m.text, name) for m in own):
         return f"the name {name!r} is said by {person} to someone else"
     return ""
