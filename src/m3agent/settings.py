@@ -214,6 +214,9 @@ class MemorizeSettings(BaseModel):
     consolidate_clips: int = Field(
         1, ge=0, description="clips read by one consolidation call (0: a whole video at once; docs/benchmarks.md, "
         "Consolidation)")
+    consolidate_precheck: bool = Field(
+        True, description="skip, without a model call, units of clips with no memory that could hold a fact (no "
+        "speech with a cue such as 'I was', 'my', a name; memorize/fact_cues.py); false: ask about every unit")
 
 
 class ControlSettings(BaseModel):

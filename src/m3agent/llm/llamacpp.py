@@ -101,7 +101,8 @@ class LlamaCppChat:
             out = self.process.request(request)
         text = str(out.get("text", ""))
         self.timings = dict(out.get("timings") or {})
-        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1)
+        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1,
+                      int(out.get("cached_tokens", 0)))
         parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
         return ChatReply(text, parsed, error, usage, self.name, time.perf_counter() - started)
 

@@ -11,9 +11,10 @@ the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}`` (optionall
 ``n_batch``, ``n_ubatch``, ``prompt_cache_mb``), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
-``{"text", "prompt_tokens", "completion_tokens", "timings"}`` or an error (``timings``: llama.cpp's own count
-and milliseconds of the prompt tokens it evaluated, the rest being reused from a cached prefix, and of the
-generated tokens). Error kinds: ``missing``
+``{"text", "prompt_tokens", "completion_tokens", "cached_tokens", "timings"}`` or an error (``cached_tokens``:
+prompt tokens not evaluated again, served by the kept state of an earlier prompt's prefix; ``timings``:
+llama.cpp's own count and milliseconds of the prompt tokens it evaluated and of the generated tokens). Error
+kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
 ``failed``. The worker ends when its input ends (its parent closed it), or within a second of its
 parent's death, even mid-request.
@@ -147,10 +148,12 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> di
     except RuntimeError as exc:
         return {"error": "failed", "message": str(exc)}
     usage = out.get("usage") or {}
-    return {"text": out["choices"][0]["message"].get("content") or "",
-            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-            "completion_tokens": int(usage.get("completion_tokens", 0)),
-            "timings": _timings(llama_cpp.llama_perf_context(llama.ctx))}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    perf = llama_cpp.llama_perf_context(llama.ctx)  # counted since the reset above
+    prompt_evaluated = int(perf.n_p_eval) + int(perf.n_eval) - completion
+    return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
+            "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated)),
+            "timings": _timings(perf)}
 
 
 def _timings(perf: Any) -> dict[str, float]:
