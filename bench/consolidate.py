@@ -56,6 +56,7 @@ class Medium:
     max_clips: int | None = None
     held_out: bool = False
     locomo: str = ""  # a LoCoMo sample id: its first sessions are the clips
+    episode: bool = False  # the 3-minute benchmark episode of bench/ingest.py (real media, joined)
 
 
 MEDIA = {m.name: m for m in (
@@ -65,6 +66,7 @@ MEDIA = {m.name: m for m in (
     *(Medium(f"hdtf-{n}", f"video/hdtf_talking_heads/WDA_{n}_000.mp4")
       for n in ("AlexandriaOcasioCortez", "BobMenendez", "EdMarkey0", "KatieHill")),
     *(Medium(f"talking-{n}", f"video/videoagent_talking/segment_{n}.mp4") for n in (9, 10, 11)),
+    Medium("episode-3min", "", episode=True),
     Medium("locomo-conv-26", "", held_out=True, locomo="conv-26"),
     Medium("locomo-conv-30", "", held_out=True, locomo="conv-30"),
 )}
@@ -76,7 +78,7 @@ def base_memory(medium: Medium, settings: Any, locomo_sessions: int) -> Path:
     if medium.locomo:
         return _locomo_memory(medium, settings, cache / f"consolidate-{medium.locomo}-{locomo_sessions}s.db",
                               locomo_sessions)
-    source = MEDIA_DIR / medium.path
+    source = _episode(cache) if medium.episode else MEDIA_DIR / medium.path
     db = cache / f"consolidate-{source.stem}-{medium.clip_seconds:g}s-{medium.max_clips}.db"
     if not db.exists():
         from m3agent.pipeline import ingest_source
@@ -88,6 +90,14 @@ def base_memory(medium: Medium, settings: Any, locomo_sessions: int) -> Path:
         if report.clips_failed:
             raise SystemExit(f"ingest of {source} failed: {report.clips_failed}")
     return db
+
+
+def _episode(cache: Path) -> Path:
+    """The speech-dense 3-minute episode (13 real videos joined; built on first use by bench/ingest.py)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from ingest import episode
+
+    return Path(episode(cache)[0])
 
 
 def _locomo_memory(medium: Medium, settings: Any, db: Path, sessions: int) -> Path:

@@ -61,7 +61,7 @@ def build_memory(path: Path, n: int) -> float:
     embedder, rng, started = HashingEmbedder(256), random.Random(0), time.perf_counter()
     store = open_store(str(path))
     store.set_embedding_model(embedder.name, embedder.dim)
-    face = np.eye(128, dtype=np.float32)[0]
+    face = np.eye(256, dtype=np.float32)[0]  # as the default face_embedder (dlib+sface: 128 + 128 values)
     with store:
         for start in range(0, n, PER_CLIP):
             video, index = divmod(start // PER_CLIP, CLIPS_PER_VIDEO)

@@ -138,5 +138,6 @@ def test_a_path_job_records_its_path_not_the_open_file_it_read(served: tuple[htt
     client, _ = served
     (tmp_path / "media" / "short.wav").write_bytes(wav(1.0))
     job = client.post("/api/jobs", json={"path": str(tmp_path / "media" / "short.wav")}).json()
-    assert until(client, job["id"], lambda j: j["state"] not in ("queued", "running"))["state"] == "done"
+    done = until(client, job["id"], lambda j: j["state"] not in ("queued", "running"))
+    assert done["state"] == "done" and done["clips_done"] == 2 and not done["clips_failed"], done
     assert client.get("/api/videos/short").json()["source"] == str(tmp_path / "media" / "short.wav")
