@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from m3agent.domain import Clip, EntityKind, Memory, MemoryKind
@@ -317,3 +318,29 @@ def test_a_name_the_speaker_calls_someone_is_not_theirs_in_either_speech_form(sa
     line = Memory(MemoryKind.EPISODIC, said, VIDEO, 0, 1.0, 2.0, (1,))
     assert "said by <voice_1> to someone else" in _grounding_problem("name", tags.parse("<voice_1>"), "Mel", (line,))
     assert _grounding_problem("name", tags.parse("<voice_2>"), "Mel", (line,)) == ""
+
+
+def test_ingest_can_leave_consolidation_for_later_and_the_command_then_does_it(tmp_path: Path) -> None:
+    """``ingest --no-consolidate`` returns after perception with a note saying how to consolidate; the store's
+    record of clips not consolidated yet is the queue that ``m3agent consolidate`` then works through."""
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+    from m3agent.media.snippets import wav_bytes
+    from m3agent.memorize.consolidate_run import DEFERRED
+
+    audio, db, replies = tmp_path / "tone.wav", tmp_path / "memory.db", tmp_path / "replies.json"
+    audio.write_bytes(wav_bytes((0.2 * np.sin(np.arange(32000) / 8000 * 2 * np.pi * 220)).astype(np.float32), 8000))
+    replies.write_text(json.dumps([{"facts": []}] * 4))
+    env = {"M3AGENT_EMBEDDER": "hash", "M3AGENT_PERCEPTION__VOICES": "false", "M3AGENT_PERCEPTION__FACES": "false"}
+    runner = CliRunner()
+    out = runner.invoke(main, ["ingest", str(audio), "--memory", str(db), "--clip-seconds", "2", "--llm",
+                               f"scripted:{replies}", "--no-consolidate"], env=env)
+    assert out.exit_code == 0, out.output
+    assert "consolidation deferred" in out.stderr and "m3agent consolidate" in DEFERRED
+    done = runner.invoke(main, ["consolidate", "--memory", str(db), "--llm", f"scripted:{replies}", "--json"],
+                         env=env)
+    assert done.exit_code == 0, done.output
+    (report,) = json.loads(done.stdout)["videos"]
+    assert report["video_id"] == "tone" and report["clips_consolidated"] + report["clips_already"] == 2
+    assert report["clips_already"] == 0, "nothing was consolidated at ingest"

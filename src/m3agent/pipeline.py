@@ -121,12 +121,14 @@ def _consolidate(settings: Settings, embedder: Embedder, video_id: str, show_pro
     ``{"skipped": why}``; a failure is reported, never raised: the ingested clips stay and
     ``m3agent consolidate`` resumes it."""
     from m3agent.llm import chat_model_from_settings
-    from m3agent.memorize.consolidate_run import SKIPPED, consolidate_store, consolidation_model
+    from m3agent.memorize.consolidate_run import DEFERRED, SKIPPED, consolidate_store, consolidation_model
     from m3agent.store import open_memory
 
     spec = consolidation_model(settings)
     if spec is None:
         return {"skipped": SKIPPED}
+    if not settings.memorize.consolidate_after_ingest:
+        return {"skipped": DEFERRED}
     try:
         chat = chat_model_from_settings(settings, spec)
         with open_memory(settings) as store:

@@ -214,6 +214,10 @@ class MemorizeSettings(BaseModel):
     consolidate_clips: int = Field(
         1, ge=0, description="clips read by one consolidation call (0: a whole video at once; docs/benchmarks.md, "
         "Consolidation)")
+    consolidate_after_ingest: bool = Field(
+        True, description="consolidate each video at the end of its ingest; false: ingest returns at perception "
+        "speed and `m3agent consolidate` (or the server, while idle) writes the facts later from the store's record "
+        "of clips not consolidated yet")
     consolidate_precheck: bool = Field(
         True, description="skip, without a model call, units of clips with no memory that could hold a fact (no "
         "speech with a cue such as 'I was', 'my', a name; memorize/fact_cues.py); false: ask about every unit")

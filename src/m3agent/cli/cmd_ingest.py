@@ -27,6 +27,9 @@ EXIT_CONSOLIDATION_FAILED = 7
 @click.option("--llm", "writer_llm", default=None,
               help="LLM of --writer mllm/local, and of semantic consolidation at the end (e.g. llamacpp:qwen-0.5b); "
                    "without it (llm none) consolidation is skipped")
+@click.option("--no-consolidate", is_flag=True,
+              help="return at perception speed: leave semantic consolidation to `m3agent consolidate` later "
+                   "(memorize.consolidate_after_ingest=false)")
 @click.option("--perception-only", is_flag=True, help="store faces, voices and identities; no memory writer")
 @click.option("--clip-seconds", type=float, default=None, help="clip length (default 30)")
 @click.option("--fps", "frame_fps", type=float, default=None, help="frames per second sampled for faces")
@@ -39,7 +42,8 @@ EXIT_CONSOLIDATION_FAILED = 7
 @json_option
 @click.pass_context
 def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, video_id: str | None,
-           writer: str | None, writer_llm: str | None, perception_only: bool, clip_seconds: float | None,
+           writer: str | None, writer_llm: str | None, no_consolidate: bool, perception_only: bool,
+           clip_seconds: float | None,
            frame_fps: float | None, asr_model: str | None, max_clips: int | None, executor: str | None,
            workers: int | None, ray_address: str | None, as_json: bool) -> None:
     """Ingest SOURCES (files, folders of videos, URLs or a device) into the memory; rerun to resume.
@@ -60,9 +64,11 @@ def ingest(ctx: click.Context, sources: tuple[str, ...], memory: str | None, vid
     perception = {"asr_model": asr_model} if asr_model else {}
     run = {k: v for k, v in {"kind": executor, "workers": workers, "ray_address": ray_address}.items()
            if v is not None}
-    memorize = {"consolidate_llm": writer_llm} if writer_llm else None
+    memorize = {k: v for k, v in {"consolidate_llm": writer_llm,
+                                  "consolidate_after_ingest": False if no_consolidate else None}.items()
+                if v is not None}
     settings = build_settings(ctx, memory=memory, writer=writer, writer_llm=writer_llm, media=media or None,
-                              perception=perception or None, executor=run or None, memorize=memorize)
+                              perception=perception or None, executor=run or None, memorize=memorize or None)
     jobs = video_jobs(sources, video_id)
     if len(jobs) == 1 and settings.executor.kind == "local":
         _single(settings, jobs[0].source, jobs[0].video_id, perception_only, max_clips, as_json)
@@ -100,7 +106,7 @@ def _single(settings: Any, source: str, video_id: str, perception_only: bool, ma
 def _report_consolidation(outcome: dict[str, Any]) -> None:
     """One line on stderr: consolidation skipped (and how to run it), failed, or what it wrote."""
     con = err_console()
-    if "skipped" in outcome:
+    if isinstance(outcome.get("skipped"), str):  # a note instead of a report (whose "skipped" counts clips)
         con.print(f"[yellow]note:[/] {escape(str(outcome['skipped']))}", markup=True)
     elif "failed" in outcome:
         con.print(f"[bold red]consolidation stopped:[/] {escape(str(outcome['failed']))}", markup=True)

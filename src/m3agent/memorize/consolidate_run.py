@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 SKIPPED = ("consolidation skipped: no LLM configured (llm is none); to write semantic memories run "
            "`m3agent consolidate --memory DB --llm llamacpp:qwen-1.5b`")
+DEFERRED = ("consolidation deferred (memorize.consolidate_after_ingest is false, or --no-consolidate): run "
+            "`m3agent consolidate` to write this video's semantic memories; the server does it while idle")
 
 
 def consolidation_model(settings: Settings) -> str | None:
