@@ -1,8 +1,8 @@
 """Training the control policy: the split, the reward, the rollout's tokens, a CPU smoke run of GRPO that
 resumes, the GGUF export, and the exported model answering through the normal ``--llm llamacpp:PATH`` path.
 
-One module fixture trains once (1 step, then resumed to 2; a group of 2 rollouts of one question, 2 rounds,
-16 tokens a reply) on a two-conversation LoCoMo cut from the real file (first session only), with the real
+One module fixture trains once (1 step, then resumed to 2; a group of 2 one-round rollouts of one question,
+8 tokens a reply) on a two-conversation LoCoMo cut from the real file (first session only), with the real
 packaged qwen-0.5b (dequantised once into the cache), the real store and search; the other tests read what
 it left. Marked ``slow``: the model's load and the step are minutes on a busy 2-core machine.
 """
@@ -77,6 +77,7 @@ class Run:
     first: Any
     resumed: Any
     first_seconds: float
+    first_cpu: float
     model: Path
     load: str
 
@@ -127,26 +128,29 @@ def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     root = tmp_path_factory.mktemp("train")
     _linked_cache(real, root / "cache")
     data = _tiny_locomo(_locomo(data_dir), root / "locomo.json")
-    small = {"held_out": [HELD_CONV], "steps": 1, "questions_per_step": 1, "group": 2, "rounds": 2,
-             "max_new_tokens": 16, "max_context_tokens": 1024, "save_every": 1}  # fmt: skip
-    settings = load_settings(cache_dir=root / "cache", train=TrainSettings(**small), control={"search_k": 3})
+    # the least that is still a GRPO step: one question, a group of 2 one-round rollouts (the seed search's
+    # 2 memories, then the answer), 8 tokens a reply, no activation recomputation (a short sequence fits)
+    small = {"held_out": [HELD_CONV], "steps": 1, "questions_per_step": 1, "group": 2, "rounds": 1,
+             "max_new_tokens": 8, "max_context_tokens": 1024, "save_every": 1, "gradient_checkpointing": False}
+    settings = load_settings(cache_dir=root / "cache", train=TrainSettings(**small), control={"search_k": 2})
     the_plan = service.plan(settings, data=data, store_path=root / "locomo.db")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     first = service.train(the_plan, NAME, show_progress=False)
-    first_seconds = time.perf_counter() - started
+    first_seconds, first_cpu = time.perf_counter() - started, time.process_time() - cpu
     load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     resumed_settings = settings.model_copy(update={"train": settings.train.model_copy(update={"steps": 2})})
     resumed = service.train(service.plan(resumed_settings, data=data, store_path=root / "locomo.db"), NAME,
                             show_progress=False)  # fmt: skip
     model = service.export(resumed_settings, NAME)
-    return Run(resumed_settings, data, root / "locomo.db", first, resumed, first_seconds, model, load)
+    return Run(resumed_settings, data, root / "locomo.db", first, resumed, first_seconds, first_cpu, model, load)
 
 
 @pytest.mark.slow
 def test_a_cpu_smoke_run_trains_records_and_plots(run: Run) -> None:
     from m3agent.train.curve import read_steps
 
-    print(f"smoke step: {run.first_seconds:.1f} s (load {run.load})")
+    print(f"smoke run (load, 1 step, save): {run.first_seconds:.1f} s wall, {run.first_cpu:.1f} CPU s "
+          f"(load average {run.load})")
     assert run.first.steps == 1 and (run.first.run_dir / "checkpoints" / "checkpoint-1").is_dir()
     steps = read_steps(run.first.run_dir)
     assert [s["step"] for s in steps] == [1, 2]

@@ -284,6 +284,9 @@ class TrainSettings(BaseModel):
     save_every: int = Field(5, ge=1, description="steps between checkpoints (a stopped run resumes from the last)")
     seed: int = Field(27)
     threads: int = Field(2, ge=1, description="torch CPU threads")
+    gradient_checkpointing: bool = Field(
+        True, description="recompute activations in the backward pass: a step's memory stays a few GiB"
+    )
     f1_weight: float = Field(1.0, ge=0, description="reward: token F1 of the answer (LoCoMo scoring)")
     evidence_weight: float = Field(0.5, ge=0, description="reward: F1 of cited memories vs the gold evidence")
     format_penalty: float = Field(0.25, ge=0, description="reward: subtracted per reply that breaks the schema")

@@ -56,11 +56,13 @@ def prepare_base(settings: Settings, name: str) -> Path:
         return folder
     require_train_extra()
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     gguf = base_gguf(settings, name)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, SAVED_DTYPE))
+    # dequantize=True: plain dense weights to train (transformers may otherwise keep GGUF blocks, untrainable)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                 quantization_config=GgufConfig(dequantize=True))  # fmt: skip
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     _save_plain(model, partial)
@@ -75,6 +77,7 @@ def _save_plain(model: Any, folder: Path) -> None:
     transformers marks a model read from a GGUF as quantised, which it neither saves nor trains; the
     dequantised tensors are what is wanted, so they are written directly and the mark is left behind.
     """
+    import torch
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True)
@@ -83,7 +86,8 @@ def _save_plain(model: Any, folder: Path) -> None:
         del config.quantization_config
     config.save_pretrained(folder)
     model.generation_config.save_pretrained(folder)
-    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    dtype = getattr(torch, SAVED_DTYPE)
+    tensors = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
@@ -92,7 +96,9 @@ def load_model(folder: Path, threads: int) -> tuple[Any, Any]:
     require_train_extra()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the run has its own bar
     torch.set_num_threads(threads)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
@@ -103,7 +109,11 @@ def load_model(folder: Path, threads: int) -> tuple[Any, Any]:
 
 @dataclass
 class TorchPolicy:
-    """Samples from a transformers causal LM (a PEFT-wrapped one included); stops at ``stop_ids``."""
+    """Samples from a transformers causal LM (a PEFT-wrapped one included); stops at ``stop_ids``.
+
+    Plain sampling at ``temperature`` (no top-k/top-p, no repetition penalty): the trainer scores the
+    sampled tokens under exactly that distribution.
+    """
 
     model: Any
     stop_ids: tuple[int, ...]
@@ -113,12 +123,17 @@ class TorchPolicy:
         import torch
 
         inputs = torch.tensor([list(ids)], dtype=torch.long)
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new_tokens,
-                do_sample=True, temperature=temperature, top_p=1.0, top_k=0, eos_token_id=list(self.stop_ids),
-                pad_token_id=self.pad_id,
-            )  # fmt: skip
+        training = self.model.training
+        self.model.eval()  # with gradient checkpointing on, training mode turns the KV cache off
+        try:
+            with torch.no_grad():
+                out = self.model.generate(
+                    input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new_tokens,
+                    do_sample=True, temperature=temperature, top_p=1.0, top_k=0, repetition_penalty=1.0,
+                    eos_token_id=list(self.stop_ids), pad_token_id=self.pad_id, use_cache=True,
+                )  # fmt: skip
+        finally:
+            self.model.train(training)
         return [int(t) for t in out[0, inputs.shape[1]:]]
 
 

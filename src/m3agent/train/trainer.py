@@ -69,6 +69,7 @@ def train_control(
     rollout = rollout_for(tokenizer)
     recorder = _Recorder(run_dir, {e.qid: e for e in split.train}, rollout, started)
     trainer = _trainer(settings, run_dir, split, model, tokenizer, recorder)
+    _quiet(trainer)
     trainer.add_callback(_callback(recorder, train.steps, show_progress))
     _write_run(run_dir, settings, split)
     checkpoint = latest_checkpoint(run_dir)
@@ -95,12 +96,21 @@ def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokeni
         logging_steps=1, save_strategy="steps", save_steps=train.save_every, report_to=[], use_cpu=True,
         bf16=False, fp16=False, seed=train.seed, disable_tqdm=True, remove_unused_columns=False,
         dataloader_num_workers=0, log_completions=False,
+        gradient_checkpointing=train.gradient_checkpointing,
     )  # fmt: skip
     lora = LoraConfig(r=train.lora_r, lora_alpha=train.lora_alpha, lora_dropout=train.lora_dropout,
                       target_modules=list(train.lora_targets), task_type="CAUSAL_LM")  # fmt: skip
     dataset = Dataset.from_list([{"prompt": e.qid} for e in split.train])
     return GRPOTrainer(model=model, reward_funcs=[_rollout_reward], args=config, train_dataset=dataset,
                        processing_class=tokenizer, peft_config=lora, rollout_func=recorder.rollout)  # fmt: skip
+
+
+def _quiet(trainer: Any) -> None:
+    """Drop transformers' own log printing and bars: the run's bar and ``metrics.jsonl`` say it all."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
 
 
 def _rollout_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
@@ -116,18 +126,20 @@ class _Recorder:
         self.episodes = episodes
         self.environment = rollout
         self.started = started
+        self.cpu_started = time.process_time()
         self.batch: list[Trajectory] = []
         self.batch_seconds = 0.0
+        self.batch_cpu = 0.0
 
     def rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         from m3agent.train.model import TorchPolicy, stop_ids
 
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         tokenizer = trainer.processing_class
         frame = self.environment.frame
         policy = TorchPolicy(trainer.model, stop_ids(tokenizer, frame.end_of_turn), int(tokenizer.pad_token_id))
         self.batch = [self.environment.play(self.episodes[str(p)], policy) for p in prompts]
-        self.batch_seconds = time.perf_counter() - began
+        self.batch_seconds, self.batch_cpu = time.perf_counter() - began, time.process_time() - cpu
         rewards = [t.reward for t in self.batch]
         return {
             "prompt_ids": [t.prompt_ids for t in self.batch],
@@ -138,7 +150,11 @@ class _Recorder:
         }
 
     def record(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
-        """The step's figures (means over its rollouts), appended to ``metrics.jsonl``."""
+        """The step's figures (means over its rollouts), appended to ``metrics.jsonl``.
+
+        Seconds are wall time since this call started (``elapsed_s``) and CPU seconds of the process
+        (``cpu_s``, all threads): on a shared machine, CPU seconds / threads estimates an idle machine's time.
+        """
         rewards = [t.reward for t in self.batch if t.reward is not None]
         n = max(1, len(rewards))
         record = {
@@ -149,6 +165,7 @@ class _Recorder:
             "rounds": sum(t.rounds for t in self.batch) / max(1, len(self.batch)),
             "sampled_tokens": sum(sum(t.env_mask) for t in self.batch),
             "rollout_s": round(self.batch_seconds, 2), "elapsed_s": round(time.perf_counter() - self.started, 2),
+            "rollout_cpu_s": round(self.batch_cpu, 2), "cpu_s": round(time.process_time() - self.cpu_started, 2),
             "loss": logs.get("loss"), "learning_rate": logs.get("learning_rate"),
         }  # fmt: skip
         append_step(self.run_dir, record)
