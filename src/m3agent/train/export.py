@@ -32,7 +32,7 @@ def merged_state(base_folder: Path, adapter: Path, threads: int) -> dict[str, An
 
     model, _ = load_model(base_folder, threads)
     merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
-    state = dict(merged.state_dict())
+    state = {k: v.detach() for k, v in merged.state_dict().items()}
     if "lm_head.weight" not in state and "model.embed_tokens.weight" in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied embeddings
     return state

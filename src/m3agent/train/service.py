@@ -65,8 +65,7 @@ def rollout(settings: Settings, store: MemoryStore, embedder: Embedder, tokenize
     from m3agent.control import AgentConfig
     from m3agent.train.rollout import ChatFrame, Rollout
 
-    config = AgentConfig.from_settings(settings.control, None, mode="agent", rounds=settings.train.rounds,
-                                       max_tokens=settings.train.max_new_tokens)  # fmt: skip
+    config = AgentConfig.from_settings(settings.control, None, mode="agent", rounds=settings.train.rounds)
     return Rollout(store, embedder, ChatFrame.of(tokenizer), config, settings.train)
 
 

@@ -12,7 +12,9 @@ every ``save_every`` steps, so a stopped run resumes from its last checkpoint.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,7 +79,10 @@ def train_control(
     adapter = run_dir / ADAPTER
     trainer.model.save_pretrained(adapter)
     tokenizer.save_pretrained(adapter)
-    return TrainResult(run_dir, adapter, trainer.state.global_step, time.perf_counter() - started, plot(run_dir))
+    steps = int(trainer.state.global_step)
+    del trainer, model, recorder
+    gc.collect()  # the trainer, its callbacks and the model hold each other: free the weights before returning
+    return TrainResult(run_dir, adapter, steps, time.perf_counter() - started, plot(run_dir))
 
 
 def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokenizer: Any, recorder: _Recorder
@@ -88,6 +93,7 @@ def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokeni
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     train = settings.train
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented choice (above)
     config = GRPOConfig(
         output_dir=str(run_dir / CHECKPOINTS), max_steps=train.steps, learning_rate=train.learning_rate,
         per_device_train_batch_size=train.questions_per_step * train.group, num_generations=train.group,
