@@ -170,14 +170,12 @@ class Rollout:
             text = self.frame.tokenizer.decode(sampled, skip_special_tokens=True)
             closed = self.frame.closes(sampled)
             trajectory.transcript += [f"[user] {user}", f"[policy] {text}"]
-            step = self._act(run, prompts, number, text, final)
+            step, malformed = self._act(run, prompts, number, text, final)
+            trajectory.format_errors += malformed
             if not isinstance(step, str):
                 trajectory.answer = step
                 return trajectory
             observation = step
-            if step.startswith(_FEEDBACK):
-                trajectory.format_errors += 1
-                observation = step[len(_FEEDBACK):]
         assert trajectory is not None  # rounds >= 1
         return trajectory
 
@@ -186,22 +184,23 @@ class Rollout:
         used = len(trajectory.prompt_ids) + len(trajectory.completion_ids)
         return used + self.train.max_new_tokens > self.train.max_context_tokens
 
-    def _act(self, run: RunContext, prompts: PromptSet, number: int, text: str, final: bool) -> Answer | str:
-        """The Answer that ends the run, or the next observation (prefixed :data:`_FEEDBACK` for a bad reply)."""
+    def _act(self, run: RunContext, prompts: PromptSet, number: int, text: str, final: bool
+             ) -> tuple[Answer | str, bool]:  # fmt: skip
+        """The Answer that ends the run or the next observation, and whether the reply broke the schema."""
         schema = load_prompt_set(ANSWER_PROMPT if final else AGENT_PROMPT).schema
         parsed, error = parse_reply(text, schema)
         try:
             reply = (AnswerReply if final else AgentReply).read(ChatReply(text, parsed, error))
         except MalformedReplyError as exc:
             if final:
-                return run.finish("", number, text, f"no usable answer in the last round: {exc.message}")
-            return _FEEDBACK + prompts.render("feedback", error=exc.message)
+                return run.finish("", number, text, f"no usable answer in the last round: {exc.message}"), True
+            return prompts.render("feedback", error=exc.message), True
         run.thoughts.append(reply.thought)
         if reply.action == "answer":
-            return run.finish(reply.content, number)
+            return run.finish(reply.content, number), False
         if reply.action in GRAPH_TOOLS:  # no people graph in a conversation: the schema did not offer it
-            return _FEEDBACK + prompts.render("feedback", error=f"{reply.action} is not offered")
-        return self._search(run, prompts, reply.action, reply.content)
+            return prompts.render("feedback", error=f"{reply.action} is not offered"), True
+        return self._search(run, prompts, reply.action, reply.content), False
 
     @staticmethod
     def _search(run: RunContext, prompts: PromptSet, tool: str, query: str) -> str:
@@ -209,9 +208,6 @@ class Rollout:
         if result.empty:
             return prompts.render("empty", query=query)
         return render_result(result, with_video=run.video_id is None)
-
-
-_FEEDBACK = "\x00feedback\x00"
 
 
 def cited_dia_ids(run: RunContext, answer: Answer | None) -> tuple[str, ...]:
