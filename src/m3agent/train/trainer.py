@@ -102,7 +102,7 @@ def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokeni
         logging_steps=1, save_strategy="steps", save_steps=train.save_every, report_to=[], use_cpu=True,
         bf16=False, fp16=False, seed=train.seed, disable_tqdm=True, remove_unused_columns=False,
         dataloader_num_workers=0, log_completions=False,
-        gradient_checkpointing=train.gradient_checkpointing,
+        activation_checkpointing=train.gradient_checkpointing,
     )  # fmt: skip
     lora = LoraConfig(r=train.lora_r, lora_alpha=train.lora_alpha, lora_dropout=train.lora_dropout,
                       target_modules=list(train.lora_targets), task_type="CAUSAL_LM")  # fmt: skip
