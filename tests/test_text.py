@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from m3agent import tags
 from m3agent.control.query import extract_time_range
-from m3agent.text import STOPWORDS, clock, clock_seconds, self_names, stated_names, stem
+from m3agent.text import STOPWORDS, clock, clock_seconds, may_state_a_name, self_names, stated_names, stem
 
 
 def test_clock_writes_minutes_without_padding_and_hours_from_an_hour_on() -> None:
@@ -70,6 +74,19 @@ def test_self_names_reject_common_words() -> None:
 )
 def test_stated_names(text: str, expected: list[tuple[str, int, str]]) -> None:
     assert [(t.kind, t.id, n) for t, n in stated_names(text)] == expected
+    assert may_state_a_name(text) or not expected
+
+
+@pytest.mark.parametrize("verb", ["is named", "was called", "gets addressed as", "is referred to as", "got known as",
+                                  "goes by", "answers to the name", "introduces themself as", ", named"])
+def test_the_quick_name_test_never_hides_a_statement(verb: str, data_dir: Path) -> None:
+    """Every phrasing the patterns know passes the cheap test, and so does every LoCoMo turn that states one."""
+    assert stated_names(f"<face_2> {verb} Ann.".replace(" ,", ",")) and may_state_a_name(f"<face_2> {verb} Ann.")
+    turns = [t["text"] for s in json.loads((data_dir / "locomo" / "locomo10.json").read_text())
+             for k, v in s["conversation"].items() if k.startswith("session_") and isinstance(v, list) for t in v]
+    for text in turns:
+        tagged = re.sub(r"\b(I|She|He)\b", "<face_1>", text)
+        assert may_state_a_name(tagged) or not stated_names(tagged)
 
 
 def test_stated_names_read_the_canonical_tag() -> None:

@@ -3,9 +3,12 @@
 An :class:`Agent` calls the same functions as the CLI (``ingest``, ``ask``,
 ``delete``), with one :class:`~m3agent.settings.Settings` built by
 :func:`~m3agent.settings.load_settings` (keyword overrides, ``M3AGENT_*``
-environment, ``m3agent.toml``, defaults). The store is opened for each call
-and closed after it, as the CLI does, so several processes can share one
-file; the text embedder and the chat model are loaded on first use and kept.
+environment, ``m3agent.toml``, defaults). Writes open the store for the call
+and close it after, as the CLI does, so several processes can share one file;
+``search`` and ``ask`` share one read-only store kept open until :meth:`Agent.close`
+(it holds the vector index in memory and sees every commit, this process's and
+others'), with the character index of each scope cached until the file changes.
+The text embedder and the chat model are loaded on first use and kept.
 Nothing heavy is imported until a method runs. (The handle is not called
 ``Memory``: :class:`m3agent.domain.Memory` is one stored memory.)
 """
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from m3agent.control.characters import CharacterIndex
     from m3agent.control.results import SearchResult
     from m3agent.control.steps import Answer
     from m3agent.embed import Embedder
@@ -41,13 +45,18 @@ def open(memory: str | Path = "m3agent.db", *, config: str | Path | None = None,
 class Agent:
     """The handle on one memory store and the settings to write and query it (see the module docstring).
 
-    Holds no open store between calls, only the loaded models, so several processes can share one file.
+    Holds the loaded models and one read-only store (no transaction stays open, so several processes can
+    share one file and write it meanwhile); :meth:`close` (or leaving ``with``) closes the store.
     """
 
     def __init__(self, settings: Settings) -> None:
+        from m3agent.control.characters import IndexCache
+
         self.settings = settings
         self._embedder: Embedder | None = None
         self._chat: ChatModel | None = None
+        self._reader: MemoryStore | None = None
+        self._indexes = IndexCache()
 
     def __repr__(self) -> str:
         return f"Agent({str(self.settings.memory)!r})"
@@ -59,7 +68,10 @@ class Agent:
         self.close()
 
     def close(self) -> None:
-        """Drop the loaded models; the store is never held open between calls."""
+        """Close the read store and drop the loaded models (a later call opens and loads them again)."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
         self._embedder = None
         self._chat = None
 
@@ -81,10 +93,11 @@ class Agent:
         from m3agent.llm.spec import NO_LLM
 
         config = AgentConfig.from_settings(self.settings.control, self.settings.llm or NO_LLM, mode=mode)
-        with self._store() as store:
-            steps = answer_question(store, self._text_embedder(store), self._chat_model(), question,
-                                    video_id=video_id, before_clip=before_clip, rounds=rounds, config=config)
-            return run_to_answer(steps)
+        store = self._store()
+        steps = answer_question(store, self._text_embedder(store), self._chat_model(), question,
+                                video_id=video_id, before_clip=before_clip, rounds=rounds, config=config,
+                                index=self._character_index(store, video_id, before_clip))
+        return run_to_answer(steps)
 
     def search(self, query: str, k: int = 10, *, video_id: str | None = None,
                before_clip: int | None = None) -> SearchResult:
@@ -94,10 +107,13 @@ class Agent:
         restrict the search to that person, as the agent's ``search_memory`` tool does.
         """
         from m3agent.control import MemorySearcher
+        from m3agent.store.location import change_stamp
 
-        with self._store() as store:
-            searcher = MemorySearcher(store, self._text_embedder(store), video_id=video_id, before_clip=before_clip)
-            return searcher.search("search_memory", query, k)
+        store = self._store()
+        searcher = MemorySearcher(store, self._text_embedder(store), video_id=video_id, before_clip=before_clip,
+                                  index=self._character_index(store, video_id, before_clip),
+                                  clips=self._indexes.clips(change_stamp(self.settings.memory.path)))
+        return searcher.search("search_memory", query, k)
 
     def forget(self, *, video: str | None = None, entity: int | None = None, memory: int | None = None) -> None:
         """Delete one video, entity or memory and everything derived from it (crops, snippets, links).
@@ -122,10 +138,21 @@ class Agent:
 
     # models and store, loaded on first use --------------------------------------
     def _store(self) -> MemoryStore:
-        """The memory, read-only, opened as the CLI opens it (the settings' link acceptance and pool)."""
+        """The memory, read-only, opened as the CLI opens it (the settings' link acceptance and pool) on first
+        use and kept: its vector index stays loaded and catches up with new commits at each search."""
         from m3agent.store import open_memory
 
-        return open_memory(self.settings, readonly=True, create=False)
+        if self._reader is None:
+            self._reader = open_memory(self.settings, readonly=True, create=False)
+        return self._reader
+
+    def _character_index(self, store: MemoryStore, video_id: str | None, before_clip: int | None) -> CharacterIndex:
+        """The scope's character index, reused until the memory file changes."""
+        from m3agent.store.location import change_stamp
+
+        if video_id is not None:
+            store.get_video(video_id)  # an unknown video is reported as such, not as an empty index
+        return self._indexes.get(store, video_id, before_clip, change_stamp(self.settings.memory.path))
 
     def _text_embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors)."""

@@ -64,8 +64,8 @@ class IngestReport:
         return data
 
 
-def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, perception_only: bool = False,
-                  max_clips: int | None = None, show_progress: bool = True,
+def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, stored_source: str | None = None,
+                  perception_only: bool = False, max_clips: int | None = None, show_progress: bool = True,
                   on_clip: Callable[[IngestReport], None] | None = None,
                   on_wait: Callable[[str], None] | None = None, consolidate: bool = True) -> IngestReport:
     """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
@@ -78,6 +78,8 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     reason and retried by the next run; ``report.clips_failed`` lists them.
     ``consolidate=False`` leaves the video's consolidation to someone else (the
     server consolidates while idle, one unit at a time, so jobs never wait on it).
+    ``stored_source`` is the name the video is recorded under when ``source`` is only
+    a way to read it (the server reads a checked path through its open file).
     """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
@@ -85,7 +87,9 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     from m3agent.store import open_memory
 
     info = probe(source)
-    vid = video_id or default_video_id(source)
+    if stored_source is not None:
+        info = dataclasses.replace(info, source=stored_source)
+    vid = video_id or default_video_id(stored_source or source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
     with open_memory(settings) as store, store.video_lock(vid, on_wait=on_wait or _tell_waiting):
@@ -93,7 +97,7 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
         store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}
         start = _first_missing(done)
-        report = IngestReport(video_id=vid, source=str(source), clips_already_done=len(done))
+        report = IngestReport(video_id=vid, source=info.source, clips_already_done=len(done))
         clips = _limit(iter_clips(source, settings.media, start, video_id=vid), done, max_clips)
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
                 _perceived_ahead(clips, settings) as perceived:

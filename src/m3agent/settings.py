@@ -214,6 +214,9 @@ class MemorizeSettings(BaseModel):
     consolidate_clips: int = Field(
         1, ge=0, description="clips read by one consolidation call (0: a whole video at once; docs/benchmarks.md, "
         "Consolidation)")
+    consolidate_precheck: bool = Field(
+        True, description="skip, without a model call, units of clips with no memory that could hold a fact (no "
+        "speech with a cue such as 'I was', 'my', a name; memorize/fact_cues.py); false: ask about every unit")
 
 
 class ControlSettings(BaseModel):
@@ -350,7 +353,13 @@ class ServerSettings(BaseModel):
         description="Host headers accepted besides the loopback names (DNS-rebinding guard); '*' accepts any",
     )
     read_stores: int = Field(
-        2, ge=1, le=16, description="read-only store connections shared by requests (each keeps its vector index)"
+        2, ge=1, le=16, description="read-only store connections shared by requests (they share one vector index)"
+    )
+    search_workers: int = Field(
+        0, ge=0, le=16,
+        description="processes answering POST /api/search beside the server's own, started once the vector index "
+        "is saved (0: the server answers; 1 on 2 cores doubles search throughput; each holds its own copy of the "
+        "index: about 0.2 GiB per 10^5 memories)",
     )
     request_timeout_s: float = Field(
         300.0, gt=0, le=86_400,

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from m3agent import tags
+from m3agent.control.results import ClipCache
 from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
-from m3agent.text import stated_names
+from m3agent.text import may_state_a_name, stated_names
 
 if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
@@ -106,6 +107,8 @@ def find_name_statements(memories: Iterable[Memory], index: CharacterIndex) -> l
     """Name statements in ``memories`` (text read after rewriting tags to characters)."""
     found = []
     for memory in memories:
+        if not may_state_a_name(memory.text):  # most memories: skip the rewrite and the patterns
+            continue
         for tag, name in stated_names(index.rewrite(memory.text)):
             if tag.kind == tags.TagKind.CHARACTER:
                 found.append(NameStatement(tag.id, name, memory))
@@ -128,3 +131,42 @@ def _given_names(
 def _matches(name: str, wanted: str) -> bool:
     folded = name.casefold()
     return folded == wanted or folded.split()[0] == wanted
+
+
+class IndexCache:
+    """Character indexes by scope (video, before_clip), each reused while the memory's change stamp holds
+    (building one reads every semantic memory of the scope: seconds at 10^5 memories). Thread-safe: a
+    scope asked for by several threads at once is built once."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        import threading
+
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._items: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
+        self._clips: tuple[tuple[object, ...] | None, ClipCache] = (None, ClipCache())
+
+    def clips(self, stamp: tuple[object, ...] | None) -> ClipCache:
+        """The clip spans read at this stamp (a fresh, unshared one when ``stamp`` is None)."""
+        if stamp is None:
+            return ClipCache()
+        with self._lock:
+            if self._clips[0] != stamp:
+                self._clips = (stamp, ClipCache())
+            return self._clips[1]
+
+    def get(self, store: MemoryStore, video_id: str | None, before_clip: int | None,
+            stamp: tuple[object, ...] | None) -> CharacterIndex:
+        """The index of the scope; ``stamp`` None (a memory whose changes cannot be seen) builds it anew."""
+        if stamp is None:
+            return build_index(store, video_id=video_id, before_clip=before_clip)
+        key = (video_id, before_clip)
+        with self._lock:
+            cached = self._items.get(key)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            index = build_index(store, video_id=video_id, before_clip=before_clip)
+            if len(self._items) >= self._capacity:
+                self._items.clear()
+            self._items[key] = (stamp, index)
+            return index

@@ -71,6 +71,7 @@ _ABSTAIN_RE = re.compile(
     re.IGNORECASE,
 )
 _WHO_RE = re.compile(r"^\W*who\b", re.IGNORECASE)
+_TIME_OF_DAY_RE = re.compile(r"^\s*\d{1,2}[:.]\d{2}\s*[ap]\.?m\.?\s+on\s+", re.IGNORECASE)
 _SPEAKER_RE = re.compile(rf"^(?:At [\d:.]+ )?({tags.pattern(tags.TagKind.CHARACTER)}) (?:says|said)\b")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][\w'-]*")
 _BACKEND_ERRORS = (M3AgentError, ValueError, RuntimeError, OSError)
@@ -130,9 +131,10 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
 
 
 def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
-    """The id each candidate is shown with: ``m<memory id>``, or ``f<n>`` for a derived fact (``g<n>`` for a fact
-    of the people graph)."""
-    return [f"m{c.memory_id}" if c.memory_id is not None else f"{fact}{i}" for i, c in enumerate(candidates, 1)]
+    """The id each candidate is shown with, by its place in the list: ``m<n>`` for a memory, ``f<n>`` for a derived
+    fact (``g<n>`` for a fact of the people graph). Short ids, not the store's (``m4942``): each digit is a token
+    the model reads in every line and writes again in ``used``."""
+    return [f"m{i}" if c.memory_id is not None else f"{fact}{i}" for i, c in enumerate(candidates, 1)]
 
 
 def graph_facts_for(graph: EntityGraph | None, candidates: list[Candidate], video_id: str | None,
@@ -278,22 +280,32 @@ def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
 def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str],
                   people: EntityGraph | None = None) -> str:
     """One line per candidate: ``[m12] [1:32-1:40]: text`` for a memory of a video (its own span: no clip id a
-    model could copy into its answer), ``[m12] CLIP_3 [0:00-0:30] (date): text`` for a dated conversation (as the
-    LoCoMo figures were measured); facts as they are."""
+    model could copy into its answer), ``[m12] (8 May, 2023): text`` for a dated conversation (its day only: the
+    clip id, its span and the time of day cost about 20 prompt tokens a line and answer nothing LoCoMo asks);
+    facts as they are."""
     lines = []
     for label, candidate in zip(shown, candidates, strict=True):
         where = ""
         if candidate.hit is not None:
             memory = candidate.hit.memory
             clip = run.searcher.clip_ref(memory.video_id, memory.clip_index)
-            video = clip.start_s >= 0 and not clip.date  # a dated conversation keeps its clip label and date
-            where = f"[{clock(memory.start_s)}-{clock(memory.end_s)}]:" if video else clip_label(clip)
+            if clip.date:
+                where = f"({day_of(clip.date)}):"
+            elif clip.start_s >= 0:
+                where = f"[{clock(memory.start_s)}-{clock(memory.end_s)}]:"
+            else:
+                where = clip_label(clip)
         lines.append(f"[{label}] {where} {_short(candidate.text)}".replace("]  ", "] "))
     if people is not None:
         from m3agent.control.graph_answers import describe_people
 
         lines = describe_people(people, lines)
     return "\n".join(lines)
+
+
+def day_of(date: str) -> str:
+    """The day of a clip's date: ``1:56 pm on 8 May, 2023`` -> ``8 May, 2023`` (other dates as they are)."""
+    return _TIME_OF_DAY_RE.sub("", date, count=1)
 
 
 def _short(text: str) -> str:

@@ -20,14 +20,13 @@ from m3agent.control.replies import Ask, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Reference
 from m3agent.llm.prompts import load_prompt_set
-from m3agent.text import CLOCK, clock_seconds
+from m3agent.text import CLOCK, clock_seconds, words
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext
 
 PLAN_PROMPT = "control_plan"
 PLAN_MAX_TOKENS = 160
-_WORD = re.compile(r"[a-z0-9']+")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 
 
@@ -80,10 +79,10 @@ def reference(ref: PlanRef, question: str) -> Reference:
 def _quoted_in(quote: str, question: str) -> bool:
     """Whether the question puts ``quote``'s words in quotation marks (a small model also "quotes" its
     description of a person or the whole question)."""
-    words = _WORD.findall(quote.lower())
+    quoted = words(quote)
     spans = [m.group(1) or m.group(2) for m in _QUOTED.finditer(question)]
-    held = {w for span in spans for w in _WORD.findall(span.lower())}
-    return bool(words) and sum(w in held for w in words) >= 0.8 * len(words)
+    held = {w for span in spans for w in words(span)}
+    return bool(quoted) and sum(w in held for w in quoted) >= 0.8 * len(quoted)
 
 
 def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from m3agent.domain import Memory
@@ -30,6 +30,15 @@ class ClipRef:
             "start_s": self.start_s,
             "end_s": self.end_s,
         } | ({"date": self.date} if self.date else {})
+
+
+@dataclass
+class ClipCache:
+    """Clip spans and dates by video, read from the store once and shared by the searchers of one state of
+    the memory (a server's requests, the API's calls) until it changes."""
+
+    spans: dict[str, dict[int, ClipRef]] = field(default_factory=dict)
+    dates: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

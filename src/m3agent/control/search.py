@@ -26,7 +26,7 @@ from m3agent.control import mapping
 from m3agent.control.characters import CharacterIndex, build_index
 from m3agent.control.query import Intent, ParsedQuery, parse_query
 from m3agent.control.ranking import Ranked, alias_variants, hybrid_rank, keyword_text
-from m3agent.control.results import ClipHits, ClipRef, Hit, SearchResult
+from m3agent.control.results import ClipCache, ClipHits, ClipRef, Hit, SearchResult
 from m3agent.domain import Memory, SearchFilter
 from m3agent.errors import ConfigError, M3AgentError
 from m3agent.text import clock
@@ -56,6 +56,7 @@ class MemorySearcher:
         index: CharacterIndex | None = None,
         pool: int = 60,
         min_similarity: float = 0.2,
+        clips: ClipCache | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -66,8 +67,8 @@ class MemorySearcher:
         self.min_similarity = min_similarity
         self.seen_clips: set[tuple[str, int]] = set()
         self.shown: set[int] = set()
-        self._clip_spans: dict[str, dict[int, ClipRef]] = {}
-        self._dates: dict[str, dict[str, str]] = {}
+        cache = clips if clips is not None else ClipCache()  # shared when the caller keeps one per memory state
+        self._clip_spans, self._dates = cache.spans, cache.dates
         self._duration = self._video_duration()
 
     # tools ------------------------------------------------------------------
@@ -225,8 +226,8 @@ class MemorySearcher:
             clips = self.store.clips(video_id)
             spans = {c.index: ClipRef(video_id, c.index, c.start_s, c.end_s, dates.get(str(c.index)))
                      for c, _, _ in clips}  # fmt: skip
+            self._dates[video_id] = dates  # before the spans: a searcher sharing the cache reads both
             self._clip_spans[video_id] = spans
-            self._dates[video_id] = dates
         if index in spans:
             return spans[index]
         start = min((m.start_s for m in memories), default=-1.0)

@@ -57,11 +57,13 @@ def text_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens spent; ``calls`` counts model requests (retries excluded)."""
+    """Tokens spent; ``calls`` counts model requests (retries excluded); ``cached_tokens``: prompt tokens
+    the model did not evaluate again (a kept prefix), where the backend says (llama.cpp), else 0."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -72,6 +74,7 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.calls + other.calls,
+            self.cached_tokens + other.cached_tokens,
         )
 
     def to_dict(self) -> dict[str, int]:

@@ -53,11 +53,14 @@ class LlamaCppChat:
     ``prompt_cache_mb``: the worker keeps the model state after each call, up to this many MiB (least recently
     used first out), and restores the one sharing the longest prefix with the next prompt: callers that
     alternate prompts (a query plan, then an answer) pay for each fixed system prompt once, not on every switch.
-    0 keeps only the last prompt's state."""
+    0 keeps only the last prompt's state.
+
+    ``n_threads_batch`` (prompt evaluation), ``n_batch`` and ``n_ubatch``: llama.cpp's context settings, 0 for
+    llama-cpp-python's defaults (all cores, 512, 512)."""
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240,
-        prompt_cache_mb: int = 256,
+        prompt_cache_mb: int = 256, n_threads_batch: int = 0, n_batch: int = 0, n_ubatch: int = 0,
     ) -> None:
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
@@ -66,7 +69,11 @@ class LlamaCppChat:
         self.max_string = max_string
         self.context_tokens = n_ctx
         """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
-        self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "prompt_cache_mb": prompt_cache_mb}
+        self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "prompt_cache_mb": prompt_cache_mb,
+                         "n_threads_batch": n_threads_batch, "n_batch": n_batch, "n_ubatch": n_ubatch}
+        self.timings: dict[str, float] = {}
+        """llama.cpp's counters of the last call: ``prompt_evaluated`` tokens (those not reused from a cached
+        prefix) and ``prompt_ms``, ``generated`` tokens and ``generate_ms`` (read by benchmarks)."""
         self._process: ModelProcess | None = None
         self._lock = threading.Lock()
 
@@ -93,7 +100,9 @@ class LlamaCppChat:
         with self._lock:
             out = self.process.request(request)
         text = str(out.get("text", ""))
-        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1)
+        self.timings = dict(out.get("timings") or {})
+        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1,
+                      int(out.get("cached_tokens", 0)))
         parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
         return ChatReply(text, parsed, error, usage, self.name, time.perf_counter() - started)
 
@@ -118,9 +127,10 @@ def _require_llama_cpp() -> None:
 
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:
     """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
-    ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``)."""
+    ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``, and
+    ``n_threads_batch``, ``n_batch``, ``n_ubatch``)."""
     target = spec.target or "smollm2"
-    known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb")
+    known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb", "n_threads_batch", "n_batch", "n_ubatch")
     options = {k: int(v) for k, v in spec.params.items() if k in known}
     if target.endswith(".gguf") or "/" in target:
         return LlamaCppChat(Path(target).expanduser(), **options)

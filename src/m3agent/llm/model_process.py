@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -60,7 +61,8 @@ class ModelProcess:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._stderr.clear()
-        proc = subprocess.Popen([sys.executable, "-m", "m3agent.llm.worker"], stdin=subprocess.PIPE,
+        worker = [sys.executable, "-m", "m3agent.llm.worker", "--parent", str(os.getpid())]
+        proc = subprocess.Popen(worker, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
                                 errors="replace", bufsize=1)
         assert proc.stderr is not None

@@ -7,12 +7,17 @@ and the parent (:mod:`m3agent.llm.model_process`) turns the death into a clear e
 every stored clip and the consolidation records stay intact.
 
 Protocol (stdout carries only protocol lines; anything native code prints goes to stderr):
-the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}``, answered by
+the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}`` (optionally ``n_threads_batch``,
+``n_batch``, ``n_ubatch``, ``prompt_cache_mb``), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
-``{"text", "prompt_tokens", "completion_tokens"}`` or an error. Error kinds: ``missing``
+``{"text", "prompt_tokens", "completion_tokens", "cached_tokens", "timings"}`` or an error (``cached_tokens``:
+prompt tokens not evaluated again, served by the kept state of an earlier prompt's prefix; ``timings``:
+llama.cpp's own count and milliseconds of the prompt tokens it evaluated and of the generated tokens). Error
+kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
-``failed``. The worker ends when its input ends (its parent closed it or died).
+``failed``. The worker ends when its input ends (its parent closed it), or within a second of its
+parent's death, even mid-request.
 """
 
 from __future__ import annotations
@@ -21,12 +26,17 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from typing import IO, Any
+
+CONTEXT_OPTIONS = ("n_threads_batch", "n_batch", "n_ubatch")
+"""Optional llama.cpp context settings passed through when given (llama-cpp-python's defaults otherwise)."""
 
 
 def main() -> int:
     """Serve requests until stdin ends; the exit status is 0 unless the first line was unusable."""
+    _exit_with_parent(_parent(sys.argv[1:]))
     out = _protocol_stream()
     init = _read(sys.stdin)
     if init is None:
@@ -39,6 +49,27 @@ def main() -> int:
     while (request := _read(sys.stdin)) is not None:
         _write(out, _answer(llama, grammars, request))
     return 0
+
+
+def _parent(args: list[str]) -> int:
+    """The pid given as ``--parent PID`` (the process that started this one, named before this one ran, so its
+    death during our start-up is seen), else the current parent."""
+    if len(args) == 2 and args[0] == "--parent" and args[1].isdigit():
+        return int(args[1])
+    return os.getppid()
+
+
+def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """End this process within ``every_s`` of its parent's death. Closing stdin only ends the worker between
+    requests; a killed ingest's worker would otherwise evaluate its prompt to the end for nobody, minutes of
+    CPU on a busy machine. (Not prctl's parent-death signal: it follows the thread that started the worker,
+    and a server starts it from a short-lived answer thread.)"""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _protocol_stream() -> IO[str]:
@@ -70,6 +101,7 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     except ImportError as exc:
         return None, {"error": "missing", "message": str(exc)}
     options = {k: int(init[k]) for k in ("n_ctx", "n_threads", "seed")}
+    options |= {k: int(init[k]) for k in CONTEXT_OPTIONS if init.get(k)}
     try:
         llama = llama_cpp.Llama(model_path=str(init["model_path"]), verbose=False, **options)
     except (ValueError, RuntimeError, OSError) as exc:
@@ -103,6 +135,8 @@ def _prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
 def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
     schema = request.get("grammar_schema")
+    llama_cpp = _llama_cpp()
+    llama_cpp.llama_perf_context_reset(llama.ctx)
     try:
         grammar = _grammar(grammars, schema) if schema else None
         out = llama.create_chat_completion(messages=request["messages"], grammar=grammar,
@@ -114,9 +148,19 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> di
     except RuntimeError as exc:
         return {"error": "failed", "message": str(exc)}
     usage = out.get("usage") or {}
-    return {"text": out["choices"][0]["message"].get("content") or "",
-            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-            "completion_tokens": int(usage.get("completion_tokens", 0))}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    perf = llama_cpp.llama_perf_context(llama.ctx)  # counted since the reset above
+    prompt_evaluated = int(perf.n_p_eval) + int(perf.n_eval) - completion
+    return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
+            "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated)),
+            "timings": _timings(perf)}
+
+
+def _timings(perf: Any) -> dict[str, float]:
+    """llama.cpp's counters since the last reset: prompt tokens evaluated (not reused) and generated, with their
+    milliseconds (what the rest of a call's time is not: sampling, the grammar, Python)."""
+    return {"prompt_evaluated": int(perf.n_p_eval), "prompt_ms": round(float(perf.t_p_eval_ms), 1),
+            "generated": int(perf.n_eval), "generate_ms": round(float(perf.t_eval_ms), 1)}
 
 
 def _grammar(grammars: dict[str, Any], schema: str) -> Any:

@@ -24,7 +24,8 @@ A unit's facts, sources and its record as consolidated are one store
 transaction, so a killed run loses at most the unit in progress and a rerun
 continues from there. An unusable reply or a prompt over the model's context
 is recorded as a note of the unit (nothing fabricated) and the unit counts as
-consolidated; an unreachable endpoint or a model that cannot load stops the
+consolidated, and so is a unit the pre-check (:mod:`.fact_cues`) finds nothing
+to ask about (no model call); an unreachable endpoint or a model that cannot load stops the
 run (the unit is retried by the next one).
 """
 
@@ -42,22 +43,32 @@ from m3agent.errors import MalformedReplyError
 from m3agent.llm import Usage
 from m3agent.llm.schema import parse_reply
 from m3agent.memorize import consolidate_facts as cf
+from m3agent.memorize.fact_cues import worth_asking
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
-    from m3agent.llm import ChatModel, ChatReply
+    from m3agent.llm import ChatModel, ChatReply, Message
     from m3agent.memorize.rules import WriteRules, WriteStats
+    from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
 VERSION = "consolidate/1"
+NOTHING_TO_ASK = "no memory that could hold a fact (no speech with a cue, no description of someone); no call"
 
 
 @dataclass(frozen=True, slots=True)
 class ConsolidationOptions:
-    """``clips_per_call``: clips read by one model call (0: the whole video at once)."""
+    """``clips_per_call``: clips read by one model call (0: the whole video at once); ``precheck``: skip units
+    with nothing that could hold a fact (:mod:`.fact_cues`) without a call."""
 
     clips_per_call: int = 1
     max_tokens: int = 320
+    precheck: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ConsolidationOptions:
+        """The options of ``settings.memorize`` (consolidate_clips, consolidate_precheck)."""
+        return cls(clips_per_call=settings.memorize.consolidate_clips, precheck=settings.memorize.consolidate_precheck)
 
 
 @dataclass
@@ -68,12 +79,14 @@ class ConsolidationReport:
     model: str
     clips_consolidated: int = 0
     clips_already: int = 0
+    skipped: int = 0  # clips the pre-check found nothing to ask about (no call)
     calls: int = 0
     facts_written: int = 0
     reinforced: int = 0
     contradicted: int = 0
     dropped: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens a local model did not evaluate again (its kept prefix)
     completion_tokens: int = 0
     media_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -131,7 +144,13 @@ def consolidate_unit(store: MemoryStore, chat: ChatModel, embedder: Embedder, un
     started = time.perf_counter()
     last = unit[-1]
     new = _new_memories(store, unit)
-    drafts, notes = _ask(store, chat, new, last, options, report) if new else ([], [])
+    drafts: list[cf.Draft] = []
+    notes: list[str] = []
+    if new and options.precheck and not worth_asking(new):  # the pre-check: nothing could hold a fact, no call
+        notes.append(f"clip {last.index}: {NOTHING_TO_ASK}")
+        report.skipped += len(unit)
+    elif new:
+        drafts, notes = _ask(store, chat, new, last, options, report)
     facts = embedded(embedder, [_fact(d, last, chat.name) for d in drafts])
     stats = WriteStats()
     with store.consolidation(unit, chat.name) as writer:
@@ -166,12 +185,9 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
 
     prompts = load_prompt_set(cf.PROMPT)
     shown = cf.shown_memories(new, _known_facts(store, new, last))
-    messages = [{"role": "system", "content": prompts.render("system")},
-                {"role": "user", "content": prompts.render("example_user")},  # one worked example (few-shot)
-                {"role": "assistant", "content": prompts.render("example_reply")},
-                {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
     try:
-        reply = chat.chat(messages, schema=cf.reply_schema(prompts.schema, shown), max_tokens=options.max_tokens)
+        reply = chat.chat(_messages(shown), schema=cf.reply_schema(prompts.schema, shown),
+                          max_tokens=options.max_tokens)
     except MalformedReplyError as exc:  # an endpoint's reply that stayed off the schema after its retries
         return [], [f"clip {last.index}: the reply was unusable ({exc.message}); no facts written"]
     except ValueError as exc:  # llama.cpp: the prompt does not fit the model's context window
@@ -188,6 +204,18 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
     return drafts, [f"clip {last.index}: {note}" for note in notes]
 
 
+def _messages(shown: cf.Shown) -> list[Message]:
+    """The call's messages: the fixed instructions and worked example first (the same tokens on every call, so
+    a local model keeps their state), then the unit's known facts and memories."""
+    from m3agent.llm.prompts import load_prompt_set
+
+    prompts = load_prompt_set(cf.PROMPT)
+    return [{"role": "system", "content": prompts.render("system")},
+            {"role": "user", "content": prompts.render("example_user")},  # one worked example (few-shot)
+            {"role": "assistant", "content": prompts.render("example_reply")},
+            {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
+
+
 def _fact(draft: cf.Draft, last: Clip, model: str) -> Memory:
     return Memory(kind=MemoryKind.SEMANTIC, text=draft.text, video_id=last.video_id, clip_index=last.index,
                   start_s=min(m.start_s for m in draft.sources), end_s=max(m.end_s for m in draft.sources),
@@ -198,6 +226,7 @@ def _add_usage(report: ConsolidationReport, reply: ChatReply) -> None:
     usage = reply.usage if reply.usage.calls else Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens, 1)
     report.calls += usage.calls
     report.prompt_tokens += usage.prompt_tokens
+    report.cached_tokens += usage.cached_tokens
     report.completion_tokens += usage.completion_tokens
 
 

@@ -1,11 +1,16 @@
 """What the consolidation model is shown, what it may reply, and which of its facts are kept.
 
-The model sees the unit's new episodic memories, each labelled ``m<memory id>``,
-and the known semantic facts of the same people (unlabelled: they are context,
-never a source). Its reply (``prompts/memorize_consolidate.json``) lists facts
-as fields, not free sentences: the person (a tag of the shown memories, or
-``none`` for the place), the kind, a short value, the labels of the memories
-that show it and a confidence. Under a grammar ``person`` and the ``sources``
+The model sees the unit's new episodic memories that could hold a fact
+(:mod:`.fact_cues`: speech and descriptions), labelled ``m1``, ``m2`` ... in
+time order, and the known semantic facts of the same people (unlabelled: they
+are context, never a source). The fixed instructions and the worked example
+come first and are the same for every call, so a local model keeps their
+evaluated state and reads only the memories of each unit.
+
+Its reply (``prompts/memorize_consolidate.json``) lists facts as fields, not
+free sentences: the person (a tag of the shown memories, or ``none`` for the
+place), the kind, a short value, the labels of the memories that show it and a
+confidence. Under a grammar ``person`` and the ``sources``
 items are enums of exactly what was shown; a reply from an endpoint that names
 anything else is caught here. The sentence is written from the fields by
 :data:`TEMPLATES` (``<voice_4>'s name is Jack.``), so equal facts read alike and
@@ -20,7 +25,11 @@ A fact is kept only when (otherwise it is dropped with a note saying why):
 - its value shares a content word with its sources and does not quote them;
 - a name occurs in its sources, and not only in the person's own words unless
   they introduce themselves ("names from how others address them": a speaker
-  saying "thanks, Jack" is not Jack).
+  saying "thanks, Jack" is not Jack);
+- a role, liking, habit, relation or place stands in a source sentence that says
+  so (:func:`_cue_problem`): "I was a senator" by the person, "I love", "every
+  morning", "my wife", "in DC"; said in speech, a role, liking, habit or relation
+  must be in the person's own first-person words (or a title before their name).
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ from pydantic import Field
 
 from m3agent import tags
 from m3agent.llm.replies import Content, Reply
-from m3agent.text import SHORT_WORDS, STOPWORDS, clock, self_names, stem
+from m3agent.memorize.fact_cues import SPEECH, fact_bearing, readable
+from m3agent.text import SHORT_WORDS, STOPWORDS, self_names, stem
 
 if TYPE_CHECKING:
     from m3agent.domain import Memory
@@ -112,14 +122,15 @@ class Draft:
 
 
 def shown_memories(new: list[Memory], known: list[Memory]) -> Shown:
-    """At most :data:`MAX_SHOWN` new memories, in time order: speech first (where names, roles and likes are
-    said), then others naming people, then the rest (on-screen text, sounds); the :data:`MAX_KNOWN`
-    weightiest known facts. A short prompt keeps a small model on task and fast."""
-    kept = sorted(new, key=lambda m: (" says: " not in m.text, not m.entity_ids, m.clip_index, m.start_s, m.id))
+    """At most :data:`MAX_SHOWN` new memories that consolidation reads (:func:`.fact_cues.readable`: speech and
+    descriptions, not who is on screen, shots, sounds or on-screen text), the fact-bearing ones first, shown in
+    time order and labelled ``m1``, ``m2`` ... (short labels: fewer tokens to read and to write); the
+    :data:`MAX_KNOWN` weightiest known facts. A short prompt keeps a small model on task and fast."""
+    kept = sorted((m for m in new if readable(m)), key=lambda m: (not fact_bearing(m), m.clip_index, m.start_s, m.id))
     kept = kept[:MAX_SHOWN]
     kept.sort(key=lambda m: (m.clip_index, m.start_s, m.id))
     strongest = sorted(known, key=lambda m: (-m.weight, m.id))[:MAX_KNOWN]
-    return Shown({f"m{m.id}": m for m in kept}, tuple(sorted(strongest, key=lambda m: m.id)))
+    return Shown({f"m{i}": m for i, m in enumerate(kept, 1)}, tuple(sorted(strongest, key=lambda m: m.id)))
 
 
 def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
@@ -142,9 +153,15 @@ def loose_schema(template: dict[str, Any]) -> dict[str, Any]:
 
 def prompt_fields(shown: Shown) -> dict[str, str]:
     """The ``$facts`` and ``$memories`` of the user section."""
-    lines = [f"[{label}] {clock(m.start_s)}: {_short(m.text)}" for label, m in shown.memories.items()]
+    lines = [f"[{label}] {_short(_line(m))}" for label, m in shown.memories.items()]
     facts = [f"- {_short(m.text)}" for m in shown.known] or ["(none yet)"]
     return {"facts": "\n".join(facts), "memories": "\n".join(lines)}
+
+
+def _line(memory: Memory) -> str:
+    """A memory as the prompt shows it: speech without its clock (``<voice_3> says: "..."``), else its text."""
+    match = SPEECH.match(memory.text)
+    return f"{match.group('tag')} says: {match.group('quote')}" if match else memory.text
 
 
 def checked(reply: ConsolidationReply, shown: Shown) -> tuple[list[Draft], list[str]]:
@@ -200,8 +217,65 @@ def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: 
     if not _content(lowered) & _content(said):
         return "it shares no word with its sources"
     if kind in ABOUT_THE_SPEAKER and person is not None:
-        return _listener_problem(person, value, sources)
-    return ""
+        problem = _listener_problem(person, value, sources)
+        if problem:
+            return problem
+    return _cue_problem(kind, person, value, sources)
+
+
+_CUE_WORDS = {
+    "role": r"\b(?:i am|i'm|i was|i've been|i have been|i work|i worked|i used to be|as an?|as the|my job|my role"
+            r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
+            r"|serve|served|serving)\b",
+    "likes": r"\b(?:like|likes|liked|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
+             r"|preferred|into|fan of|fond of|passion|passionate)\b",
+    "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
+    "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
+                r"|partner|colleague|married|boyfriend|girlfriend|kid|kids|child|children|family|cousin|uncle"
+                r"|aunt|neighbou?r|coach|student|teacher|mentor)\b",
+}
+KIND_CUES = {kind: re.compile(cue) for kind, cue in _CUE_WORDS.items()}
+"""What a source sentence holding the value must also say, per kind: a role is stated ("I was a senator", "as a
+nurse"), a liking is a verb of liking, a habit a word of frequency, a relation a word of kinship."""
+
+
+def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[Memory, ...]) -> str:
+    """A role, liking, habit, relation or place whose value stands in no source sentence that says so.
+
+    "New member orientation" names no role, "how to use X" is no liking, "an episode of Guitar Rings" is no
+    place: the value's words must sit in a sentence with the kind's cue (:data:`KIND_CUES`; a place after
+    "in", "at", "from", "to" or "near"). Said in speech, a role, liking, habit or relation of a person must
+    be in their own first-person sentence ("I was a senator" makes its speaker one, not whoever the model
+    named), or, for a role, come before a name in anyone's ("Good morning, doctor Lee")."""
+    wanted = _content(value.lower())
+    holding = [(m, sentence) for m in sources for sentence in _SENTENCE.split(_quoted(m.text))
+               if wanted & _content(sentence.lower())]
+    sentences = [sentence for _, sentence in holding]
+    if kind == "place":
+        words = _WORD.findall(value.lower())
+        at = rf"\b(?:in|at|from|to|into|near|around)\s+(?:the\s+)?{re.escape(words[0] if words else value)}\b"
+        return "" if any(re.search(at, s.lower()) for s in sentences) else f"no source says anything is in {value!r}"
+    cue = KIND_CUES.get(kind)
+    if cue is None:
+        return ""
+    if kind == "role" and any(re.search(rf"(?i:\b{re.escape(value)})\s+[A-Z][a-z]", s) for s in sentences):
+        return ""  # addressed by the title: "Good morning, doctor Lee"
+    stated = [s for m, s in holding if cue.search(s.lower()) and _states_it(m, s, person)]
+    if stated:
+        return ""
+    quoted = _short(sentences[0].strip()) if sentences else ""
+    return f"no source sentence states it as {person or 'its'} {kind} (\"{quoted}\")"
+
+
+def _states_it(memory: Memory, sentence: str, person: tags.Tag | None) -> bool:
+    """Whether ``sentence`` of ``memory`` may state a fact of ``person``: a sentence of a description that
+    names them; in speech, only the person's own sentence in the first person."""
+    speaker = _speaker(memory)
+    if person is None:
+        return True
+    if speaker is None:
+        return str(person) in sentence
+    return speaker == str(person) and bool(set(_WORD.findall(sentence.lower())) & FIRST_PERSON)
 
 
 def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...]) -> str:
@@ -211,7 +285,7 @@ def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...])
     makes P one. Sources by someone else, or not speech, are not judged (whom they address is unknown)."""
     wanted = _content(value.lower())
     holding = [m for m in sources if wanted & _content(m.text.lower())]
-    own = [m for m in holding if m.text.startswith("At ") and f"{person} says:" in m.text]
+    own = [m for m in holding if _speaker(m) == str(person)]
     if not holding or len(own) < len(holding):
         return ""
     sentences = [sentence for m in own for sentence in _SENTENCE.split(_quoted(m.text))
@@ -219,6 +293,12 @@ def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...])
     if sentences and all(_second_person(sentence) for sentence in sentences):
         return f"{person} says it of the person they speak to (\"{_short(sentences[0].strip())}\"), not of themselves"
     return ""
+
+
+def _speaker(memory: Memory) -> str | None:
+    """The tag of who speaks in a speech memory (``At 0:05 <voice_3> says: "..."``, ``<voice_1> said: ...``)."""
+    match = SPEECH.match(memory.text)
+    return match.group("tag") if match else None
 
 
 def _quoted(text: str) -> str:
@@ -236,7 +316,7 @@ def _name_problem(person: tags.Tag | None, name: str, sources: tuple[Memory, ...
     with_name = [m for m in sources if _contains_words(m.text.lower(), name.lower())]
     if not with_name:
         return f"the name {name!r} occurs in none of its sources"
-    own = [m for m in with_name if person is not None and m.text.startswith("At ") and f"{person} says:" in m.text]
+    own = [m for m in with_name if person is not None and _speaker(m) == str(person)]
     if len(own) == len(with_name) and not any(_gives_name(m.text, name) for m in own):
         return f"the name {name!r} is said by {person} to someone else"
     return ""

@@ -50,7 +50,7 @@ def consolidate_store(store: MemoryStore, settings: Settings, chat: ChatModel, e
     """
     from m3agent.memorize.rules import WriteRules
 
-    options = ConsolidationOptions(clips_per_call=settings.memorize.consolidate_clips)
+    options = ConsolidationOptions.from_settings(settings)
     rules = WriteRules.from_settings(settings)
     for video_id in video_ids or ():
         store.get_video(video_id)  # an unknown video is an error, not an empty report

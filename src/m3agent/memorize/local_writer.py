@@ -12,7 +12,6 @@ parse costs only that summary, never the clip.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
@@ -20,7 +19,7 @@ from m3agent.domain import Memory, MemoryKind, VoiceSegment
 from m3agent.llm import Usage
 from m3agent.memorize.inputs import ClipInput, WriterOutput
 from m3agent.memorize.perception_writer import PerceptionWriter
-from m3agent.text import STOPWORDS, stem
+from m3agent.text import STOPWORDS, stem, words
 
 if TYPE_CHECKING:
     from m3agent.llm import ChatModel
@@ -32,7 +31,6 @@ DEFAULT_MODEL = "llamacpp:smollm2"
 MIN_WORDS = 8
 MAX_TRANSCRIPT_CHARS = 1500
 CONFIDENCE = 0.5
-_WORD = re.compile(r"[a-z0-9']+")
 
 
 class LocalWriter:
@@ -84,14 +82,14 @@ def _speech_by_voice(inp: ClipInput) -> dict[int, list[VoiceSegment]]:
 
 def grounded_topics(topics: list[Any], transcript: str) -> list[str]:
     """Distinct topics (at most 3) whose content words all occur in ``transcript`` (plural-tolerant)."""
-    said = {stem(w) for w in _WORD.findall(transcript.lower())}
+    said = {stem(w) for w in words(transcript)}
     kept: dict[str, str] = {}  # stemmed content words -> phrase as written
     for topic in topics:
-        words = _WORD.findall(str(topic).lower())
-        content = [stem(w) for w in words if w not in STOPWORDS]
+        topic_words = words(str(topic))
+        content = [stem(w) for w in topic_words if w not in STOPWORDS]
         key = " ".join(content)
-        if content and len(words) <= 5 and all(w in said for w in content) and key not in kept:
-            kept[key] = " ".join(words)
+        if content and len(topic_words) <= 5 and all(w in said for w in content) and key not in kept:
+            kept[key] = " ".join(topic_words)
     return list(kept.values())[:3]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -53,11 +55,20 @@ def delete_memory(ctx: Ctx, memory_id: MemoryId) -> schemas.Forgotten:
 
 @router.post("/api/search", response_model=answer_schemas.SearchOut, response_model_exclude_unset=True,
              summary="Hybrid (vector + keyword) memory search, as the agent's search tools run it")
-def search(ctx: Ctx, body: schemas.SearchRequest) -> answer_schemas.SearchOut:
+async def search(ctx: Ctx, body: schemas.SearchRequest) -> answer_schemas.SearchOut:
     """What the agent's search tool would see for the query: hits grouped by clip, with scores.
 
-    Fields left unset (a clip's ``date`` when it has none) stay out of the JSON, as in ``to_dict()``."""
-    return answer_schemas.SearchOut.model_validate(service.search(ctx, body).to_dict())
+    Fields left unset (a clip's ``date`` when it has none) stay out of the JSON, as in ``to_dict()``.
+    Answered by a search worker process when ``server.search_workers`` are running, else in a thread."""
+    pool = ctx.search_pool
+    if pool is not None:
+        try:
+            found = await asyncio.wrap_future(pool.search(body))
+            return answer_schemas.SearchOut.model_validate(found)
+        except BrokenProcessPool:  # a worker died (killed, out of memory): answer here from now on
+            ctx.search_pool = None
+    found = (await run_in_threadpool(service.search, ctx, body)).to_dict()
+    return answer_schemas.SearchOut.model_validate(found)
 
 
 @router.post("/api/ask", response_model=answer_schemas.AnswerOut, response_model_exclude_unset=True,

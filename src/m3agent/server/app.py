@@ -104,7 +104,8 @@ def _add_health(app: FastAPI) -> None:
             model = store.embedding_model()
             return schemas.Readiness(ready=True, memory=store.url, videos=len(store.videos()),
                                      embedding_model=None if model is None else f"{model[0]}/{model[1]}",
-                                     jobs_active=sum(1 for j in jobs if j.state in ACTIVE))
+                                     jobs_active=sum(1 for j in jobs if j.state in ACTIVE),
+                                     search_workers=ctx.search_pool.workers if ctx.search_pool else 0)
 
 
 def body_limit(settings: Settings) -> int:

@@ -12,6 +12,7 @@ while it is held.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
@@ -19,17 +20,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.control.characters import IndexCache
 from m3agent.errors import ServerBusyError
 from m3agent.server.idle import IdleConsolidator
+
+log = logging.getLogger(__name__)
 
 CHAT_LOCK = threading.Lock()  # one chat call at a time in the process: local models are not re-entrant
 
 if TYPE_CHECKING:
     from m3agent.control.characters import CharacterIndex
+    from m3agent.control.results import ClipCache
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
     from m3agent.server.jobs import JobRunner
     from m3agent.server.schemas import ConsolidationStatus
+    from m3agent.server.search_pool import SearchPool
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
@@ -108,30 +114,62 @@ class ServerContext:
         self.jobs: JobRunner | None = None
         self.consolidator = IdleConsolidator(settings, self, on_change=self.changed)  # loads nothing yet
         self._generation = 0
-        self._index_lock = threading.Lock()
-        self._indexes: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
+        self._indexes = IndexCache()
+        self.search_pool: SearchPool | None = None  # set once the index is saved (server.search_workers)
+        self._stopping = threading.Event()
 
     def start(self) -> None:
-        """Create the memory (empty) if it does not exist yet and bring its vector index snapshot up to date
-        (read-only stores cannot save one, and building it per store costs ~25 s at 10^5 memories), then start
-        the job runner (resuming jobs), whose worker also consolidates while idle."""
+        """Create the memory (empty) if it does not exist yet and bring its vector index up to date: the rows
+        are loaded now (seconds at 10^5 memories), its graph is built and saved in the background (minutes on a
+        new large memory; read stores share the process's index and search exactly meanwhile), then start the
+        job runner (resuming jobs), whose worker also consolidates while idle."""
         from m3agent.server.jobs import JobRunner
         from m3agent.store import open_memory
 
         with open_memory(self.settings, create=True) as store:
-            build_index = getattr(store, "build_vector_index", None)  # SQLite: save the snapshot read stores load
+            build_index = getattr(store, "build_vector_index", None)  # SQLite: the snapshot read stores share
             if callable(build_index):
-                build_index()
+                build_index(wait=False)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.stores.read() as reader:  # warm: the index snapshot and the whole-memory character index
             self.character_index(reader, None, None)
         self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed, idle=self.consolidator)
         self.jobs.start()
+        if self.settings.server.search_workers:
+            threading.Thread(target=self._start_search_pool, name="m3agent-search-pool", daemon=True).start()
+
+    def _start_search_pool(self) -> None:
+        """Once the vector index is built and saved (workers load it rather than each building one), start the
+        search workers; the server answers searches itself until then, or if they cannot start."""
+        from m3agent.server.search_pool import SearchPool
+        from m3agent.store import open_memory
+
+        try:
+            with open_memory(self.settings, create=False) as store:
+                build_index = getattr(store, "build_vector_index", None)
+                if callable(build_index):
+                    build_index()  # waits for the graph being built in the background, saves it
+            if self._stopping.is_set():
+                return
+            pool = SearchPool(self.settings, self.settings.server.search_workers, ServerContext)
+        except Exception:  # the server answers searches itself
+            log.exception("the search workers could not start")
+            return
+        if self._stopping.is_set():
+            pool.close()
+            return
+        self.search_pool = pool
+        log.info("%d search workers answer searches", pool.workers)
 
     def stop(self) -> None:
-        """Stop the job runner (running jobs resume at the next start) and close the read stores."""
+        """Stop the job runner (running jobs resume at the next start), the search workers, and close the read
+        stores."""
+        self._stopping.set()
         if self.jobs is not None:
             self.jobs.stop()
+        pool, self.search_pool = self.search_pool, None
+        if pool is not None:
+            pool.close()
         self.stores.close()
 
     def require_jobs(self) -> JobRunner:
@@ -164,32 +202,18 @@ class ServerContext:
     def fingerprint(self) -> tuple[object, ...]:
         """Changes whenever the memory may have changed: this process's writes, or the file's (and its WAL's)
         modification time and size, which any writer's commit moves."""
-        path = self.settings.memory.path
-        stats: list[object] = [self._generation]
-        if path is not None:
-            for file in (path, path.with_name(path.name + "-wal")):
-                try:
-                    info = file.stat()
-                    stats += [info.st_mtime_ns, info.st_size]
-                except OSError:
-                    stats.append(None)
-        return tuple(stats)
+        from m3agent.store.location import change_stamp
+
+        return (self._generation, *(change_stamp(self.settings.memory.path) or ()))
 
     def character_index(self, store: MemoryStore, video_id: str | None, before_clip: int | None) -> CharacterIndex:
         """The searchers' character index of this scope, reused until the memory changes (building it reads
         every semantic memory: seconds at 10^5 memories)."""
-        from m3agent.control.characters import build_index
+        return self._indexes.get(store, video_id, before_clip, self.fingerprint())
 
-        key, stamp = (video_id, before_clip), self.fingerprint()
-        with self._index_lock:  # concurrent first requests build it once
-            cached = self._indexes.get(key)
-            if cached is not None and cached[0] == stamp:
-                return cached[1]
-            index = build_index(store, video_id=video_id, before_clip=before_clip)
-            if len(self._indexes) >= 64:
-                self._indexes.clear()
-            self._indexes[key] = (stamp, index)
-            return index
+    def clip_cache(self) -> ClipCache:
+        """The searchers' clip spans, shared until the memory changes."""
+        return self._indexes.clips(self.fingerprint())
 
     def embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""

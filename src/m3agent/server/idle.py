@@ -91,7 +91,7 @@ class IdleConsolidator:
         self.on_unit: Callable[[ConsolidationReport], None] | None = None  # after each committed unit
         self.spec = consolidation_model(settings) if settings.server.consolidate_when_idle else None
         self.delay_s = settings.server.consolidate_idle_s
-        self.options = ConsolidationOptions(clips_per_call=settings.memorize.consolidate_clips)
+        self.options = ConsolidationOptions.from_settings(settings)
         self.rules = WriteRules.from_settings(settings)
         self._lock = threading.Lock()  # guards the status below
         self._state = IdleState.IDLE if self.spec else IdleState.OFF

@@ -30,10 +30,12 @@ import json
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -236,13 +238,13 @@ class JobRunner:
         from m3agent.pipeline import ingest_source
 
         try:
-            source = self._local_source(job)
-            total = self._clips_total(source)
-            self._update(job.id, clips_total=total)
-            report = ingest_source(self.settings, source, video_id=job.video_id,
-                                   perception_only=job.perception_only, max_clips=job.max_clips,
-                                   show_progress=False, on_clip=lambda r: self._progress(job.id, r),
-                                   consolidate=self.idle is None)
+            with self._local_source(job) as source:
+                self._update(job.id, clips_total=self._clips_total(source))
+                report = ingest_source(self.settings, source, video_id=job.video_id,
+                                       stored_source=job.source if job.source_kind == "path" else None,
+                                       perception_only=job.perception_only, max_clips=job.max_clips,
+                                       show_progress=False, on_clip=lambda r: self._progress(job.id, r),
+                                       consolidate=self.idle is None)
             self._progress(job.id, report, final=True)
             self._update(job.id, state=JobState.DONE, finished_at=time.time())
         except Cancelled:
@@ -260,12 +262,21 @@ class JobRunner:
         finally:
             self._cancel.discard(job.id)
 
-    def _local_source(self, job: Job) -> str:
-        """The local file the job ingests: its path checked again now, its upload, or its URL downloaded."""
+    @contextmanager
+    def _local_source(self, job: Job) -> Iterator[str]:
+        """The local file the job ingests: its path checked again and held open now (what is read is the file
+        that was checked, whatever is swapped in later), its upload, or its URL downloaded."""
         if job.source_kind == "path":
-            return str(checked_at_use(job.source, self.settings.server.allowed_folders))
+            with held_at_use(job.source, self.settings.server.allowed_folders) as held:
+                yield held
+            return
         if job.source_kind == "upload":
-            return job.source
+            yield job.source
+            return
+        yield self._downloaded(job)
+
+    def _downloaded(self, job: Job) -> str:
+        """A URL job's file, downloaded by the checked fetcher (a cancel or a shutdown stops it)."""
         from m3agent.server.fetch import FetchPolicy, download
 
         target = self._download_path(job)
@@ -339,17 +350,30 @@ class JobRunner:
         os.replace(tmp, path)
 
 
-def checked_at_use(source: str, folders: list[Path]) -> Path:
-    """A path job's file, checked again when the job runs: :class:`AccessDeniedError` when it now lies outside
-    ``folders``, or a symlink was swapped in for it (or a folder above it) since the job was accepted."""
+@contextmanager
+def held_at_use(source: str, folders: list[Path]) -> Iterator[str]:
+    """A path job's file, checked again when the job runs and held open while it is read.
+
+    :class:`AccessDeniedError` when the path now lies outside ``folders``, is no regular file, or a symlink
+    was swapped in for it (or a folder above it) since the job was accepted. The file is opened without
+    following a final link, the kernel's own name for what was opened must be ``source``, and what the
+    ingest reads is that open file (``/proc/PID/fd/N``): a swap after this check cannot change it."""
     from m3agent.server.security import confined
 
     resolved = confined(source, folders)
-    try:
-        os.close(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK))  # a FIFO must not block it
-    except OSError:
-        resolved = Path()
-    if str(resolved) != source:
-        raise AccessDeniedError(f"{source} became a link to another file after the job was accepted",
+    swapped = AccessDeniedError(f"{source} became a link to another file after the job was accepted",
                                 hint="links are not followed at run time; submit the file itself again")
-    return resolved
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
+    except OSError:
+        raise swapped from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise AccessDeniedError(f"{source} is not a file", hint="name a video or audio file")
+        by_fd = Path(f"/proc/{os.getpid()}/fd/{fd}")
+        opened = os.readlink(by_fd) if by_fd.is_symlink() else str(resolved)
+        if opened != source or str(resolved) != source:
+            raise swapped
+        yield str(by_fd) if by_fd.is_symlink() else source
+    finally:
+        os.close(fd)

@@ -49,6 +49,8 @@ class Readiness(BaseModel):
     videos: int
     embedding_model: str | None = Field(description="name/dimension of the stored vectors; null before any")
     jobs_active: int = Field(description="ingest jobs queued or running")
+    search_workers: int = Field(0, description="search worker processes answering searches now "
+                                "(server.search_workers, started once the vector index is saved)")
 
 
 class VideoOut(BaseModel):
@@ -261,12 +263,14 @@ class ConsolidationReportOut(BaseModel):
     model: str
     clips_consolidated: int
     clips_already: int
+    skipped: int = Field(description="clips the pre-check found nothing fact-like in (no model call made)")
     calls: int
     facts_written: int
     reinforced: int
     contradicted: int
     dropped: list[str] = Field(description="why proposed facts were not written")
     prompt_tokens: int
+    cached_tokens: int = Field(description="prompt tokens the backend served from its prefix cache")
     completion_tokens: int
     media_seconds: float
     wall_seconds: float

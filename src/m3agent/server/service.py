@@ -70,7 +70,7 @@ def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
         index = ctx.character_index(store, request.video_id, request.before_clip)
         searcher = MemorySearcher(store, ctx.embedder(store), video_id=request.video_id,
                                   before_clip=request.before_clip, index=index,
-                                  min_similarity=ctx.settings.control.min_similarity)
+                                  min_similarity=ctx.settings.control.min_similarity, clips=ctx.clip_cache())
         return searcher.search(request.tool, request.query, request.k)
 
 

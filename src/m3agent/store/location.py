@@ -81,3 +81,19 @@ def _sqlite(spec: str, target: str) -> StoreLocation:
     if not target.strip() or target == ":memory:":
         raise ConfigError(f"memory store {spec!r} names no file", hint=SPEC_HINT)
     return StoreLocation(StoreKind.SQLITE, path=Path(target).expanduser().resolve(), spec=spec)
+
+
+def change_stamp(path: Path | None) -> tuple[object, ...] | None:
+    """Moves whenever a commit may have changed the SQLite file at ``path``: the file's and its WAL's
+    modification time and size (any writer's commit moves one of them); ``None`` for a memory without a
+    file (PostgreSQL), whose changes this cannot see."""
+    if path is None:
+        return None
+    stats: list[object] = []
+    for file in (path, path.with_name(path.name + "-wal")):
+        try:
+            info = file.stat()
+            stats += [info.st_mtime_ns, info.st_size]
+        except OSError:
+            stats.append(None)
+    return tuple(stats)

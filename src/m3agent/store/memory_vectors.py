@@ -14,6 +14,15 @@ Design (figures in docs/benchmarks.md, "Store"):
 - Mirror and graph are persisted as chunked blobs inside the same SQLite file
   (``vector_snapshots``), loaded on first search and brought up to date from
   the rows and tombstones written since.
+- One index per file, model and process (:func:`shared_vectors`): every store
+  of a process on that file (a server's read pool, the API's store) shares it,
+  so the mirror and the graph are loaded once and kept up to date once. A lock
+  serialises its syncs and searches.
+- The graph is never built inside a search: while it is missing, searches
+  are exact over the mirror, and a background thread builds it (without the
+  lock), then catches it up with the rows written meanwhile, swaps it in and,
+  for a writable store, saves the snapshot through its own connection. So a
+  new large memory answers within seconds of its first search, not minutes.
 
 Callers re-check every candidate against SQLite and re-score it with the
 exact float32 vector, so a stale key can cost recall but never leak.
@@ -24,7 +33,11 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
+import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.store.ann import HnswIndex, HnswParams
@@ -48,6 +61,7 @@ ANN_POOL = 100
 SNAPSHOT_NAME = "memories"
 CHUNK_BYTES = 32 << 20
 READ_BATCH = 20_000
+BUILD_THREADS = 1  # the background graph build leaves the other core to the searches
 
 _ROWS_SQL = (
     "SELECT m.id, v.id, m.clip_index, m.kind = 'semantic', m.start_s, m.end_s, m.embedding "
@@ -56,11 +70,13 @@ _ROWS_SQL = (
 
 
 class MemoryVectors:
-    """Mirror + optional HNSW graph over the memories of one connection's store."""
+    """Mirror + optional HNSW graph over the memories of one store file (see :func:`shared_vectors`)."""
 
-    def __init__(self, dim: int, params: HnswParams | None = None) -> None:
+    def __init__(self, dim: int, params: HnswParams | None = None, path: Path | None = None) -> None:
         self.dim = dim
         self.params = params or HnswParams()
+        self.path = path
+        self.lock = threading.RLock()
         self.mirror = VectorMirror(dim)
         self.ann: HnswIndex | None = None
         self.watermark = 0
@@ -68,25 +84,66 @@ class MemoryVectors:
         self.loaded = False
         self.persisted_rows = 0
         self.changes = 0  # rows added or removed since the snapshot this state came from
+        self._builder: threading.Thread | None = None
+        self._persist_to: Path | None = None
+        self._epoch = 0
 
     # syncing ---------------------------------------------------------------
-    def sync(self, conn: sqlite3.Connection, *, writable: bool) -> None:
-        """Catch up with committed rows; call outside any transaction of ``conn``."""
-        if not self.loaded:
-            self.loaded = self._load_snapshot(conn)
-        conn.execute("BEGIN")
-        try:
-            self._read_new_rows(conn)
-            self._apply_tombstones(conn)
-        finally:
-            conn.execute("COMMIT")
-        built = self._ensure_ann()
-        due = self.ann is not None and self.changes > max(ANN_MIN_ROWS, self.persisted_rows // 4)
-        if writable and (built or due):
+    def sync(self, conn: sqlite3.Connection, *, writable: bool, background: bool = True) -> None:
+        """Catch up with committed rows (call outside any transaction of ``conn``); start the graph build in
+        the background when the store has grown big enough, and save a snapshot when one is due."""
+        with self.lock:
+            if not self.loaded:
+                self.loaded = self._load_snapshot(conn)
+            conn.execute("BEGIN")
             try:
-                self.persist(conn)
-            except sqlite3.Error as exc:  # only an optimisation: searching goes on without it
-                log.warning("could not save the vector snapshot: %s", exc)
+                if self._replaced(conn):
+                    self._reset()
+                    self.loaded = self._load_snapshot(conn)
+                self._read_new_rows(conn)
+                self._apply_tombstones(conn)
+            finally:
+                conn.execute("COMMIT")
+            if writable and self.path is not None:
+                self._persist_to = self.path
+            if background and self.ann is None and self.mirror.n_alive >= ANN_MIN_ROWS:
+                self._start_build()
+            due = self.ann is not None and self.changes > max(ANN_MIN_ROWS, self.persisted_rows // 4)
+        if writable and due:
+            self._save(conn)
+
+    def _replaced(self, conn: sqlite3.Connection) -> bool:
+        """The file holds fewer rows than indexed (restored from a copy, or rebuilt): start over."""
+        top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
+        return self.watermark > int(top or 0)
+
+    def _reset(self) -> None:
+        self._epoch += 1  # a graph being built from the old rows is not swapped in
+        self.mirror, self.ann = VectorMirror(self.dim), None
+        self.watermark = self.tomb_seq = self.persisted_rows = self.changes = 0
+
+    def build(self, conn: sqlite3.Connection, *, writable: bool, wait: bool = True) -> int:
+        """Sync, make sure the graph is built (or being built, ``wait=False``) and saved; rows covered."""
+        self.sync(conn, writable=writable, background=not wait)
+        if wait:
+            self.wait()  # a build already running in the background, else one here on every core
+            if self.ann is None and self.mirror.n_alive >= ANN_MIN_ROWS:
+                self._build_graph(threads=0, save=False)
+            with self.lock:
+                pending = self.changes > 0 and writable
+            if pending:
+                self._save(conn)
+        return self.mirror.n_alive
+
+    def wait(self) -> None:
+        """Until a running background build has swapped its graph in."""
+        builder = self._builder
+        if builder is not None:
+            builder.join()
+
+    @property
+    def building(self) -> bool:
+        return self._builder is not None and self._builder.is_alive()
 
     def _read_new_rows(self, conn: sqlite3.Connection) -> None:
         cursor = conn.execute(_ROWS_SQL, (self.watermark,))
@@ -115,24 +172,58 @@ class MemoryVectors:
         if self.mirror.n_dead > max(1024, self.mirror.size // 4):
             self.mirror.compact()
 
-    def _ensure_ann(self) -> bool:
-        """Build the graph once the store is big enough; True when it was built now."""
+    def _start_build(self) -> None:
+        if self.building:
+            return
+        self._builder = threading.Thread(target=self._build_graph, name="m3agent-vector-graph", daemon=True)
+        self._builder.start()
+
+    def _build_graph(self, threads: int = BUILD_THREADS, *, save: bool = True) -> None:
+        """Build the graph from the mirror as it is now (outside the lock: searches go on, exact), then catch
+        it up with rows added or removed meanwhile, swap it in and save the snapshot when writable."""
         import numpy as np
 
-        if self.ann is not None or self.mirror.n_alive < ANN_MIN_ROWS:
-            return False
-        self.mirror.compact()
-        ann = HnswIndex(self.dim, self.params)
+        try:
+            with self.lock:
+                self.mirror.compact()
+                ids, codes, scales = (self.mirror.col(n) for n in ("ids", "codes", "scales"))
+                epoch = self._epoch
+            ann = HnswIndex(self.dim, self.params)
+            for start in range(0, len(ids), 65536):
+                stop = min(start + 65536, len(ids))
+                vectors = codes[start:stop].astype(np.float32) * scales[start:stop, None]
+                ann.add(ids[start:stop], vectors, threads=threads)
+            with self.lock:
+                if epoch != self._epoch:  # the file was replaced meanwhile: the next sync starts a new build
+                    return
+                self._catch_up(ann, ids)
+                self.ann = ann
+                target = self._persist_to
+            log.info("vector graph built over %d rows", len(ann))
+            if save and target is not None:
+                self._save_to(target)
+        except Exception:  # only an optimisation: searches stay exact without it
+            log.exception("could not build the vector graph")
+
+    def _catch_up(self, ann: HnswIndex, built: IntArray) -> None:
+        """Add the mirror's rows newer than ``built`` to ``ann`` and remove the built ids no longer alive."""
+        import numpy as np
+
+        last = int(built[-1]) if len(built) else 0
         ids = self.mirror.col("ids")
-        for start in range(0, len(ids), 65536):
-            rows = np.arange(start, min(start + 65536, len(ids)))
-            ann.add(ids[rows], self.mirror.dequantized(rows))
-        self.ann = ann
-        return True
+        newer = np.flatnonzero((ids > last) & self.mirror.col("alive"))
+        if len(newer):
+            ann.add(ids[newer], self.mirror.dequantized(newer))
+        dead = built[self.mirror.rows_of(built) < 0]
+        ann.remove(dead)
 
     # searching -------------------------------------------------------------
-    def candidates(self, query: FloatArray, want: int, flt: MirrorFilter | None) -> IntArray:
-        """About ``want`` memory ids that pass ``flt``, roughly best first."""
+    def candidates(self, query: FloatArray, want: int, flt: MirrorFilter | None) -> tuple[IntArray, int]:
+        """About ``want`` memory ids that pass ``flt``, roughly best first, and the watermark they cover."""
+        with self.lock:
+            return self._candidates(query, want, flt), self.watermark
+
+    def _candidates(self, query: FloatArray, want: int, flt: MirrorFilter | None) -> IntArray:
         import numpy as np
 
         if flt is None and self.ann is not None:
@@ -167,31 +258,40 @@ class MemoryVectors:
 
     # persistence -----------------------------------------------------------
     def persist(self, conn: sqlite3.Connection) -> None:
-        """Write mirror and graph into ``vector_snapshots`` (one transaction)."""
+        """Write mirror and graph into ``vector_snapshots`` (one transaction of ``conn``)."""
+        with self.lock:  # a consistent state; the slow write to the file runs without the lock
+            snapshot = self._snapshot()
+        snapshot.write(conn)
+        with self.lock:
+            self.persisted_rows, self.changes = snapshot.rows, max(self.changes - snapshot.changes, 0)
+        log.info("vector snapshot saved: %d rows, %d bytes", snapshot.rows, snapshot.size)
+
+    def _snapshot(self) -> Snapshot:
         mirror_blob = self.mirror.to_bytes()
         ann_blob = self.ann.to_bytes() if self.ann is not None else b""
-        params = json.dumps({"hnsw": vars_of(self.params), "bytes": len(mirror_blob) + len(ann_blob)})
-        conn.execute("BEGIN IMMEDIATE")
+        return Snapshot(self.dim, self.watermark, self.tomb_seq, self.mirror.size, vars_of(self.params),
+                        self.changes, (("mirror", mirror_blob), ("hnsw", ann_blob)))
+
+    def _save(self, conn: sqlite3.Connection) -> None:
         try:
-            conn.execute("DELETE FROM vector_snapshots WHERE name = ?", (SNAPSHOT_NAME,))
-            conn.execute(
-                "INSERT INTO vector_snapshots (name, dim, watermark, tomb_seq, n_rows, params, built_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (SNAPSHOT_NAME, self.dim, self.watermark, self.tomb_seq, self.mirror.size, params, utc_now()),
-            )
-            for part, blob in (("mirror", mirror_blob), ("hnsw", ann_blob)):
-                for seq, chunk in enumerate(_chunks(blob)):
-                    conn.execute(
-                        "INSERT INTO vector_snapshot_chunks (name, part, seq, data) VALUES (?, ?, ?, ?)",
-                        (SNAPSHOT_NAME, part, seq, chunk),
-                    )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self.persisted_rows, self.changes = self.mirror.size, 0
-        log.info("vector snapshot saved: %d rows, %d bytes", self.mirror.size, len(mirror_blob) + len(ann_blob))
+            self.persist(conn)
+        except sqlite3.Error as exc:  # only an optimisation: searching goes on without it
+            log.warning("could not save the vector snapshot: %s", exc)
+
+    def _save_to(self, path: Path) -> None:
+        """Save through a connection of this thread (the background build's)."""
+        from m3agent.store.sqlite_schema import connect
+
+        try:
+            conn, readonly = connect(path, readonly=False, create=False)
+        except Exception as exc:
+            log.warning("could not open %s to save the vector snapshot: %s", path, exc)
+            return
+        try:
+            if not readonly:
+                self._save(conn)
+        finally:
+            conn.close()
 
     def _load_snapshot(self, conn: sqlite3.Connection) -> bool:
         row = conn.execute(
@@ -209,6 +309,69 @@ class MemoryVectors:
         self.mirror, self.ann = mirror, ann
         self.watermark, self.tomb_seq, self.persisted_rows = row[1], row[2], row[3]
         return True
+
+
+_SHARED: dict[tuple[str, int, str, int], weakref.ref[MemoryVectors]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_vectors(path: Path, model: str, dim: int) -> MemoryVectors:
+    """The process's index of the memories in ``path`` for embedding ``model`` (created on first use, freed
+    when no store holds it). Keyed by the file's inode too: a new file at the same path gets a new index."""
+    try:
+        inode = path.stat().st_ino
+    except OSError:
+        inode = -1
+    key = (str(path), inode, model, dim)
+    with _SHARED_LOCK:
+        ref = _SHARED.get(key)
+        found = ref() if ref is not None else None
+        if found is None:
+            for stale in [k for k, r in _SHARED.items() if r() is None]:
+                del _SHARED[stale]
+            found = MemoryVectors(dim, path=path)
+            _SHARED[key] = weakref.ref(found)
+        return found
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The index state to save: what it covers and its parts' bytes."""
+
+    dim: int
+    watermark: int
+    tomb_seq: int
+    rows: int
+    params: dict[str, object]
+    changes: int  # the changes this snapshot covers
+    parts: tuple[tuple[str, bytes], ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(blob) for _, blob in self.parts)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Replace the stored snapshot (one transaction)."""
+        params = json.dumps({"hnsw": self.params, "bytes": self.size})
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM vector_snapshots WHERE name = ?", (SNAPSHOT_NAME,))
+            conn.execute(
+                "INSERT INTO vector_snapshots (name, dim, watermark, tomb_seq, n_rows, params, built_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (SNAPSHOT_NAME, self.dim, self.watermark, self.tomb_seq, self.rows, params, utc_now()),
+            )
+            for part, blob in self.parts:
+                for seq, chunk in enumerate(_chunks(blob)):
+                    conn.execute(
+                        "INSERT INTO vector_snapshot_chunks (name, part, seq, data) VALUES (?, ?, ?, ?)",
+                        (SNAPSHOT_NAME, part, seq, chunk),
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
 
 def vars_of(params: HnswParams) -> dict[str, object]:

@@ -105,9 +105,10 @@ class SQLRows:
             return f"{column} = ANY(?)", [list(values)]
         return f"{column} IN ({marks(len(values))})", list(values)
 
-    def filter_sql(self, flt: SearchFilter | None, alias: str = "m") -> tuple[str, list[Any]]:
+    def filter_sql(self, flt: SearchFilter | None, alias: str = "m", *, probe: bool = False) -> tuple[str, list[Any]]:
         """A WHERE condition (never empty) in this dialect's parameter style, and its parameters, for
-        memories aliased ``alias``."""
+        memories aliased ``alias``. ``probe``: the rows are few and chosen already (by id), so entity links
+        are looked up per row rather than listed for the whole filter (the same rows pass)."""
         if flt is None:
             return "TRUE", []
         parts = [_range(f"{alias}.clip_index <= ?", flt.before_clip), _range(f"{alias}.end_s >= ?", flt.start_s),
@@ -118,7 +119,10 @@ class SQLRows:
             parts.append(self.one_of(f"{alias}.kind", [MemoryKind(k).value for k in flt.kinds]))
         if flt.entity_ids is not None:
             named, ids = self.one_of("entity_id", flt.entity_ids)
-            parts.append((f"{alias}.id IN (SELECT memory_id FROM edges WHERE {named})", ids))
+            if probe:
+                parts.append((f"EXISTS (SELECT 1 FROM edges x WHERE x.memory_id = {alias}.id AND x.{named})", ids))
+            else:
+                parts.append((f"{alias}.id IN (SELECT memory_id FROM edges WHERE {named})", ids))
         if flt.exclude_clips:
             pairs = sorted(flt.exclude_clips)
             values = ", ".join("(?, ?)" for _ in pairs)

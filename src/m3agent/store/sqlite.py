@@ -30,7 +30,7 @@ from m3agent.domain import ScoredMemory, SearchFilter
 from m3agent.errors import ConfigError, StoreError
 from m3agent.store import sqlite_search
 from m3agent.store.dialect import Dialect
-from m3agent.store.memory_vectors import MemoryVectors
+from m3agent.store.memory_vectors import MemoryVectors, shared_vectors
 from m3agent.store.sql_store import TABLES, SQLStore, guarded, link_confidence_of
 from m3agent.store.sqlite_errors import translated
 from m3agent.store.sqlite_locks import video_lock
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from m3agent.domain import Vector
     from m3agent.store.location import StoreLocation
     from m3agent.store.protocol import ClipWriter, MemoryStore
+    from m3agent.store.vectors import MirrorFilter
 
     def _conforms(store: SQLiteStore, writer: SQLiteClipWriter) -> tuple[MemoryStore, ClipWriter]:
         """Lets mypy check both classes against the protocols."""
@@ -79,6 +80,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._lock = threading.RLock()
         self._savepoints = itertools.count()
         self._vectors: MemoryVectors | None = None
+        self._vectors_key: tuple[str, int] | None = None
+        self._mirror_memo: tuple[tuple[object, ...], MirrorFilter | None] | None = None
 
     # connection ------------------------------------------------------------
     def close(self) -> None:
@@ -172,22 +175,35 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     # search ----------------------------------------------------------------
     def _model_recorded(self, db: sqlite3.Connection, dim: int) -> None:
-        """The vector index of another model is dropped, rebuilt from the rows on the next search."""
+        """The vector index of another model is dropped, rebuilt from the rows on the next search (the
+        process's shared index is keyed by the model, so the old one is not found again)."""
         db.execute("DELETE FROM vector_snapshots")
         self._vectors = None
 
     def _nearest(self, query: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
         index = self._synced_vectors()
         assert index is not None  # the caller found a model recorded
-        return sqlite_search.vector_search(self._db, index, query, k, flt)
+        return sqlite_search.vector_search(self._db, index, query, k, flt, self._mirror_filter(flt))
+
+    def _mirror_filter(self, flt: SearchFilter | None) -> MirrorFilter | None:
+        """``flt`` in the index's terms, kept while nothing commits: a question's alias variants search with
+        one filter, and resolving a person's filter lists every memory linked to them. ``data_version``
+        moves with other connections' commits, ``total_changes`` with this one's writes."""
+        db = self._db
+        key = (flt, db.execute("PRAGMA data_version").fetchone()[0], db.total_changes, db.in_transaction)
+        if self._mirror_memo is not None and self._mirror_memo[0] == key:
+            return self._mirror_memo[1]
+        resolved = sqlite_search.mirror_filter(db, flt)
+        self._mirror_memo = (key, resolved)
+        return resolved
 
     def _synced_vectors(self) -> MemoryVectors | None:
         """The vector index, caught up with the committed rows (not while a transaction is open)."""
-        dim = self._dim()
-        if dim is None:
+        model = self.embedding_model()
+        if model is None:
             return None
-        if self._vectors is None or self._vectors.dim != dim:
-            self._vectors = MemoryVectors(dim)
+        if self._vectors is None or self._vectors_key != model:
+            self._vectors, self._vectors_key = shared_vectors(self.path, *model), model
         if not self._db.in_transaction:
             self._vectors.sync(self._db, writable=not self.readonly)
         return self._vectors
@@ -199,14 +215,18 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     # maintenance -----------------------------------------------------------
     @guarded
-    def build_vector_index(self) -> int:
-        """Catch the vector index up with the rows and persist it; returns the rows it covers."""
-        index = self._synced_vectors()
-        if index is None:
+    def build_vector_index(self, *, wait: bool = True) -> int:
+        """Catch the vector index up with the rows, build its graph when the memory is big enough and save
+        it; returns the rows it covers. ``wait=False`` returns once the rows are loaded, while the graph is
+        built (and, for a writable store, saved) in the background; searches meanwhile are exact."""
+        model = self.embedding_model()
+        if model is None:
             return 0
-        if not self.readonly and index.changes:
-            index.persist(self._db)
-        return index.mirror.n_alive
+        if self._vectors is None or self._vectors_key != model:
+            self._vectors, self._vectors_key = shared_vectors(self.path, *model), model
+        if self._db.in_transaction:
+            return self._vectors.mirror.n_alive
+        return self._vectors.build(self._db, writable=not self.readonly, wait=wait)
 
     @guarded
     def compact(self) -> None:
@@ -217,6 +237,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         """
         self._require_writable()
         index = self._synced_vectors()
+        if index is not None:
+            index.wait()  # a graph being built is saved with the rest
         db = self._db
         with self._tx():
             if index is None or index.ann is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from m3agent.domain import MemoryKind, ScoredMemory, SearchFilter
 from m3agent.store.memory_vectors import MemoryVectors
 from m3agent.store.sqlite_rows import MEMORY_COLUMNS, filter_sql, fts_query, memory_from_row, placeholders
-from m3agent.store.vectors import KIND_CODES, MirrorFilter
+from m3agent.store.vectors import KIND_CODES, MirrorFilter, from_blob
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,36 +28,37 @@ FETCH_BATCH = 500
 
 
 def vector_search(
-    db: sqlite3.Connection, index: MemoryVectors, query: FloatArray, k: int, flt: SearchFilter | None
+    db: sqlite3.Connection, index: MemoryVectors, query: FloatArray, k: int, flt: SearchFilter | None,
+    mirror: MirrorFilter | None = None,
 ) -> list[ScoredMemory]:
-    """Top-``k`` memories by exact cosine among the index candidates and the unsynced tail."""
+    """Top-``k`` memories by exact cosine among the index candidates and the unsynced tail (``mirror``:
+    ``mirror_filter(db, flt)`` when the caller has it)."""
     import numpy as np
 
     if k <= 0:
         return []
     want = max(2 * k, k + 16)
-    ids = index.candidates(query, want, mirror_filter(db, flt))
-    tail = _tail_ids(db, index.watermark, query, want, flt)
+    ids, watermark = index.candidates(query, want, mirror if mirror is not None else mirror_filter(db, flt))
+    tail = _tail_ids(db, watermark, query, want, flt)
     found = np.unique(np.concatenate([ids, tail]))
-    scored = _exact_rows(db, [int(i) for i in found], query, flt)
-    scored.sort(key=lambda s: (-s.score, s.memory.id))
-    return scored[:k]
+    return _exact_rows(db, [int(i) for i in found], query, flt, k)
 
 
 def mirror_filter(db: sqlite3.Connection, flt: SearchFilter | None) -> MirrorFilter | None:
     """``flt`` in mirror terms: video row ids, kind codes, memory ids linked to the entities."""
     import numpy as np
 
-    if flt is None:
-        return None
+    if flt is None or flt == SearchFilter():
+        return None  # nothing restricts: the unfiltered path, the same results without a full mask
     codes = _video_codes(db, set(flt.video_ids or ()) | {v for v, _ in flt.exclude_clips})
     memory_ids = None
     if flt.entity_ids is not None:
         linked = db.execute(
-            f"SELECT DISTINCT memory_id FROM edges WHERE entity_id IN ({placeholders(len(flt.entity_ids))})",
+            f"SELECT DISTINCT memory_id FROM edges WHERE entity_id IN ({placeholders(len(flt.entity_ids))})"
+            " ORDER BY memory_id",
             list(flt.entity_ids),
-        ).fetchall()
-        memory_ids = np.asarray(sorted(r[0] for r in linked), np.int64)
+        )
+        memory_ids = np.fromiter((r[0] for r in linked), np.int64)
     return MirrorFilter(
         videos=None if flt.video_ids is None else tuple(codes[v] for v in flt.video_ids if v in codes),
         before_clip=flt.before_clip,
@@ -81,10 +82,13 @@ def _video_codes(db: sqlite3.Connection, video_ids: set[str]) -> dict[str, int]:
 def _tail_ids(
     db: sqlite3.Connection, watermark: int, query: FloatArray, want: int, flt: SearchFilter | None
 ) -> IntArray:
-    """Best ids among memories newer than the index watermark (normally none)."""
+    """Best ids among memories newer than the index watermark (normally none: then one O(1) look)."""
     import numpy as np
 
-    where, params = filter_sql(flt)
+    top = db.execute("SELECT max(id) FROM memories").fetchone()[0]
+    if top is None or top <= watermark:
+        return np.empty(0, np.int64)
+    where, params = filter_sql(flt, probe=True)
     rows = db.execute(
         f"SELECT m.id, m.embedding FROM memories m WHERE m.id > ? AND {where}", [watermark, *params]
     ).fetchall()
@@ -97,24 +101,31 @@ def _tail_ids(
 
 
 def _exact_rows(
-    db: sqlite3.Connection, ids: list[int], query: FloatArray, flt: SearchFilter | None
+    db: sqlite3.Connection, ids: list[int], query: FloatArray, flt: SearchFilter | None, k: int
 ) -> list[ScoredMemory]:
-    """The rows of ``ids`` that (still) pass ``flt``, each scored by its exact cosine."""
+    """The best ``k`` rows of ``ids`` that (still) pass ``flt`` by exact cosine, best first (ties by id).
+
+    Scores from (id, vector) first, whole rows for the ``k`` winners only: building a memory costs more than
+    scoring it, and most candidates lose."""
     import numpy as np
 
-    where, params = filter_sql(flt)
-    scored = []
+    where, params = filter_sql(flt, probe=True)
+    scores: list[tuple[float, int]] = []
     for start in range(0, len(ids), FETCH_BATCH):
         batch = ids[start : start + FETCH_BATCH]
         rows = db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({placeholders(len(batch))}) AND {where}",
+            f"SELECT m.id, m.embedding FROM memories m WHERE m.id IN ({placeholders(len(batch))}) AND {where}",
             [*batch, *params],
         )
-        for row in rows:
-            memory = memory_from_row(row)
-            assert memory.embedding is not None
-            scored.append(ScoredMemory(memory, float(np.dot(memory.embedding, query))))
-    return scored
+        scores += [(-float(np.dot(from_blob(blob), query)), int(i)) for i, blob in rows]
+    best = sorted(scores)[:k]
+    if not best:
+        return []
+    rows = db.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({placeholders(len(best))})", [i for _, i in best]
+    )
+    by_id = {m.id: m for m in map(memory_from_row, rows)}
+    return [ScoredMemory(by_id[i], -negative) for negative, i in best if i in by_id]
 
 
 def keyword_search(db: sqlite3.Connection, text: str, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
@@ -126,12 +137,12 @@ def keyword_search(db: sqlite3.Connection, text: str, k: int, flt: SearchFilter 
     match = fts_query(text)
     if not match or k <= 0:
         return []
-    if flt is None:
+    where, params = filter_sql(flt)
+    if where == "TRUE":  # no condition (a filter of Nones): no join, the same ranking
         ranked = db.execute(
             "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?", (match, k)
         ).fetchall()
     else:
-        where, params = filter_sql(flt)
         ranked = db.execute(
             f"SELECT f.rowid, f.rank FROM memories_fts f JOIN memories m ON m.id = f.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY f.rank LIMIT ?",

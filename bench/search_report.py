@@ -1,0 +1,165 @@
+"""Render ``bench/scores/search_scale.json`` into ``docs/benchmarks.md`` ("Search at scale") and a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PLOT = REPO / "docs" / "search_scaling.png"
+SECTION = "Search at scale"
+KINDS = ("plain", "character", "video")
+
+NOTES = """Corpus (bench/search_corpus.py): real text, not a synthetic vocabulary: LoCoMo dialog turns split into
+sentences (13,661 distinct), the images they share (1,111 BLIP captions), the observation facts and event
+summaries (3,206), ASR ground-truth transcripts; about 6,600 distinct words. Each video has 4 people (a face and
+a voice entity linked into one character, each named by a semantic memory "<face_k>'s name is Ann"), 20
+memories per 30 s clip, 250 clips per video: utterances `<voice_k> says: "..."` of 1-3 real sentences (60 %),
+sightings `<face_k> shows a photo of ...` (15 %), facts with the person's name replaced by their tag (25 %).
+Vectors: every distinct base sentence is embedded once by the default MiniLM (cached under
+~/.cache/m3agent/bench) and a memory's vector is the normalised mean of its sentences' vectors (embedding 10^6
+texts on 2 cores would take hours; the tags and the "says:" frame are not embedded). Queries: real questions
+(LoCoMo, M3-Bench), embedded by MiniLM at query time (that cost is in every figure): `plain` = the question over
+the whole memory; `character` = the question about a named person (the searcher restricts it to that
+character's memories: entity filter, alias variants, BM25 without the name); `video` = the question within one
+video up to a random clip. API = `m3agent.open(path).search(q, 10)`; server = `POST /api/search` (k=10) to
+`m3agent serve` on the same 2 cores as the client. Every run starts on a copy of the memory without a vector
+snapshot, as a new memory is (the store's clip writer does not build one); "first answer" is from the server's
+start to its first answered search."""
+
+
+ANALYSIS = """Where the time went (cProfile of 30 `plain` API searches at 10^5, 2026-11-26, load average 15-18;
+`before` is main at 26897ab): main opened the store for every call, loaded the vector snapshot and rebuilt the
+character index (every semantic memory read and regex-scanned: seconds at 10^5), and a read-only store on a
+memory without a saved snapshot built the whole HNSW graph inside the first search (minutes at 10^5). The server
+kept both in memory, but each of its `read_stores` loaded its own copy of the index, and its start built and
+saved the graph before answering anything (the 295 s of the old "Server" section). What changed (`after`):
+
+- one vector index per file and process, shared by a server's read stores and the API's store; a search never
+  builds the graph: while it is missing, searches are exact over the int8 mirror and a background thread builds
+  it, catches it up with the rows written meanwhile and swaps it in; a writable store (the server's start) saves
+  the snapshot from that thread. The server answers once the rows are loaded (seconds at 10^5);
+- the API keeps one read-only store and caches each scope's character index and clip spans until the file
+  changes (the server did this already; both now share `control.characters.IndexCache`); scoped searches build
+  the index of a new scope faster: memories without any of the name patterns' words skip the regexes;
+- exact re-scoring reads (id, vector) for the candidates and builds whole rows for the k winners only; entity
+  filters are probed per candidate row instead of materialising every memory of the person (twice per search);
+  the unsynced tail costs one `max(id)` when nothing is newer; a question's resolved filter is kept for its alias
+  variants; a filter of Nones takes the unfiltered vector and BM25 paths (identical top-k:
+  tests/test_search_fast_path.py);
+- a waited build (`build_vector_index()`, `compact`) builds the graph on every core in the caller's thread; the
+  background one uses one thread (the `after` 10^5 snapshot figure, 1268 s, is the one-thread build: it ran before
+  this change, which restores the every-core build of `before` for waited builds);
+- MiniLM's idle threads sleep instead of spinning (a query's CPU 21.6 -> 11.8 ms on the loaded machine);
+- `server.search_workers`: processes answering `POST /api/search` with their own read store, started once the
+  index is saved (they load it rather than each building one); `/ready` reports them.
+
+Reading the tables: the server's first answer at 10^2-10^4 (20-44 s, both versions) is the time a new
+`m3agent serve` process takes to import and start on these loaded cores, whatever the memory; at 10^5 `before`
+added 18 minutes of graph building before its first answer, `after` none (30.1 s, within the start-up floor): on
+an idle machine the same start is a few seconds. With search workers the server's throughput under this load
+moved within noise (3.0 -> 3.2 req/s at 10^4): the whole machine, not the GIL, was the limit. The server CPU per
+request at 10^5 (271 ms) includes the background graph build that ran during that phase (one thread); at 10^4
+(no graph) it is 61-65 ms per request, HTTP included.
+
+What stops the targets here: the 2 cores were shared with other jobs at load average 15-27 during every run
+(each process got well under a core), so wall-clock figures are several times what an idle 2-core machine gives;
+the CPU-time column (`CPU`, process CPU per search) is the better estimate of an idle machine's latency. The
+remaining cost that grows with the memory is BM25: FTS5 scores every row matching any query word before `ORDER BY
+rank LIMIT`, about 7 µs per matching row on this machine under load (e.g. "old photo" matches 17,048 of 10^5 rows:
+126 ms unfiltered, 265 ms with a person filter; "themes prepared Zadie s room makeover" matches 26,783 because the
+curly apostrophe of "Zadie’s" leaves the token "s", which `keyword_text` keeps). At 10^6 such questions cost 10x
+that, far over 100 ms; the vector side stays within ~15-25 ms at 10^6 (HNSW, section "Store"). What would meet it:
+an exact top-k BM25 (MaxScore/WAND pruning over an in-memory posting index kept up to date like the vector
+mirror) replacing FTS5's score-everything sort, and dropping the stray "s" token in `keyword_text` (a ranking
+change, left to the retrieval-quality work). The 10^6 store was not measured: building it through the clip writer
+ran at about 130 rows/s under this load (more than 2 hours), and main's first search or server start would
+build its HNSW graph for 10-30 minutes more; `bench/search_scale.py --sizes 1000000` does it on a quieter machine."""
+
+
+def write(runs: dict[str, Any]) -> None:
+    from m3agent.bench.results_io import replace_section
+
+    replace_section(REPO / "docs" / "benchmarks.md", SECTION, render(runs))
+    plot(runs)
+
+
+def render(runs: dict[str, Any]) -> str:
+    lines = [""]
+    for label, run in runs.items():
+        m = run["machine"]
+        lines.append(f"- `{label}`: commit {run['commit']}, {run['date']}, {m['cpu']}, {m['cores']} cores, "
+                     f"load average at start {m['load_start']:.2f}; command `{run['command']}`.")
+    lines += ["", "Python API (`m3agent.open(path).search(q, 10)`), ms:", "",
+              "| code | N | file MiB | first search, no snapshot (s) | snapshot build (s) | plain p50 / p95 | "
+              "character p50 / p95 | video p50 / p95 | load at end |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, n, e in _entries(runs):
+        api = e.get("api")
+        if api:
+            lines.append(f"| {label} | {n:,} | {e['store']['db_mib']} | {api['cold_s']} | {api.get('snapshot_s', '-')}"
+                         " | " + " | ".join(_pair(api, k) for k in KINDS) + f" | {e.get('load_end', 0):.1f} |")
+    lines += ["", "Server (`POST /api/search`, k=10), ms:", "",
+              "| code | N | first answer after start (s) | plain p50 / p95 | character p50 / p95 | video p50 / p95 | "
+              "8 clients: req/s, p50 / p95 | with search workers: req/s, p50 / p95 (workers up after s) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for label, n, e in _entries(runs):
+        server = e.get("server")
+        if server:
+            lines.append(f"| {label} | {n:,} | {server['first_answer_s']} | "
+                         + " | ".join(_pair(server, k) for k in KINDS)
+                         + f" | {_load(server.get('clients'))} | {_load(server.get('workers'))} |")
+    lines += ["", NOTES, "", ANALYSIS, "", f"![search latency against memories]({PLOT.name})", ""]
+    return "\n".join(lines)
+
+
+def _entries(runs: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    return [(label, int(n), e) for label, run in runs.items()
+            for n, e in sorted(run["sizes"].items(), key=lambda kv: int(kv[0]))]
+
+
+def _pair(part: dict[str, Any] | None, kind: str) -> str:
+    if not part or kind not in part:
+        return "-"
+    cpu = f" (CPU {part[kind]['cpu_p50_ms']})" if "cpu_p50_ms" in part[kind] else ""
+    return f"{part[kind]['p50_ms']} / {part[kind]['p95_ms']}{cpu}"
+
+
+def _load(c: dict[str, Any] | None) -> str:
+    if not c:
+        return "-"
+    up = f" (after {c['up_s']} s)" if "up_s" in c else ""
+    errors = f", {c['errors']} errors" if c["errors"] else ""
+    cpu = f"; server CPU {c['server_cpu_ms_per_request']} ms/request" if c.get("server_cpu_ms_per_request") else ""
+    return f"{c['req_per_s']}, {c['p50_ms']} / {c['p95_ms']}{errors}{up}{cpu}"
+
+
+def plot(runs: dict[str, Any]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", flush=True)
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, run in runs.items():
+        sizes = sorted(run["sizes"], key=int)
+        for where, style in (("api", "-"), ("server", "--")):
+            for kind, marker in zip(KINDS, "os^", strict=True):
+                points = [(int(n), run["sizes"][n][where][kind]["p95_ms"]) for n in sizes
+                          if where in run["sizes"][n] and kind in run["sizes"][n][where]]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    left.plot(xs, ys, style, marker=marker, label=f"{label} {where} {kind}")
+        points = [(int(n), run["sizes"][n]["store"]["db_mib"]) for n in sizes]
+        xs, ys = zip(*points, strict=True)
+        right.plot(xs, ys, marker="o", label=label)
+    left.set(xscale="log", yscale="log", xlabel="memories", ylabel="search p95 (ms)",
+             title="Search latency (2 cores, MiniLM query embedding included)")
+    left.axhline(50, color="grey", lw=0.5)
+    left.axhline(100, color="grey", lw=0.5)
+    left.legend(fontsize=6)
+    right.set(xscale="log", yscale="log", xlabel="memories", ylabel="SQLite file (MiB)", title="Store size")
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
