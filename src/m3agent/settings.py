@@ -255,7 +255,11 @@ class TrainSettings(BaseModel):
     :mod:`m3agent.train.reward` and README, "Training the control policy".
     """
 
-    base: str = Field("qwen-0.5b", description="packaged model to start from (its GGUF is dequantised once)")
+    base: str = Field(
+        "qwen-0.5b",
+        description="model to start from: a packaged one (qwen-0.5b, qwen-1.5b, smollm2) or the path of a .gguf "
+        "file (a Qwen2 or Llama architecture); its GGUF is dequantised once into <cache>/train/base/",
+    )
     held_out: list[str] = Field(
         default_factory=lambda: ["conv-48", "conv-49", "conv-50"],
         description="LoCoMo conversations never trained on (the evaluation split); the others are trained on",
@@ -263,6 +267,11 @@ class TrainSettings(BaseModel):
     steps: int = Field(50, ge=1, description="optimizer steps of a run (a resumed run continues up to it)")
     questions_per_step: int = Field(2, ge=1, description="episodes per step, each rolled out `group` times")
     group: int = Field(4, ge=2, description="rollouts per episode (GRPO's group: advantages are within it)")
+    micro_batch: int | None = Field(
+        None, ge=1, description="rollouts in one forward/backward pass of the loss (dividing questions_per_step x "
+        "group; None: all at once): fewer keep less memory for the same gradient (the loss is normalised over "
+        "the whole step's tokens)",
+    )
     max_questions: int | None = Field(None, ge=1, description="episodes drawn from the training conversations")
     categories: list[int] = Field(
         default_factory=lambda: [1, 2, 3, 4], description="LoCoMo categories trained on (5: adversarial)"
@@ -294,6 +303,13 @@ class TrainSettings(BaseModel):
     evidence_weight: float = Field(0.5, ge=0, description="reward: F1 of cited memories vs the gold evidence")
     format_penalty: float = Field(0.25, ge=0, description="reward: subtracted per reply that breaks the schema")
     leak_penalty: float = Field(0.5, ge=0, description="reward: subtracted when the answer shows an internal id")
+
+    @model_validator(mode="after")
+    def _micro_batch_divides_the_step(self) -> TrainSettings:
+        rollouts = self.questions_per_step * self.group
+        if self.micro_batch is not None and rollouts % self.micro_batch:
+            raise ValueError(f"micro_batch {self.micro_batch} must divide questions_per_step x group ({rollouts})")
+        return self
 
 
 class ExecutorSettings(BaseModel):

@@ -31,7 +31,7 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
         for m in CATALOGUE.values()
     ]  # fmt: skip
     rows += [{"name": t.name, "spec": t.spec, "title": _trained_title(t.facts), "bytes": t.size, "state": "trained",
-              "path": str(t.path), "licence": "Apache-2.0 (from its base)", "kind": "trained"}
+              "path": str(t.path), "licence": _trained_licence(t.facts), "kind": "trained"}
              for t in trained_models(cache)]  # fmt: skip
     if as_json:
         print_json({"models": rows})
@@ -45,11 +45,25 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
     console().print(table)
 
 
+def _trained_base(facts: dict[str, object]) -> str:
+    """The packaged name or the GGUF file's stem a trained model started from."""
+    if isinstance(facts.get("base_name"), str):
+        return str(facts["base_name"])
+    train = facts.get("train")
+    return str(train.get("base", "?")) if isinstance(train, dict) else "?"
+
+
 def _trained_title(facts: dict[str, object]) -> str:
     """``control policy from qwen-0.5b, 50 GRPO steps``: what a trained model's card says it is."""
-    train = facts.get("train")
-    base = train.get("base", "?") if isinstance(train, dict) else "?"
-    return f"control policy from {base}, {facts.get('steps', '?')} GRPO steps"
+    return f"control policy from {_trained_base(facts)}, {facts.get('steps', '?')} GRPO steps"
+
+
+def _trained_licence(facts: dict[str, object]) -> str:
+    """A packaged base's licence; a user's GGUF file keeps whatever licence it came with."""
+    from m3agent.llm.packaged import CATALOGUE
+
+    packaged = CATALOGUE.get(_trained_base(facts))
+    return f"{packaged.licence} (from its base)" if packaged else "that of its base"
 
 
 @models.command()

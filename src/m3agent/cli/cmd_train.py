@@ -1,5 +1,5 @@
-"""``m3agent train control``: reinforcement learning of the agent loop's policy from the packaged model
-(TRL GRPO + PEFT LoRA, on the CPU), then the merged GGUF and, optionally, held-out F1 before / after."""
+"""``m3agent train control``: reinforcement learning of the agent loop's policy from a packaged model or a GGUF
+file (TRL GRPO + PEFT LoRA, on the CPU), then the merged GGUF and, optionally, held-out F1 before / after."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ def train() -> None:
 
 
 @train.command()
-@click.option("--name", default="control-qwen-0.5b-grpo", show_default=True,
-              help="the run and the trained model (resumes the run of that name)")  # fmt: skip
+@click.option("--name", default=None,
+              help="the run and the trained model (resumes the run of that name); default control-<base>-grpo")
 @click.option("--steps", type=int, default=None, help="optimizer steps in all (a resumed run continues to it)")
-@click.option("--base", default=None, help="packaged model to start from (qwen-0.5b, qwen-1.5b)")
+@click.option("--base", default=None,
+              help="model to start from: packaged (qwen-0.5b, qwen-1.5b, smollm2) or a .gguf file; default train.base")
 @click.option("--group", type=int, default=None, help="rollouts per question (GRPO group)")
 @click.option("--questions-per-step", type=int, default=None, help="questions per step")
 @click.option("--max-questions", type=int, default=None, help="training questions drawn (default: all)")
@@ -36,15 +37,15 @@ def train() -> None:
               help="held-out questions answered before and after (agent loop, llama.cpp): F1, intervals")
 @json_option
 @click.pass_context
-def control(ctx: click.Context, name: str, steps: int | None, base: str | None, group: int | None,
+def control(ctx: click.Context, name: str | None, steps: int | None, base: str | None, group: int | None,
             questions_per_step: int | None, max_questions: int | None, rounds: int | None,
             max_new_tokens: int | None, held_out: str | None, data: Path | None, export: bool,
             eval_questions: int, as_json: bool) -> None:  # fmt: skip
     """Train the agent loop's policy with GRPO on LoCoMo (split by conversation); resumable."""
     from m3agent.settings import TrainSettings
     from m3agent.train import service
-    from m3agent.train.catalogue import checked_name
-    from m3agent.train.model import require_train_extra
+    from m3agent.train.catalogue import checked_name, default_run_name
+    from m3agent.train.model import require_train_extra, resolve_base
 
     require_train_extra()
     settings = build_settings(ctx)
@@ -56,8 +57,10 @@ def control(ctx: click.Context, name: str, steps: int | None, base: str | None, 
     chosen = {k: v for k, v in overrides.items() if v is not None}
     settings = settings.model_copy(update={"train": TrainSettings.model_validate(
         {**settings.train.model_dump(), **chosen})})  # fmt: skip
+    chosen_base = resolve_base(settings, settings.train.base)  # a missing or wrong file fails before the data
+    name = checked_name(name or default_run_name(chosen_base.short_name))
     the_plan = service.plan(settings, data=data, max_held_out=eval_questions or None)
-    result = service.train(the_plan, checked_name(name), show_progress=not as_json)
+    result = service.train(the_plan, name, show_progress=not as_json)
     report: dict[str, Any] = {"run": str(result.run_dir), "steps": result.steps, "seconds": round(result.seconds, 1),
                               "curve": str(result.curve) if result.curve else None}  # fmt: skip
     if export or eval_questions:

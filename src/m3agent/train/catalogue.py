@@ -40,6 +40,12 @@ def checked_name(name: str) -> str:
     return name
 
 
+def default_run_name(base: str) -> str:
+    """``control-<base>-grpo`` (``control-qwen-0.5b-grpo``), with what a file name cannot hold replaced by ``-``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-.") or "model"
+    return f"control-{stem[:48]}-grpo"
+
+
 def trained_dir(cache_dir: Path) -> Path:
     return cache_dir.joinpath(*TRAINED_FOLDER)
 

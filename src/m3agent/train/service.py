@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from m3agent.embed import Embedder
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
+    from m3agent.train.model import Base
     from m3agent.train.rollout import Rollout
     from m3agent.train.trainer import TrainResult
 
@@ -73,17 +74,17 @@ def export(settings: Settings, name: str) -> Path:
     """Merge run ``name``'s adapter into the base and write ``<cache>/models/trained/<name>.gguf`` + card."""
     from m3agent.train.curve import read_steps
     from m3agent.train.export import merged_state, write_card, write_gguf
-    from m3agent.train.model import base_gguf, prepare_base
+    from m3agent.train.model import prepare_base
     from m3agent.train.trainer import ADAPTER, RUN_FILE
 
     cache = settings.resolved_cache_dir()
     folder = run_dir(cache, name)
     facts = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
-    base = facts["train"]["base"]
+    base = trained_base(settings, facts)
     out = model_path(cache, name)
     out.parent.mkdir(parents=True, exist_ok=True)
-    state = merged_state(prepare_base(settings, base), folder / ADAPTER, settings.train.threads)
-    write_gguf(base_gguf(settings, base), state, out, name)
+    state = merged_state(prepare_base(base), folder / ADAPTER, settings.train.threads)
+    write_gguf(base.gguf, state, out, name)
     steps = read_steps(folder)
     last = steps[-5:]
     facts.update(name=name, steps=steps[-1]["step"] if steps else 0, scores=facts.get("scores"),
@@ -95,16 +96,31 @@ def export(settings: Settings, name: str) -> Path:
     return out
 
 
+def trained_base(settings: Settings, facts: dict[str, Any]) -> Base:
+    """The base run ``facts`` (its ``run.json``) was trained from, refused when its file changed since."""
+    from m3agent.errors import ModelError
+    from m3agent.train.model import resolve_base
+
+    base = resolve_base(settings, str(facts["train"]["base"]))
+    trained_from = facts.get("base_sha256")
+    if trained_from and trained_from != base.sha256:
+        raise ModelError(f"{base.gguf} is not the file this run was trained from (sha256 {base.sha256[:12]}, "
+                         f"trained from {str(trained_from)[:12]})",
+                         hint="restore that GGUF at this path, or train a new run (--name) from this one")  # fmt: skip
+    return base
+
+
 def before_after(the_plan: Plan, name: str) -> dict[str, Any]:
     """Held-out F1 of the base model and of trained model ``name`` in the agent loop (same questions, same
     rounds as training), with bootstrap intervals and the paired difference."""
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
     from m3agent.train.evaluate import answer_f1, mean_interval, paired_difference
+    from m3agent.train.model import resolve_base
 
     settings = the_plan.settings
     embedder = create_embedder(settings.embedder)
-    specs = {"before": f"llamacpp:{settings.train.base}",
+    specs = {"before": resolve_base(settings, settings.train.base).spec,
              "after": f"llamacpp:{model_path(settings.resolved_cache_dir(), name)}"}  # fmt: skip
     episodes = the_plan.split.held_out
     with open_store(str(the_plan.store_path)) as store:

@@ -26,6 +26,7 @@ from m3agent.train.episodes import Episode, Split
 
 if TYPE_CHECKING:
     from m3agent.settings import Settings
+    from m3agent.train.model import Base
     from m3agent.train.rollout import Rollout, Trajectory
 
 CHECKPOINTS = "checkpoints"
@@ -62,18 +63,20 @@ def train_control(
 
     ``rollout_for(tokenizer)`` builds the episode environment (it needs the tokenizer's chat frame).
     """
-    from m3agent.train.model import load_model, prepare_base
+    from m3agent.train.model import load_model, prepare_base, resolve_base
 
     started = time.perf_counter()
     train = settings.train
+    base = resolve_base(settings, train.base)
+    _check_same_base(run_dir, base.sha256)
     run_dir.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(prepare_base(settings, train.base), train.threads)
+    model, tokenizer = load_model(prepare_base(base), train.threads)
     rollout = rollout_for(tokenizer)
     recorder = _Recorder(run_dir, {e.qid: e for e in split.train}, rollout, started)
     trainer = _trainer(settings, run_dir, split, model, tokenizer, recorder)
     _quiet(trainer)
     trainer.add_callback(_callback(recorder, train.steps, show_progress))
-    _write_run(run_dir, settings, split)
+    _write_run(run_dir, settings, split, base)
     checkpoint = latest_checkpoint(run_dir)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     adapter = run_dir / ADAPTER
@@ -82,7 +85,24 @@ def train_control(
     steps = int(trainer.state.global_step)
     del trainer, model, recorder
     gc.collect()  # the trainer, its callbacks and the model hold each other: free the weights before returning
+    _return_freed_memory()
     return TrainResult(run_dir, adapter, steps, time.perf_counter() - started, plot(run_dir))
+
+
+def _return_freed_memory() -> None:
+    """Hand the freed heap back to the system (glibc keeps a step's activations, gigabytes, as free heap
+    otherwise, and a second run in the same process, a resume or the export, starts on top of them)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
+    except OSError:
+        return
+    if trim is not None:  # glibc only
+        trim(0)
 
 
 def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokenizer: Any, recorder: _Recorder
@@ -92,12 +112,21 @@ def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokeni
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
+    from m3agent.errors import ConfigError
+
     train = settings.train
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented choice (above)
+    rollouts = train.questions_per_step * train.group
+    micro = train.micro_batch or rollouts
+    if rollouts % micro:
+        raise ConfigError(f"train.micro_batch {micro} does not divide the {rollouts} rollouts of a step",
+                          hint=f"use a divisor of questions_per_step x group ({rollouts})")  # fmt: skip
+    # one generation batch (the step's rollouts) per optimizer step, its loss taken `micro` rollouts at a time
     config = GRPOConfig(
         output_dir=str(run_dir / CHECKPOINTS), max_steps=train.steps, learning_rate=train.learning_rate,
-        per_device_train_batch_size=train.questions_per_step * train.group, num_generations=train.group,
-        gradient_accumulation_steps=1, loss_type=train.loss, beta=train.beta, epsilon_high=train.epsilon_high,
+        per_device_train_batch_size=micro, num_generations=train.group,
+        gradient_accumulation_steps=rollouts // micro, steps_per_generation=rollouts // micro,
+        loss_type=train.loss, beta=train.beta, epsilon_high=train.epsilon_high,
         temperature=train.temperature, max_completion_length=train.max_context_tokens,
         logging_steps=1, save_strategy="steps", save_steps=train.save_every, report_to=[], use_cpu=True,
         bf16=False, fp16=False, seed=train.seed, disable_tqdm=True, remove_unused_columns=False,
@@ -216,12 +245,28 @@ def _callback(recorder: _Recorder, total: int, show_progress: bool) -> Any:
     return Record()
 
 
-def _write_run(run_dir: Path, settings: Settings, split: Split) -> None:
-    """``run.json``: the settings and the split, so the card and a resumed run say what was trained on."""
+def _check_same_base(run_dir: Path, sha256: str) -> None:
+    """A run resumes only from the base it started from (its checkpoints are adapters of those weights)."""
+    from m3agent.errors import ModelError
+
+    path = run_dir / RUN_FILE
+    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    recorded = record.get("base_sha256")
+    if recorded and recorded != sha256:
+        was = record.get("train", {}).get("base", "?")
+        raise ModelError(f"run {run_dir.name} was trained from another base ({was}, sha256 {str(recorded)[:12]}; "
+                         f"this one: {sha256[:12]})", hint=f"resume it with --base {was}, or start a new run "
+                         "with another --name")  # fmt: skip
+
+
+def _write_run(run_dir: Path, settings: Settings, split: Split, base: Base) -> None:
+    """``run.json``: the settings, the base (the packaged name or the file's absolute path, and the GGUF's
+    sha256) and the split, so the card, the export and a resumed run say what was trained on."""
     path = run_dir / RUN_FILE
     record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     record.update({
-        "train": settings.train.model_dump(), "embedder": settings.embedder,
+        "train": {**settings.train.model_dump(), "base": base.label}, "base_sha256": base.sha256,
+        "base_name": base.short_name, "embedder": settings.embedder,
         "train_conversations": list(split.train_conversations),
         "held_out_conversations": list(split.held_out_conversations), "train_episodes": len(split.train),
     })  # fmt: skip
