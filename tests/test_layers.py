@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # entry points that wire the stages; "" is the package itself (m3agent/__init__.py re-exports api)
     ("", "api", "doctor", "executor", "importers", "pipeline", "views"),
     ("bench", "server"),
+    ("train",),  # reinforcement learning of the control policy over the LoCoMo benchmark's memories
     ("cli",),  # `m3agent serve` and `m3agent bench` start the two above
 )
 """Lowest first; names are relative to ``m3agent`` and cover their submodules (the longest name wins)."""

@@ -251,6 +251,73 @@ class ControlSettings(BaseModel):
     )
 
 
+class TrainSettings(BaseModel):
+    """``m3agent train control``: reinforcement learning of the agent loop's policy (GRPO + LoRA, TRL/PEFT).
+
+    Episodes are LoCoMo questions over their conversation's memories; the split is by conversation, so no
+    held-out conversation is ever seen in training. The reward's weights are documented in
+    :mod:`m3agent.train.reward` and README, "Training the control policy".
+    """
+
+    base: str = Field(
+        "qwen-0.5b",
+        description="model to start from: a packaged one (qwen-0.5b, qwen-1.5b, smollm2) or the path of a .gguf "
+        "file (a Qwen2 or Llama architecture); its GGUF is dequantised once into <cache>/train/base/",
+    )
+    held_out: list[str] = Field(
+        default_factory=lambda: ["conv-48", "conv-49", "conv-50"],
+        description="LoCoMo conversations never trained on (the evaluation split); the others are trained on",
+    )
+    steps: int = Field(50, ge=1, description="optimizer steps of a run (a resumed run continues up to it)")
+    questions_per_step: int = Field(2, ge=1, description="episodes per step, each rolled out `group` times")
+    group: int = Field(4, ge=2, description="rollouts per episode (GRPO's group: advantages are within it)")
+    micro_batch: int | None = Field(
+        None, ge=1, description="rollouts in one forward/backward pass of the loss (dividing questions_per_step x "
+        "group; None: all at once): fewer keep less memory for the same gradient (the loss is normalised over "
+        "the whole step's tokens)",
+    )
+    max_questions: int | None = Field(None, ge=1, description="episodes drawn from the training conversations")
+    categories: list[int] = Field(
+        default_factory=lambda: [1, 2, 3, 4], description="LoCoMo categories trained on (5: adversarial)"
+    )
+    rounds: int = Field(3, ge=1, le=10, description="most model turns of a training rollout (the last answers)")
+    max_new_tokens: int = Field(96, ge=8, description="most tokens of one reply in a rollout")
+    max_context_tokens: int = Field(
+        2048, ge=256, description="a rollout whose estimated prompt passes this answers in its next round"
+    )
+    temperature: float = Field(1.0, gt=0, description="sampling temperature of the rollouts")
+    learning_rate: float = Field(2e-5, gt=0)
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    lora_targets: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="modules that get LoRA adapters",
+    )
+    loss: str = Field("dapo", description="TRL GRPO loss_type (dapo: token-level, length-unbiased)")
+    beta: float = Field(0.0, ge=0, description="KL weight to the base model (0: no reference model, as DAPO)")
+    epsilon_high: float = Field(0.28, gt=0, description="upper clip of the ratio (DAPO's clip-higher)")
+    save_every: int = Field(5, ge=1, description="steps between checkpoints (a stopped run resumes from the last)")
+    seed: int = Field(27)
+    threads: int = Field(
+        2, ge=1, description="torch CPU threads (on 2 shared busy cores, one ran a forward pass 6x faster than two)"
+    )
+    gradient_checkpointing: bool = Field(
+        True, description="recompute activations in the backward pass: a step's memory stays a few GiB"
+    )
+    f1_weight: float = Field(1.0, ge=0, description="reward: token F1 of the answer (LoCoMo scoring)")
+    evidence_weight: float = Field(0.5, ge=0, description="reward: F1 of cited memories vs the gold evidence")
+    format_penalty: float = Field(0.25, ge=0, description="reward: subtracted per reply that breaks the schema")
+    leak_penalty: float = Field(0.5, ge=0, description="reward: subtracted when the answer shows an internal id")
+
+    @model_validator(mode="after")
+    def _micro_batch_divides_the_step(self) -> TrainSettings:
+        rollouts = self.questions_per_step * self.group
+        if self.micro_batch is not None and rollouts % self.micro_batch:
+            raise ValueError(f"micro_batch {self.micro_batch} must divide questions_per_step x group ({rollouts})")
+        return self
+
+
 class ExecutorSettings(BaseModel):
     """How many videos are ingested at once, and where: in this process, or as tasks on a Ray cluster."""
 
@@ -399,6 +466,7 @@ class Settings(BaseSettings):
     executor: ExecutorSettings = ExecutorSettings()
     server: ServerSettings = ServerSettings()
     importer: ImportSettings = ImportSettings()
+    train: TrainSettings = TrainSettings()
 
     _config_file: Path | None = None
 

@@ -11,34 +11,59 @@ from m3agent.cli.output import console, print_json
 
 @click.group()
 def models() -> None:
-    """Packaged local LLMs: list them, pull (download, assemble, verify) one, print its path."""
+    """Local LLMs: list the packaged and trained ones, pull (download, assemble, verify) one, print its path."""
 
 
 @models.command("list")
 @json_option
 @click.pass_context
 def list_models(ctx: click.Context, as_json: bool) -> None:
-    """The packaged models, their size and whether they are pulled."""
+    """The packaged models (size, whether pulled) and the models trained here (`m3agent train control`)."""
     from rich.table import Table
 
     from m3agent.llm.packaged import CATALOGUE, gguf_path, state
+    from m3agent.train.catalogue import trained_models
 
     cache = build_settings(ctx).resolved_cache_dir()
     rows: list[dict[str, str | int]] = [
         {"name": m.name, "spec": f"llamacpp:{m.name}", "title": m.title, "bytes": m.size,
-         "state": state(m, cache), "path": str(gguf_path(m, cache)), "licence": m.licence}
+         "state": state(m, cache), "path": str(gguf_path(m, cache)), "licence": m.licence, "kind": "packaged"}
         for m in CATALOGUE.values()
     ]  # fmt: skip
+    rows += [{"name": t.name, "spec": t.spec, "title": _trained_title(t.facts), "bytes": t.size, "state": "trained",
+              "path": str(t.path), "licence": _trained_licence(t.facts), "kind": "trained"}
+             for t in trained_models(cache)]  # fmt: skip
     if as_json:
         print_json({"models": rows})
         return
-    table = Table(title="packaged models")
+    table = Table(title="packaged and trained models")
     for column in ("spec", "model", "size", "state", "path"):
         table.add_column(column, overflow="fold")
     for r in rows:
         size = f"{int(r['bytes']) / 1e9:.2f} GB"
         table.add_row(str(r["spec"]), str(r["title"]), size, str(r["state"]), str(r["path"]))
     console().print(table)
+
+
+def _trained_base(facts: dict[str, object]) -> str:
+    """The packaged name or the GGUF file's stem a trained model started from."""
+    if isinstance(facts.get("base_name"), str):
+        return str(facts["base_name"])
+    train = facts.get("train")
+    return str(train.get("base", "?")) if isinstance(train, dict) else "?"
+
+
+def _trained_title(facts: dict[str, object]) -> str:
+    """``control policy from qwen-0.5b, 50 GRPO steps``: what a trained model's card says it is."""
+    return f"control policy from {_trained_base(facts)}, {facts.get('steps', '?')} GRPO steps"
+
+
+def _trained_licence(facts: dict[str, object]) -> str:
+    """A packaged base's licence; a user's GGUF file keeps whatever licence it came with."""
+    from m3agent.llm.packaged import CATALOGUE
+
+    packaged = CATALOGUE.get(_trained_base(facts))
+    return f"{packaged.licence} (from its base)" if packaged else "that of its base"
 
 
 @models.command()

@@ -72,10 +72,11 @@ def _register_commands() -> None:
         cmd_models,
         cmd_serve,
         cmd_show,
+        cmd_train,
     )
 
     modules = (cmd_ingest, cmd_ask, cmd_show, cmd_bench, cmd_serve, cmd_doctor, cmd_manage, cmd_import, cmd_migrate,
-               cmd_models, cmd_consolidate)
+               cmd_models, cmd_consolidate, cmd_train)
     for module in modules:
         for command in module.COMMANDS:
             main.add_command(command)

@@ -1,0 +1,67 @@
+"""The run's record beside it: one JSON line per step (``metrics.jsonl``) and the reward/F1 plot (``curve.png``).
+
+A resumed run appends to the same file; a step recorded twice (a run stopped after logging a step but before
+its checkpoint) keeps its last record.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+METRICS = "metrics.jsonl"
+CURVE = "curve.png"
+
+
+def append_step(run_dir: Path, record: dict[str, Any]) -> None:
+    with (run_dir / METRICS).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+
+
+def read_steps(run_dir: Path) -> list[dict[str, Any]]:
+    """The per-step records, one per step (the last written wins), in step order."""
+    path = run_dir / METRICS
+    if not path.is_file():
+        return []
+    by_step = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_step[int(record["step"])] = record
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def plot(run_dir: Path) -> Path | None:
+    """Draw mean reward and answer F1 per step (with a 5-step moving mean) to ``curve.png``; ``None`` when
+    matplotlib (the ``bench`` extra) is missing or nothing was recorded yet."""
+    steps = read_steps(run_dir)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    if not steps:
+        return None
+    x = [s["step"] for s in steps]
+    figure, axis = plt.subplots(figsize=(7, 3.5))
+    for key, label in (("reward", "reward"), ("f1", "answer F1"), ("evidence_f1", "evidence F1")):
+        y = [float(s[key]) for s in steps]
+        line = axis.plot(x, y, alpha=0.35, marker=".", label=f"{label} (step mean)")[0]
+        axis.plot(x, _moving(y, 5), color=line.get_color(), label=f"{label} (5-step mean)")
+    axis.set_xlabel("step")
+    axis.set_title(f"control policy GRPO: {run_dir.name}")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    out = run_dir / CURVE
+    figure.savefig(out, dpi=110)
+    plt.close(figure)
+    return out
+
+
+def _moving(values: list[float], window: int) -> list[float]:
+    return [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1])
+            for i in range(len(values))]  # fmt: skip

@@ -1,0 +1,152 @@
+"""``m3agent train control``: split, train (or resume), export, and score before / after on held-out questions.
+
+Each stage is its own function so a long run can be stopped after training and exported or scored later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.train.catalogue import model_path, run_dir
+from m3agent.train.episodes import Split, ingest, load_samples, locomo_store_path, split_by_conversation
+
+if TYPE_CHECKING:
+    from m3agent.embed import Embedder
+    from m3agent.settings import Settings
+    from m3agent.store.protocol import MemoryStore
+    from m3agent.train.model import Base
+    from m3agent.train.rollout import Rollout
+    from m3agent.train.trainer import TrainResult
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a command trains on: the settings, the split and the store path."""
+
+    settings: Settings
+    split: Split
+    store_path: Path
+    data: Path | None = None
+
+
+def plan(settings: Settings, *, data: Path | None = None, max_held_out: int | None = None,
+         store_path: Path | None = None) -> Plan:  # fmt: skip
+    """The split of LoCoMo by conversation under ``settings.train``."""
+    from m3agent.embed import create_embedder
+
+    train = settings.train
+    samples = load_samples(settings, data)
+    split = split_by_conversation(samples, train.held_out, train.categories, max_train=train.max_questions,
+                                  max_held_out=max_held_out, seed=train.seed)  # fmt: skip
+    path = store_path or locomo_store_path(settings, create_embedder(settings.embedder))
+    return Plan(settings, split, path, data)
+
+
+def train(the_plan: Plan, name: str, *, show_progress: bool = True) -> TrainResult:
+    """Train run ``name`` (resuming its last checkpoint) on the plan's training episodes."""
+    from m3agent.embed import create_embedder
+    from m3agent.store import open_store
+    from m3agent.train.trainer import train_control
+
+    settings = the_plan.settings
+    embedder = create_embedder(settings.embedder)
+    the_plan.store_path.parent.mkdir(parents=True, exist_ok=True)
+    with open_store(str(the_plan.store_path)) as store:
+        _ingest_split(store, embedder, settings, the_plan)
+        return train_control(settings, run_dir(settings.resolved_cache_dir(), name), the_plan.split,
+                             lambda tokenizer: rollout(settings, store, embedder, tokenizer),
+                             show_progress=show_progress)  # fmt: skip
+
+
+def rollout(settings: Settings, store: MemoryStore, embedder: Embedder, tokenizer: Any) -> Rollout:
+    """The episode environment over ``store`` with the tokenizer's chat frame and the agent's settings."""
+    from m3agent.control import AgentConfig
+    from m3agent.train.rollout import ChatFrame, Rollout
+
+    config = AgentConfig.from_settings(settings.control, None, mode="agent", rounds=settings.train.rounds)
+    return Rollout(store, embedder, ChatFrame.of(tokenizer), config, settings.train)
+
+
+def export(settings: Settings, name: str) -> Path:
+    """Merge run ``name``'s adapter into the base and write ``<cache>/models/trained/<name>.gguf`` + card."""
+    from m3agent.train.curve import read_steps
+    from m3agent.train.export import merged_state, write_card, write_gguf
+    from m3agent.train.model import prepare_base
+    from m3agent.train.trainer import ADAPTER, RUN_FILE
+
+    cache = settings.resolved_cache_dir()
+    folder = run_dir(cache, name)
+    facts = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    base = trained_base(settings, facts)
+    out = model_path(cache, name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    state = merged_state(prepare_base(base), folder / ADAPTER, settings.train.threads)
+    write_gguf(base.gguf, state, out, name)
+    steps = read_steps(folder)
+    last = steps[-5:]
+    facts.update(name=name, steps=steps[-1]["step"] if steps else 0, scores=facts.get("scores"),
+                 final_reward=round(sum(s["reward"] for s in last) / len(last), 4) if last else None,
+                 final_f1=round(sum(s["f1"] for s in last) / len(last), 4) if last else None)  # fmt: skip
+    (folder / RUN_FILE).write_text(json.dumps(facts, indent=2), encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(facts, indent=2), encoding="utf-8")
+    write_card(out, facts)
+    return out
+
+
+def trained_base(settings: Settings, facts: dict[str, Any]) -> Base:
+    """The base run ``facts`` (its ``run.json``) was trained from, refused when its file changed since."""
+    from m3agent.errors import ModelError
+    from m3agent.train.model import resolve_base
+
+    base = resolve_base(settings, str(facts["train"]["base"]))
+    trained_from = facts.get("base_sha256")
+    if trained_from and trained_from != base.sha256:
+        raise ModelError(f"{base.gguf} is not the file this run was trained from (sha256 {base.sha256[:12]}, "
+                         f"trained from {str(trained_from)[:12]})",
+                         hint="restore that GGUF at this path, or train a new run (--name) from this one")  # fmt: skip
+    return base
+
+
+def before_after(the_plan: Plan, name: str) -> dict[str, Any]:
+    """Held-out F1 of the base model and of trained model ``name`` in the agent loop (same questions, same
+    rounds as training), with bootstrap intervals and the paired difference."""
+    from m3agent.embed import create_embedder
+    from m3agent.store import open_store
+    from m3agent.train.evaluate import answer_f1, mean_interval, paired_difference
+    from m3agent.train.model import resolve_base
+
+    settings = the_plan.settings
+    embedder = create_embedder(settings.embedder)
+    specs = {"before": resolve_base(settings, settings.train.base).spec,
+             "after": f"llamacpp:{model_path(settings.resolved_cache_dir(), name)}"}  # fmt: skip
+    episodes = the_plan.split.held_out
+    with open_store(str(the_plan.store_path)) as store:
+        _ingest_split(store, embedder, settings, the_plan)
+        f1 = {side: [r["f1"] for r in answer_f1(settings, store, embedder, episodes, spec,
+                                               rounds=settings.train.rounds)]
+              for side, spec in specs.items()}  # fmt: skip
+    return {"questions": len(episodes), "conversations": list(the_plan.split.held_out_conversations),
+            "rounds": settings.train.rounds, "models": specs,
+            "before": mean_interval(f1["before"]).to_dict(), "after": mean_interval(f1["after"]).to_dict(),
+            "difference": paired_difference(f1["before"], f1["after"]).to_dict()}  # fmt: skip
+
+
+def add_scores(settings: Settings, name: str, scores: dict[str, Any]) -> None:
+    """Record held-out scores in the trained model's facts and card."""
+    from m3agent.train.export import write_card
+
+    out = model_path(settings.resolved_cache_dir(), name)
+    facts_file = out.with_suffix(".json")
+    facts = json.loads(facts_file.read_text(encoding="utf-8"))
+    facts["scores"] = scores
+    facts_file.write_text(json.dumps(facts, indent=2), encoding="utf-8")
+    write_card(out, facts)
+
+
+def _ingest_split(store: MemoryStore, embedder: Embedder, settings: Settings, the_plan: Plan) -> None:
+    wanted = set(the_plan.split.train_conversations) | set(the_plan.split.held_out_conversations)
+    samples = [s for s in load_samples(settings, the_plan.data) if s.sample_id in wanted]
+    ingest(store, embedder, samples, settings.media.clip_seconds)
