@@ -135,6 +135,24 @@ def speech_of(memories: list[Any]) -> tuple[float, int]:
     return sum(m.end_s - m.start_s for m in spoken), words
 
 
+class Counted:
+    """A chat model whose calls add up llama.cpp's own counters (``timings`` of a local model, per call): where
+    a call's time goes, prompt evaluation or generation, whatever the load."""
+
+    def __init__(self, chat: Any) -> None:
+        self.inner, self.name = chat, chat.name
+        self.totals: dict[str, float] = {}
+
+    def chat(self, messages: Any, **kwargs: Any) -> Any:
+        reply = self.inner.chat(messages, **kwargs)
+        for key, value in (getattr(self.inner, "timings", None) or {}).items():
+            self.totals[key] = round(self.totals.get(key, 0) + value, 1)
+        return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def run_medium(medium: Medium, base: Path, chat: Any, embedder: Any, args: argparse.Namespace,
                settings: Any) -> dict[str, Any]:
     """Consolidate a fresh copy of ``base``; the record of the run."""
@@ -150,7 +168,7 @@ def run_medium(medium: Medium, base: Path, chat: Any, embedder: Any, args: argpa
         video = store.videos()[0].video_id
         episodic = store.memories(video)
         load = os.getloadavg()[0]
-        started = time.perf_counter()
+        started, chat = time.perf_counter(), Counted(chat)
         report = consolidate_video(store, chat, embedder, video, ConsolidationOptions(**options),
                                    WriteRules.from_settings(settings))
         wall = time.perf_counter() - started
@@ -166,6 +184,7 @@ def run_medium(medium: Medium, base: Path, chat: Any, embedder: Any, args: argpa
             "rtf": round(wall / report.media_seconds, 3) if report.media_seconds else 0.0, "calls": report.calls,
             "skipped": getattr(report, "skipped", 0), "prompt_tokens": report.prompt_tokens,
             "cached_tokens": getattr(report, "cached_tokens", 0), "completion_tokens": report.completion_tokens,
+            "timings": chat.totals,
             "written": report.facts_written, "reinforced": report.reinforced, "dropped": report.dropped,
             "facts": [{"text": m.text, "clip": m.clip_index,
                        "sources": [texts.get(s, "") for s in sources.get(m.id, ())]} for m in facts]}

@@ -56,6 +56,7 @@ def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
         assert validate(reply.parsed, schema) == []
         assert reply.usage.prompt_tokens > 20 and 0 < reply.usage.completion_tokens <= 160
         assert counted["generated"] > 0
+        assert 1 <= counted["threads"] <= 2 and 1 <= counted["threads_batch"] <= 2, counted  # fitted to free cores
     assert timings[0]["prompt_evaluated"] >= replies[0].usage.prompt_tokens - 1 and timings[0]["prompt_ms"] > 0
     # the second call reuses the prefix (llama.cpp counts a one-token step as generation, not prompt)
     assert timings[1]["prompt_evaluated"] < timings[0]["prompt_evaluated"] / 4
@@ -75,3 +76,23 @@ def test_a_prompt_over_the_context_window_is_a_clear_error() -> None:
     with pytest.raises(ContextOverflowError, match="context window") as caught:
         chat.chat([{"role": "user", "content": long}], max_tokens=32)
     assert "n_ctx" in caught.value.hint
+
+
+def test_threads_fit_the_cores_other_processes_leave_free() -> None:
+    """llama.cpp's threads wait for each other after every layer: a call gets no more of them than there are free
+    cores when it starts (2 threads beside one busy process generated 1.0-4.0 tokens/s, 1 thread 7)."""
+    import os
+    import subprocess
+
+    from m3agent.llm.worker import free_cores, threads_for
+
+    assert [threads_for(2, free) for free in (2.0, 1.6, 1.4, 0.9, 0.0, None)] == [2, 2, 1, 1, 1, 2]
+    assert threads_for(4, 3.7) == 4 and threads_for(1, 8.0) == 1
+    cores = os.cpu_count() or 1
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        busy = free_cores(0.5)
+    finally:
+        for hog in hogs:
+            hog.kill()
+    assert busy is not None and 0 <= busy < cores - 0.5, busy  # every core taken: (nearly) none free

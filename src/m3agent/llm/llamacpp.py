@@ -56,11 +56,17 @@ class LlamaCppChat:
     0 keeps only the last prompt's state.
 
     ``n_threads_batch`` (prompt evaluation), ``n_batch`` and ``n_ubatch``: llama.cpp's context settings, 0 for
-    llama-cpp-python's defaults (all cores, 512, 512)."""
+    llama-cpp-python's defaults (all cores, 512, 512).
+
+    ``adapt_threads`` (1, the default): each call uses no more threads than there are cores free when it
+    starts, because llama.cpp's threads wait for each other after every layer and one that loses its core
+    stalls the rest (2 threads beside one busy process: 1.0 tokens/s, against 7-8 with 1 thread); 0 keeps
+    the configured counts."""
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240,
         prompt_cache_mb: int = 256, n_threads_batch: int = 0, n_batch: int = 0, n_ubatch: int = 0,
+        adapt_threads: int = 1,
     ) -> None:
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
@@ -70,7 +76,8 @@ class LlamaCppChat:
         self.context_tokens = n_ctx
         """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
         self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "prompt_cache_mb": prompt_cache_mb,
-                         "n_threads_batch": n_threads_batch, "n_batch": n_batch, "n_ubatch": n_ubatch}
+                         "n_threads_batch": n_threads_batch, "n_batch": n_batch, "n_ubatch": n_ubatch,
+                         "adapt_threads": adapt_threads}
         self.timings: dict[str, float] = {}
         """llama.cpp's counters of the last call: ``prompt_evaluated`` tokens (those not reused from a cached
         prefix) and ``prompt_ms``, ``generated`` tokens and ``generate_ms`` (read by benchmarks)."""
@@ -128,9 +135,10 @@ def _require_llama_cpp() -> None:
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:
     """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
     ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``, and
-    ``n_threads_batch``, ``n_batch``, ``n_ubatch``)."""
+    ``n_threads_batch``, ``n_batch``, ``n_ubatch``, ``adapt_threads``)."""
     target = spec.target or "smollm2"
-    known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb", "n_threads_batch", "n_batch", "n_ubatch")
+    known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb", "n_threads_batch", "n_batch", "n_ubatch",
+             "adapt_threads")
     options = {k: int(v) for k, v in spec.params.items() if k in known}
     if target.endswith(".gguf") or "/" in target:
         return LlamaCppChat(Path(target).expanduser(), **options)

@@ -8,12 +8,13 @@ every stored clip and the consolidation records stay intact.
 
 Protocol (stdout carries only protocol lines; anything native code prints goes to stderr):
 the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}`` (optionally ``n_threads_batch``,
-``n_batch``, ``n_ubatch``, ``prompt_cache_mb``), answered by
+``n_batch``, ``n_ubatch``, ``prompt_cache_mb``, ``adapt_threads``), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
 ``{"text", "prompt_tokens", "completion_tokens", "cached_tokens", "timings"}`` or an error (``cached_tokens``:
 prompt tokens not evaluated again, served by the kept state of an earlier prompt's prefix; ``timings``:
-llama.cpp's own count and milliseconds of the prompt tokens it evaluated and of the generated tokens). Error
+llama.cpp's own count and milliseconds of the prompt tokens it evaluated and of the generated tokens, and the
+threads the call used: with ``adapt_threads`` (default on) no more than the cores free when it started). Error
 kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
 ``failed``. The worker ends when its input ends (its parent closed it), or within a second of its
@@ -47,7 +48,7 @@ def main() -> int:
         return 0
     grammars: dict[str, Any] = {}
     while (request := _read(sys.stdin)) is not None:
-        _write(out, _answer(llama, grammars, request))
+        _write(out, _answer(llama, grammars, request, init))
     return 0
 
 
@@ -132,10 +133,51 @@ def _prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     return PrefixCache(capacity_bytes=capacity_bytes)
 
 
-def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+def free_cores(window_s: float = 0.1) -> float | None:
+    """Cores left idle by every process over the next ``window_s`` (Linux ``/proc/stat``); ``None`` elsewhere."""
+    def idle_and_total() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait; user..steal
+
+    try:
+        idle0, total0 = idle_and_total()
+        time.sleep(window_s)
+        idle1, total1 = idle_and_total()
+    except (OSError, ValueError, IndexError):
+        return None
+    cores = os.cpu_count() or 1
+    return cores * (idle1 - idle0) / (total1 - total0) if total1 > total0 else None
+
+
+def threads_for(configured: int, free: float | None) -> int:
+    """Threads for a call: ``configured`` while that many cores are free, else the free ones (at least 1).
+
+    llama.cpp's threads meet after every layer, so one thread that loses its core to another process holds
+    up the others: measured with the 1.5B on 2 cores, 2 threads generated 11.6 tokens/s on free cores and
+    1.0 with one busy process beside them, 1 thread 7.2-7.9 either way (docs/benchmarks.md, Answer latency)."""
+    if free is None:
+        return configured
+    return max(1, min(configured, int(free + 0.5)))
+
+
+def _set_threads(llama: Any, init: dict[str, Any]) -> dict[str, int]:
+    """Fit this call's generation and prompt threads to the cores free now (``adapt_threads``, on by default)."""
+    generate = int(init.get("n_threads") or 1)
+    batch = int(init.get("n_threads_batch") or os.cpu_count() or 1)
+    if int(init.get("adapt_threads", 1)):
+        free = free_cores()
+        generate, batch = threads_for(generate, free), threads_for(batch, free)
+    _llama_cpp().llama_set_n_threads(llama.ctx, generate, batch)
+    return {"threads": generate, "threads_batch": batch}
+
+
+def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any],
+            init: dict[str, Any] | None = None) -> dict[str, Any]:
     """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
     schema = request.get("grammar_schema")
     llama_cpp = _llama_cpp()
+    threads = _set_threads(llama, init or {})
     llama_cpp.llama_perf_context_reset(llama.ctx)
     try:
         grammar = _grammar(grammars, schema) if schema else None
@@ -153,7 +195,7 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any]) -> di
     prompt_evaluated = int(perf.n_p_eval) + int(perf.n_eval) - completion
     return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
             "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated)),
-            "timings": _timings(perf)}
+            "timings": _timings(perf) | threads}
 
 
 def _timings(perf: Any) -> dict[str, float]:
