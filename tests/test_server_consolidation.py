@@ -150,7 +150,7 @@ def test_a_job_submitted_while_consolidating_starts_after_one_unit(jfk: Path, in
     def after_unit(report: Any) -> None:
         committed.append(time.time())
         if not submitted:  # a user submits a job while the first video is being consolidated
-            submitted.append(ctx.require_jobs().submit(str(jfk), "path", "again", max_clips=1).id)
+            submitted.append(ctx.require_jobs().submit(str(jfk.resolve()), "path", "again", max_clips=1).id)
 
     ctx.consolidator.on_unit = after_unit
     with TestClient(app, base_url="http://127.0.0.1") as client:
