@@ -146,7 +146,8 @@ class Counted:
     def chat(self, messages: Any, **kwargs: Any) -> Any:
         reply = self.inner.chat(messages, **kwargs)
         for key, value in (getattr(self.inner, "timings", None) or {}).items():
-            self.totals[key] = round(self.totals.get(key, 0) + value, 1)
+            kept = self.totals.get(key, 0)
+            self.totals[key] = max(kept, value) if key.startswith("threads") else round(kept + value, 1)
         return reply
 
     def __getattr__(self, name: str) -> Any:
