@@ -161,23 +161,22 @@ def threads_for(configured: int, free: float | None) -> int:
     return max(1, min(configured, int(free + 0.5)))
 
 
-def _set_threads(llama: Any, init: dict[str, Any]) -> dict[str, int]:
+def _set_threads(llama_cpp: Any, llama: Any, init: dict[str, Any]) -> dict[str, int]:
     """Fit this call's generation and prompt threads to the cores free now (``adapt_threads``, on by default)."""
     generate = int(init.get("n_threads") or 1)
     batch = int(init.get("n_threads_batch") or os.cpu_count() or 1)
     if int(init.get("adapt_threads", 1)):
         free = free_cores()
         generate, batch = threads_for(generate, free), threads_for(batch, free)
-    _llama_cpp().llama_set_n_threads(llama.ctx, generate, batch)
+    llama_cpp.llama_set_n_threads(llama.ctx, generate, batch)
     return {"threads": generate, "threads_batch": batch}
 
 
-def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any],
-            init: dict[str, Any] | None = None) -> dict[str, Any]:
+def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init: dict[str, Any]) -> dict[str, Any]:
     """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
     schema = request.get("grammar_schema")
     llama_cpp = _llama_cpp()
-    threads = _set_threads(llama, init or {})
+    threads = _set_threads(llama_cpp, llama, init)
     llama_cpp.llama_perf_context_reset(llama.ctx)
     try:
         grammar = _grammar(grammars, schema) if schema else None

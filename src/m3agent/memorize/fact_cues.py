@@ -69,13 +69,12 @@ def speech_quote(memory: Memory) -> str | None:
 
 
 def fact_bearing(memory: Memory) -> bool:
-    """Whether ``memory`` could carry a lasting fact (see the module docstring)."""
-    if memory.provenance.startswith(SENSE_PROVENANCE):
+    """Whether ``memory`` could carry a lasting fact (see the module docstring): a description it reads, or
+    speech with a cue."""
+    if not readable(memory):
         return False
     quote = speech_quote(memory)
-    if quote is None:
-        return bool(memory.entity_ids) and not FIXED_FORMS.match(memory.text)
-    return bool(CUE.search(quote)) or _has_proper_noun(quote)
+    return quote is None or bool(CUE.search(quote)) or _has_proper_noun(quote)
 
 
 def _has_proper_noun(quote: str) -> bool:

@@ -37,8 +37,8 @@ PROVENANCE = "perception-writer/1"
 
 
 class PerceptionWriter:
-    """The :class:`~m3agent.memorize.MemoryWriter` over :func:`write_clip` (no model, no equivalences:
-    face-voice links come from audio-visual evidence in identity resolution)."""
+    """The :class:`~m3agent.memorize.MemoryWriter` over :func:`clip_memories` and the scene memories (no model,
+    no equivalences: face-voice links come from audio-visual evidence in identity resolution)."""
 
     def write(self, clip_input: ClipInput) -> WriterOutput:
         from m3agent.memorize.scene_memories import scene_memories

@@ -49,8 +49,9 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
     in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own."""
     out = [_memory(clip, f'On screen {span(t.start_s, t.end_s)}: "{t.text}"', t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
+
     def unsummarised(start: float, end: float) -> bool:
-        return not any(start < s.end_s and end >= s.start_s for s in senses.shots)
+        return not any(_in_shot(start, end, s) for s in senses.shots)
 
     out += [_memory(clip, f"{_objects_phrase(o)} {_verb(o)} visible {span(o.start_s, o.end_s)}.", o.start_s,
                     o.end_s, o.score) for o in senses.objects
@@ -109,7 +110,7 @@ class _Frame:
 def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[FaceTrack],
                   voices: Sequence[VoiceSegment], frame: _Frame) -> Memory | None:
     def inside(start: float, end: float) -> bool:
-        return start < shot.end_s and end >= shot.start_s
+        return _in_shot(start, end, shot)
 
     seen: dict[int, list[FaceObservation]] = {}
     for obs in sorted((o for t in tracks for o in t.observations), key=lambda o: o.time_s):
@@ -139,6 +140,11 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     opening = OPENING if shot.cut else ""
     text = f"{SHOT_HEAD}{span(shot.start_s, shot.end_s)}{opening}: " + "; ".join(parts) + "."
     return _memory(clip, text, shot.start_s, shot.end_s, entities=[*faces, *speakers[:SUMMARY_ITEMS]])
+
+
+def _in_shot(start: float, end: float, shot: Shot) -> bool:
+    """Whether the span ``start``-``end`` (an instant when equal) falls in ``shot``: the summary tells it."""
+    return start < shot.end_s and end >= shot.start_s
 
 
 def _seen(entity: int, observations: Sequence[FaceObservation], frame: _Frame) -> str:

@@ -371,9 +371,10 @@ def held_at_use(source: str, folders: list[Path]) -> Iterator[str]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise AccessDeniedError(f"{source} is not a file", hint="name a video or audio file")
         by_fd = Path(f"/proc/{os.getpid()}/fd/{fd}")
-        opened = os.readlink(by_fd) if by_fd.is_symlink() else str(resolved)
+        pinned = by_fd.is_symlink()  # Linux's /proc; elsewhere the checked path is read
+        opened = os.readlink(by_fd) if pinned else str(resolved)
         if opened != source or str(resolved) != source:
             raise swapped
-        yield str(by_fd) if by_fd.is_symlink() else source
+        yield str(by_fd) if pinned else source
     finally:
         os.close(fd)
