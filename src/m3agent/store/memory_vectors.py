@@ -62,6 +62,7 @@ SNAPSHOT_NAME = "memories"
 CHUNK_BYTES = 32 << 20
 READ_BATCH = 20_000
 BUILD_THREADS = 1  # the background graph build leaves the other core to the searches
+WAITED_BUILD_THREADS = 0  # a build the caller waits for uses every core (0); 1 gives a reproducible graph
 
 _ROWS_SQL = (
     "SELECT m.id, v.id, m.clip_index, m.kind = 'semantic', m.start_s, m.end_s, m.embedding "
@@ -128,7 +129,7 @@ class MemoryVectors:
         if wait:
             self.wait()  # a build already running in the background, else one here on every core
             if self.ann is None and self.mirror.n_alive >= ANN_MIN_ROWS:
-                self._build_graph(threads=0, save=False)
+                self._build_graph(threads=WAITED_BUILD_THREADS, save=False)
             with self.lock:
                 pending = self.changes > 0 and writable
             if pending:
