@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.bench.environment import environment
 from m3agent.bench.locomo_data import LocomoSample, adversarial_attribution, default_locomo_path, load_locomo
-from m3agent.bench.locomo_ingest import ingest_sample
+from m3agent.bench.locomo_ingest import INGEST_FORMAT, ingest_sample
 from m3agent.bench.locomo_retrieval import RetrievalRun, summarise
 from m3agent.bench.progress import progress
 from m3agent.bench.reference_search import REFERENCE_THRESHOLD, REFERENCE_TOP_CLIPS
@@ -46,7 +46,7 @@ def run_locomo(
 
     Retrieval recall is always measured; QA accuracy only when
     ``retrieval_only`` is False and both ``llm`` and ``judge`` are given.
-    ``store_path`` defaults to ``<cache_dir>/bench/locomo-<embedder>.db``.
+    ``store_path`` defaults to ``<cache_dir>/bench/locomo-v<ingest format>-<embedder>.db``.
     """
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
@@ -113,7 +113,7 @@ def _select(samples: list[LocomoSample], sample_ids: Sequence[str] | None) -> li
 
 def _default_store(settings: Settings, embedder: Embedder) -> Path:
     slug = re.sub(r"[^A-Za-z0-9.-]+", "-", embedder.name)
-    return settings.resolved_cache_dir() / "bench" / f"locomo-{slug}.db"
+    return settings.resolved_cache_dir() / "bench" / f"locomo-v{INGEST_FORMAT}-{slug}.db"
 
 
 def _result(

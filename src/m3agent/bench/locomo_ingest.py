@@ -1,8 +1,11 @@
 """LoCoMo conversations as memories: one video per conversation, one clip per session.
 
 Speakers become voice entities named after them; every dialog turn becomes
-an episodic memory ``"<voice_k> said: ..."`` and every shared image (given
-only as a BLIP caption) a visual memory ``"<voice_k> shared an image: ..."``.
+one episodic memory ``"<voice_k> said: ..."``, a shared image (given only as
+a BLIP caption) in the same memory: ``"... [shared an image: ...]"`` (as a
+memory of its own it took a second place in the top k for the same turn).
+:data:`INGEST_FORMAT` names the layout in the default store's file name, so a
+store written in another layout is not reused.
 Each memory's provenance carries its ``dia_id`` so retrieval can be scored
 against the evidence ids of the QA items. Sessions have no duration, so each
 is laid out as a clip of ``clip_seconds`` with turns evenly spaced in it; the
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import ClipWriter, MemoryStore
 
 PROVENANCE_PREFIX = "locomo"
+INGEST_FORMAT = 2
+"""1: image captions as memories of their own; 2: one memory per turn, its image caption inside."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +40,8 @@ class IngestStats:
     seconds: float
 
 
-def provenance(sample_id: str, dia_id: str, image: bool = False) -> str:
-    return f"{PROVENANCE_PREFIX} {sample_id} {dia_id}" + (" image" if image else "")
+def provenance(sample_id: str, dia_id: str) -> str:
+    return f"{PROVENANCE_PREFIX} {sample_id} {dia_id}"
 
 
 def dia_id_of(memory: Memory) -> str | None:
@@ -100,11 +105,9 @@ def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]
         voice = voices[turn.speaker]
         start = clip.start_s + i * step
         said = f"{tags.voice(voice)} said: {turn.text}"
-        yield _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
         if turn.image_caption:
-            shown = f"{tags.voice(voice)} shared an image: {turn.image_caption}"
-            source = provenance(sample_id, turn.dia_id, image=True)
-            yield _memory(sample_id, clip, shown, voice, start, start + step, source)
+            said += f" [shared an image: {turn.image_caption}]"
+        yield _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
 
 
 def _memory(sample_id: str, clip: Clip, text: str, voice: int, start: float, end: float, source: str) -> Memory:
