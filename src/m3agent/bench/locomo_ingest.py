@@ -4,6 +4,8 @@ Speakers become voice entities named after them; every dialog turn becomes
 one episodic memory ``"<voice_k> said: ..."``, a shared image (given only as
 a BLIP caption) in the same memory: ``"... [shared an image: ...]"`` (as a
 memory of its own it took a second place in the top k for the same turn).
+A memory's vector is computed from the previous turn's line and its own, so a
+reply is found by the question it answers; its text stays its own line.
 :data:`INGEST_FORMAT` names the layout in the default store's file name, so a
 store written in another layout is not reused.
 Each memory's provenance carries its ``dia_id`` so retrieval can be scored
@@ -28,8 +30,9 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import ClipWriter, MemoryStore
 
 PROVENANCE_PREFIX = "locomo"
-INGEST_FORMAT = 2
-"""1: image captions as memories of their own; 2: one memory per turn, its image caption inside."""
+INGEST_FORMAT = 3
+"""1: image captions as memories of their own; 2: one memory per turn, its image caption inside; 3: as 2,
+each turn's vector computed with the previous turn before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +89,8 @@ def _ingest_session(
             if speaker not in voices:
                 voices[speaker] = writer.add_entity(EntityKind.VOICE, [], name=speaker).id
         drafts = list(_drafts(sample_id, clip, session, voices))
-        vectors = embedder.embed([d.text for d in drafts])
-        _add_all(writer, drafts, vectors)
+        vectors = embedder.embed([context for _, context in drafts])
+        _add_all(writer, [memory for memory, _ in drafts], vectors)
     return len(drafts)
 
 
@@ -98,16 +101,21 @@ def _add_all(writer: ClipWriter, drafts: list[Memory], vectors: Iterable[Any]) -
         writer.add_memory(replace(draft, embedding=vector))
 
 
-def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]) -> Iterable[Memory]:
-    """Memories of one session without embeddings, in turn order."""
+def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]) -> Iterable[tuple[Memory, str]]:
+    """Memories of one session without embeddings, in turn order, each with the text its vector is computed
+    from: the previous turn's line, then its own (a reply such as "Yes, last May!" is found by what it
+    answers). The memory's text, which keyword search and the answer prompt see, is its own line only."""
     step = clip.duration_s / max(1, len(session.turns))
+    previous = ""
     for i, turn in enumerate(session.turns):
         voice = voices[turn.speaker]
         start = clip.start_s + i * step
         said = f"{tags.voice(voice)} said: {turn.text}"
         if turn.image_caption:
             said += f" [shared an image: {turn.image_caption}]"
-        yield _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
+        memory = _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
+        yield memory, f"{previous}\n{said}" if previous else said
+        previous = said
 
 
 def _memory(sample_id: str, clip: Clip, text: str, voice: int, start: float, end: float, source: str) -> Memory:
