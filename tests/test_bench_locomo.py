@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -46,11 +47,15 @@ def test_ingest_layout(store: MemoryStore, conv26: LocomoSample) -> None:
     assert first.text == f"<voice_{caroline}> said: Hey Mel! Good to see you! How have you been?"
     assert first.entity_ids == (caroline,) and first.clip_index == 0
     second = next(m for m in memories if dia_id_of(m) == "D1:2")
-    # a turn's vector is computed with the previous turn's line before it; its text is its own line
+    # a reply's vector is computed with the question before it ("How have you been?"); its text is its own line
     assert second.text.startswith(f"<voice_{melanie(voices)}> said: ") and "Hey Mel" not in second.text
     assert _same(first.embedding, embedder.embed([first.text])[0])
     assert _same(second.embedding, embedder.embed([f"{first.text}\n{second.text}"])[0])
     assert not _same(second.embedding, embedder.embed([second.text])[0])
+    turns = conv26.sessions[0].turns
+    after_statement = next(t for p, t in pairwise(turns) if "?" not in p.text)
+    alone = next(m for m in memories if dia_id_of(m) == after_statement.dia_id)
+    assert _same(alone.embedding, embedder.embed([alone.text])[0])
     (shared,) = [m for m in memories if dia_id_of(m) == "D1:5"]
     assert shared.text.startswith(f"<voice_{caroline}> said: ") and "[shared an image: a photo of a dog" in shared.text
     video = store.get_video("conv-26")
