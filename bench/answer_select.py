@@ -24,7 +24,7 @@ SHARED = REPO.parent / "shared"
 
 
 def evaluate(questions: int, llm: str | None, settings: Any) -> dict[str, Any]:
-    from m3agent.bench.locomo import ensure_ingested
+    from m3agent.bench.locomo import default_store, ensure_ingested
     from m3agent.bench.locomo_data import default_locomo_path, load_locomo
     from m3agent.bench.locomo_ingest import dia_id_of
     from m3agent.control import AgentConfig, ask
@@ -41,7 +41,7 @@ def evaluate(questions: int, llm: str | None, settings: Any) -> dict[str, Any]:
     config = AgentConfig.from_settings(mode="select")
     counts = {"retrieval_top": 0, "reranker": 0, "model_choice": 0, "gold_among_shown": 0, "answered": 0}
     seconds = []
-    db = settings.resolved_cache_dir() / "bench" / f"locomo-{embedder.name}.db"
+    db = default_store(settings, embedder)
     db.parent.mkdir(parents=True, exist_ok=True)
     with open_store(str(db)) as store:
         ensure_ingested(store, embedder, samples, settings.media.clip_seconds, False)

@@ -52,7 +52,7 @@ def run_row(
     clip_k: int | None = None, scores: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Answer ``items`` in ``mode`` with ``llm`` (resuming the row's JSONL); the records of ``items``."""
-    from m3agent.bench.locomo import ensure_ingested
+    from m3agent.bench.locomo import default_store, ensure_ingested
     from m3agent.bench.qa_metrics import score
     from m3agent.bench.results_io import JsonlLog
     from m3agent.control import AgentConfig, ask
@@ -69,7 +69,8 @@ def run_row(
     log = JsonlLog(settings.resolved_cache_dir() / "bench" / "locomo_qa" / f"{tag}.jsonl")
     done = {r["qid"]: r for r in log.read()}
     carried = _carry(JsonlLog(scores / f"{tag}.jsonl"), done) if scores else None
-    db = settings.resolved_cache_dir() / "bench" / f"locomo-{embedder.name}.db"
+    db = default_store(settings, embedder)
+    db.parent.mkdir(parents=True, exist_ok=True)
     with open_store(str(db)) as store:
         ensure_ingested(store, embedder, sorted({s for s, _, _ in items}, key=lambda s: s.sample_id), 30.0, False)
         for sample, index, item in interleaved(items):

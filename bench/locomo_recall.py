@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default=None, help="text embedder (default: settings, i.e. minilm)")
     parser.add_argument("--samples", nargs="*", default=None, help="LoCoMo sample ids (default: all 10)")
-    parser.add_argument("--store", default=None, help="store path (default: <cache>/bench/locomo-<embedder>.db)")
+    parser.add_argument("--store", default=None, help="store (default: <cache>/bench/locomo-v<format>-<embedder>.db)")
     parser.add_argument("--data", default=None, help="path of locomo10.json (default: ../shared/data/locomo)")
     parser.add_argument("--json", default=None, help="also write the full result as JSON here")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from m3agent.bench.locomo_data import LocomoSample, load_locomo
 from m3agent.bench.locomo_ingest import dia_id_of
 from m3agent.bench.locomo_retrieval import RetrievalRun, evidence_recall, summarise
 from m3agent.bench.reference_search import ReferenceClipSearch
-from m3agent.domain import EntityKind
+from m3agent.domain import Entity, EntityKind, Vector
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.settings import Settings
 from m3agent.store.protocol import MemoryStore
@@ -38,21 +39,40 @@ def test_ingest_layout(store: MemoryStore, conv26: LocomoSample) -> None:
     voices = store.entities(EntityKind.VOICE)
     assert sorted(e.name for e in voices) == ["Caroline", "Melanie"]
     memories = store.memories("conv-26")
-    images = sum(1 for s in conv26.sessions for t in s.turns if t.image_caption)
     turns = sum(len(s.turns) for s in conv26.sessions)
-    assert len(memories) == turns + images
+    assert len(memories) == turns  # one per turn, a shared image's caption inside it
     assert {dia_id_of(m) for m in memories} == conv26.dia_ids()
     caroline = next(e.id for e in voices if e.name == "Caroline")
     first = next(m for m in memories if dia_id_of(m) == "D1:1")
     assert first.text == f"<voice_{caroline}> said: Hey Mel! Good to see you! How have you been?"
     assert first.entity_ids == (caroline,) and first.clip_index == 0
-    shared = [m for m in memories if dia_id_of(m) == "D1:5"]
-    assert any("shared an image: a photo of a dog" in m.text for m in shared)
+    second = next(m for m in memories if dia_id_of(m) == "D1:2")
+    # a reply's vector is computed with the question before it ("How have you been?"); its text is its own line
+    assert second.text.startswith(f"<voice_{melanie(voices)}> said: ") and "Hey Mel" not in second.text
+    assert _same(first.embedding, embedder.embed([first.text])[0])
+    assert _same(second.embedding, embedder.embed([f"{first.text}\n{second.text}"])[0])
+    assert not _same(second.embedding, embedder.embed([second.text])[0])
+    turns = conv26.sessions[0].turns
+    after_statement = next(t for p, t in pairwise(turns) if "?" not in p.text)
+    alone = next(m for m in memories if dia_id_of(m) == after_statement.dia_id)
+    assert _same(alone.embedding, embedder.embed([alone.text])[0])
+    (shared,) = [m for m in memories if dia_id_of(m) == "D1:5"]
+    assert shared.text.startswith(f"<voice_{caroline}> said: ") and "[shared an image: a photo of a dog" in shared.text
     video = store.get_video("conv-26")
     assert video.metadata["session_dates"]["0"] == "1:56 pm on 8 May, 2023"
     assert len(store.clips("conv-26")) == len(conv26.sessions)
     again = ensure_ingested(store, embedder, [conv26], show_progress=False)
     assert again["reused"] == ["conv-26"] and not again["ingested"]
+
+
+def melanie(voices: list[Entity]) -> int:
+    return next(e.id for e in voices if e.name == "Melanie")
+
+
+def _same(stored: Vector | None, expected: Vector) -> bool:
+    import numpy as np
+
+    return stored is not None and bool(np.allclose(stored, expected / np.linalg.norm(expected), atol=1e-6))
 
 
 def test_reference_search_returns_whole_top_clips(store: MemoryStore, conv26: LocomoSample) -> None:
@@ -111,7 +131,7 @@ def test_run_locomo_end_to_end_on_one_sample(tmp_path: Path, data_dir: Path) -> 
         "mean_returned",
         "reference",
     }
-    assert (tmp_path / "bench" / "locomo-hash-256.db").exists()
+    assert (tmp_path / "bench" / "locomo-v3-hash-256.db").exists()
     env = result["environment"]
     assert env["machine"]["cores"] and env["git_commit"] and env["models"]["embedder"] == "hash-256"
     assert set(result["targets"]) == {"recall_at_10", "recall_at_20", "recall_per_returned_beats_reference"}

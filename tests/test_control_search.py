@@ -158,3 +158,26 @@ def test_intent_routing_is_not_by_substring(world: World) -> None:
     assert parse_query("who is Alice?", index).intent is Intent.CHARACTER_OF
     assert parse_query("the character id card on the table", index).intent is Intent.CHARACTER_OF
     assert parse_query("what does Alice drink", index).intent is Intent.SEARCH
+
+
+def test_a_restricted_search_embeds_what_is_asked_without_who(world: World) -> None:
+    """Who is settled by the entity filter; the vector query keeps only the rest (alias variants of the names
+    as <face_i>/<voice_j> tags cost LoCoMo recall)."""
+    from m3agent.control.ranking import without_names
+
+    asked: list[str] = []
+    embed = world.embedder.embed
+
+    def spy(texts: list[str]):  # type: ignore[no-untyped-def]
+        asked.extend(texts)
+        return embed(texts)
+
+    world.embedder.embed = spy
+    alice = world.character(2)
+    drink = searcher(world).search_memory("What coffee does Alice's friend Alice drink?", k=3)
+    assert drink.hits[0].text == f"<character_{alice}> says she always drinks black coffee."
+    assert asked == ["What coffee does friend drink?"]
+    asked.clear()
+    searcher(world).search_memory("what did <character_1> buy at the bakery", k=3)
+    assert asked == ["what did buy at the bakery"]
+    assert without_names("Did ALICE's dog meet Alicent?", ["Alice"]) == "Did dog meet Alicent?"

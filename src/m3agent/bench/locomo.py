@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.bench.environment import environment
 from m3agent.bench.locomo_data import LocomoSample, adversarial_attribution, default_locomo_path, load_locomo
-from m3agent.bench.locomo_ingest import ingest_sample
+from m3agent.bench.locomo_ingest import INGEST_FORMAT, ingest_sample
 from m3agent.bench.locomo_retrieval import RetrievalRun, summarise
 from m3agent.bench.progress import progress
 from m3agent.bench.reference_search import REFERENCE_THRESHOLD, REFERENCE_TOP_CLIPS
@@ -46,7 +46,7 @@ def run_locomo(
 
     Retrieval recall is always measured; QA accuracy only when
     ``retrieval_only`` is False and both ``llm`` and ``judge`` are given.
-    ``store_path`` defaults to ``<cache_dir>/bench/locomo-<embedder>.db``.
+    ``store_path`` defaults to ``<cache_dir>/bench/locomo-v<ingest format>-<embedder>.db``.
     """
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
@@ -54,7 +54,7 @@ def run_locomo(
     embedder = embedder or create_embedder(settings.embedder)
     data = Path(data_path) if data_path else default_locomo_path(settings.shared_dir)
     samples = _select(load_locomo(data), sample_ids)
-    path = Path(store_path) if store_path else _default_store(settings, embedder)
+    path = Path(store_path) if store_path else default_store(settings, embedder)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_store(str(path)) as store:
         ingest = ensure_ingested(store, embedder, samples, settings.media.clip_seconds, show_progress)
@@ -111,9 +111,11 @@ def _select(samples: list[LocomoSample], sample_ids: Sequence[str] | None) -> li
     return chosen
 
 
-def _default_store(settings: Settings, embedder: Embedder) -> Path:
+def default_store(settings: Settings, embedder: Embedder) -> Path:
+    """``<cache_dir>/bench/locomo-v<ingest format>-<embedder>.db``: one store per layout and embedder, so a
+    store written by another ingest format or embedder is never reused."""
     slug = re.sub(r"[^A-Za-z0-9.-]+", "-", embedder.name)
-    return settings.resolved_cache_dir() / "bench" / f"locomo-{slug}.db"
+    return settings.resolved_cache_dir() / "bench" / f"locomo-v{INGEST_FORMAT}-{slug}.db"
 
 
 def _result(

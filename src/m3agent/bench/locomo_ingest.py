@@ -1,8 +1,14 @@
 """LoCoMo conversations as memories: one video per conversation, one clip per session.
 
 Speakers become voice entities named after them; every dialog turn becomes
-an episodic memory ``"<voice_k> said: ..."`` and every shared image (given
-only as a BLIP caption) a visual memory ``"<voice_k> shared an image: ..."``.
+one episodic memory ``"<voice_k> said: ..."``, a shared image (given only as
+a BLIP caption) in the same memory: ``"... [shared an image: ...]"`` (as a
+memory of its own it took a second place in the top k for the same turn).
+A reply's vector is computed from the previous turn's line and its own when
+that turn asked something ("?"), so it is found by the question it answers;
+the memory's text stays its own line.
+:data:`INGEST_FORMAT` names the layout in the default store's file name, so a
+store written in another layout is not reused.
 Each memory's provenance carries its ``dia_id`` so retrieval can be scored
 against the evidence ids of the QA items. Sessions have no duration, so each
 is laid out as a clip of ``clip_seconds`` with turns evenly spaced in it; the
@@ -25,6 +31,9 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import ClipWriter, MemoryStore
 
 PROVENANCE_PREFIX = "locomo"
+INGEST_FORMAT = 3
+"""1: image captions as memories of their own; 2: one memory per turn, its image caption inside; 3: as 2,
+a reply's vector computed with the question before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +44,8 @@ class IngestStats:
     seconds: float
 
 
-def provenance(sample_id: str, dia_id: str, image: bool = False) -> str:
-    return f"{PROVENANCE_PREFIX} {sample_id} {dia_id}" + (" image" if image else "")
+def provenance(sample_id: str, dia_id: str) -> str:
+    return f"{PROVENANCE_PREFIX} {sample_id} {dia_id}"
 
 
 def dia_id_of(memory: Memory) -> str | None:
@@ -81,8 +90,8 @@ def _ingest_session(
             if speaker not in voices:
                 voices[speaker] = writer.add_entity(EntityKind.VOICE, [], name=speaker).id
         drafts = list(_drafts(sample_id, clip, session, voices))
-        vectors = embedder.embed([d.text for d in drafts])
-        _add_all(writer, drafts, vectors)
+        vectors = embedder.embed([context for _, context in drafts])
+        _add_all(writer, [memory for memory, _ in drafts], vectors)
     return len(drafts)
 
 
@@ -93,18 +102,22 @@ def _add_all(writer: ClipWriter, drafts: list[Memory], vectors: Iterable[Any]) -
         writer.add_memory(replace(draft, embedding=vector))
 
 
-def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]) -> Iterable[Memory]:
-    """Memories of one session without embeddings, in turn order."""
+def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]) -> Iterable[tuple[Memory, str]]:
+    """Memories of one session without embeddings, in turn order, each with the text its vector is computed
+    from: after a turn that asks something, that turn's line and then its own (a reply such as "Yes, last
+    May!" is found by the question it answers; context from every previous turn measured 0.5 points lower
+    recall@10). The memory's text, which keyword search and the answer prompt see, is its own line only."""
     step = clip.duration_s / max(1, len(session.turns))
+    question = ""
     for i, turn in enumerate(session.turns):
         voice = voices[turn.speaker]
         start = clip.start_s + i * step
         said = f"{tags.voice(voice)} said: {turn.text}"
-        yield _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
         if turn.image_caption:
-            shown = f"{tags.voice(voice)} shared an image: {turn.image_caption}"
-            source = provenance(sample_id, turn.dia_id, image=True)
-            yield _memory(sample_id, clip, shown, voice, start, start + step, source)
+            said += f" [shared an image: {turn.image_caption}]"
+        memory = _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))
+        yield memory, f"{question}\n{said}" if question else said
+        question = said if "?" in turn.text else ""
 
 
 def _memory(sample_id: str, clip: Clip, text: str, voice: int, start: float, end: float, source: str) -> Memory:

@@ -4,8 +4,10 @@ Alias expansion is deterministic: each ``<character_k>`` (or a known name)
 in the query is replaced by each of the character's ``<face_i>``/``<voice_j>``
 tags, the variants enumerated in order and capped; a memory's similarity is
 its best cosine over the variants. Reciprocal rank fusion
-(``sum 1 / (rrf_k + rank)``) combines the vector and keyword rankings
-without calibrating their score scales against each other.
+(``sum weight / (rrf_k + rank)``) combines the vector and keyword rankings
+without calibrating their score scales against each other; ``rrf_k`` 10 and
+a keyword weight of 0.7 were chosen on half of LoCoMo (docs/benchmarks.md,
+LoCoMo retrieval: levers).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 MAX_VARIANTS = 8
+RRF_K = 10
+"""Small: the first few ranks of either list dominate (60, the usual constant, flattened them)."""
+KEYWORD_WEIGHT = 0.7
+"""BM25's share against the vector ranking's 1.0 in the fusion."""
 _WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
@@ -86,6 +92,14 @@ def _entity_tags(index: CharacterIndex, character: int | None) -> tuple[str, ...
     return tuple(index.entity_tags[eid] for eid in entity_ids if eid in index.entity_tags)
 
 
+def without_names(text: str, names: Sequence[str] = ()) -> str:
+    """``text`` with its tags and the ``names`` (whole words, any case, with a possessive ``'s``) removed."""
+    plain = tags.rewrite(text, lambda _tag: " ")
+    for name in names:
+        plain = re.sub(r"(?<!\w)" + re.escape(name) + r"(?:['’]s)?(?!\w)", " ", plain, flags=re.IGNORECASE)
+    return " ".join(plain.split())
+
+
 def keyword_text(text: str, drop: Sequence[str] = ()) -> str:
     """Plain content words of ``text`` for BM25: tags, punctuation, stopwords and ``drop`` words removed."""
     plain = tags.rewrite(text, lambda _tag: " ")
@@ -102,7 +116,7 @@ def hybrid_rank(
     flt: SearchFilter,
     *,
     pool: int = 60,
-    rrf_k: int = 60,
+    rrf_k: int = RRF_K,
 ) -> list[Ranked]:
     """Fuse vector ranking over ``queries`` and BM25 over ``keywords``; best first."""
     vectors = embedder.embed(list(queries))
@@ -118,6 +132,7 @@ def hybrid_rank(
 
 
 def _fuse(by_vector: list[tuple[Memory, float]], by_keyword: list[Memory], rrf_k: int) -> list[Ranked]:
+    """One ranking from both: each list adds its weight over ``rrf_k`` + rank; ties by memory id."""
     scores: dict[int, float] = {}
     memories: dict[int, Memory] = {}
     similarity: dict[int, float] = {}
@@ -127,7 +142,7 @@ def _fuse(by_vector: list[tuple[Memory, float]], by_keyword: list[Memory], rrf_k
         similarity[memory.id] = sim
     keyword_ids = set()
     for rank, memory in enumerate(by_keyword):
-        scores[memory.id] = scores.get(memory.id, 0.0) + 1.0 / (rrf_k + rank + 1)
+        scores[memory.id] = scores.get(memory.id, 0.0) + KEYWORD_WEIGHT / (rrf_k + rank + 1)
         memories.setdefault(memory.id, memory)
         keyword_ids.add(memory.id)
     order = sorted(scores, key=lambda mid: (-scores[mid], mid))

