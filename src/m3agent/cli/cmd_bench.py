@@ -90,7 +90,8 @@ bench.add_command(_script_command("ingest", "End-to-end ingest speed, memories p
 @click.option("--retrieval-only", is_flag=True, help="evidence recall only, no LLM")
 @click.option("--llm", default=None, help="agent LLM for QA accuracy")
 @click.option("--judge", default=None, help="judge LLM for QA accuracy")
-@click.option("--samples", multiple=True, help="LoCoMo sample ids (default: all 10)")
+@click.option("--samples", multiple=True,
+              help="LoCoMo sample ids, repeated or comma-separated (default: all 10)")
 @click.option("--qa-limit", type=int, default=None, help="most questions answered per sample")
 @click.option("--no-doc", is_flag=True, help="leave docs/benchmarks.md alone")
 @json_option
@@ -99,7 +100,8 @@ def locomo(ctx: click.Context, retrieval_only: bool, llm: str | None, judge: str
            qa_limit: int | None, no_doc: bool, as_json: bool) -> None:
     """LoCoMo: evidence recall of our search vs the reference's clip search, and QA accuracy with --llm/--judge."""
     result = locomo_result(build_settings(ctx, llm=llm, judge=judge), retrieval_only or not (llm and judge),
-                           list(samples) or None, qa_limit, write_doc=not no_doc)
+                           [s.strip() for arg in samples for s in arg.split(",") if s.strip()] or None, qa_limit,
+                           write_doc=not no_doc)
     print_json(result if as_json else _locomo_summary(result))
 
 
