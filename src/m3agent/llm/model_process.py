@@ -30,7 +30,7 @@ STDERR_LINES = 20
 class ModelProcess:
     """One worker serving ``model_path``; not thread-safe (the chat backend holds a lock)."""
 
-    def __init__(self, model_path: Path, options: dict[str, int], name: str) -> None:
+    def __init__(self, model_path: Path, options: dict[str, int | str], name: str) -> None:
         self.model_path = model_path
         self.options = dict(options)
         self.name = name

@@ -8,7 +8,8 @@ every stored clip and the consolidation records stay intact.
 
 Protocol (stdout carries only protocol lines; anything native code prints goes to stderr):
 the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}`` (optionally ``n_threads_batch``,
-``n_batch``, ``n_ubatch``, ``prompt_cache_mb``, ``adapt_threads``), answered by
+``n_batch``, ``n_ubatch``, ``prompt_cache_mb``, ``adapt_threads``, and ``state_dir`` with ``prompt_states_mb``:
+the on-disk states of fixed prompt prefixes, :mod:`m3agent.llm.prefix_states`), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
 ``{"text", "prompt_tokens", "completion_tokens", "cached_tokens", "timings"}`` or an error (``cached_tokens``:
@@ -29,7 +30,10 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import IO, Any
+
+from m3agent.llm.prefix_states import PrefixStates, folder_for
 
 CONTEXT_OPTIONS = ("n_threads_batch", "n_batch", "n_ubatch")
 """Optional llama.cpp context settings passed through when given (llama-cpp-python's defaults otherwise)."""
@@ -47,8 +51,9 @@ def main() -> int:
     if llama is None:
         return 0
     grammars: dict[str, Any] = {}
+    states = _prefix_states(llama, init)
     while (request := _read(sys.stdin)) is not None:
-        _write(out, _answer(llama, grammars, request, init))
+        _write(out, _answer(llama, grammars, request, init, states))
     return 0
 
 
@@ -133,6 +138,33 @@ def _prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     return PrefixCache(capacity_bytes=capacity_bytes)
 
 
+def _prefix_states(llama: Any, init: dict[str, Any]) -> PrefixStates | None:
+    """The on-disk states of fixed prompt prefixes (``state_dir``, ``prompt_states_mb``; None when off)."""
+    root, capacity_mb = init.get("state_dir"), int(init.get("prompt_states_mb", 0))
+    if not root or capacity_mb <= 0:
+        return None
+    settings = {k: init.get(k) for k in ("n_ctx", "seed", *CONTEXT_OPTIONS)}
+    try:
+        folder = folder_for(Path(root), Path(init["model_path"]), settings, str(_llama_cpp().__version__))
+    except (OSError, AttributeError):
+        return None
+    return PrefixStates(folder, capacity_mb << 20)
+
+
+def _prepare_prefix(llama: Any, states: PrefixStates | None, messages: list[dict[str, Any]]) -> dict[str, float]:
+    """Put the messages' fixed prefix in the context from disk (or evaluate and save it); its size and whether
+    it was loaded, for the call's timings. Any failure only costs the saving: the call evaluates as before."""
+    if states is None:
+        return {}
+    try:
+        prefix = states.fixed_prefix(llama, messages)
+        how = states.prepare(llama, prefix)
+    except (AttributeError, TypeError, ValueError, RuntimeError, OSError) as exc:
+        print(f"m3agent worker: prompt prefix state unusable, evaluating in full: {exc}", file=sys.stderr)
+        return {}
+    return {"prefix_tokens": float(len(prefix)), "prefix_loaded": float(how == "loaded")}
+
+
 def free_cores(window_s: float = 0.1) -> float | None:
     """Cores left idle by every process over the next ``window_s`` (Linux ``/proc/stat``); ``None`` elsewhere."""
     def idle_and_total() -> tuple[int, int]:
@@ -172,12 +204,14 @@ def _set_threads(llama_cpp: Any, llama: Any, init: dict[str, Any]) -> dict[str, 
     return {"threads": generate, "threads_batch": batch}
 
 
-def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init: dict[str, Any]) -> dict[str, Any]:
+def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init: dict[str, Any],
+            states: PrefixStates | None = None) -> dict[str, Any]:
     """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
     schema = request.get("grammar_schema")
     llama_cpp = _llama_cpp()
     threads = _set_threads(llama_cpp, llama, init)
     llama_cpp.llama_perf_context_reset(llama.ctx)
+    prefix = _prepare_prefix(llama, states, request["messages"])
     try:
         grammar = _grammar(grammars, schema) if schema else None
         out = llama.create_chat_completion(messages=request["messages"], grammar=grammar,
@@ -194,7 +228,7 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init:
     prompt_evaluated = int(perf.n_p_eval) + int(perf.n_eval) - completion
     return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
             "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated)),
-            "timings": _timings(perf) | threads}
+            "timings": _timings(perf) | threads | prefix}
 
 
 def _timings(perf: Any) -> dict[str, float]:

