@@ -24,6 +24,8 @@ from m3agent.domain import (
     FaceObservation,
     FaceTrack,
     Frame,
+    Memory,
+    MemoryKind,
     Shot,
     ShotRecord,
     Video,
@@ -248,3 +250,29 @@ def test_debate_people_get_their_side_of_the_split_screen_and_a_voice_register(d
         gender = {r.entity_id: r.value for r in rows if r.name == "apparent_gender"}
         assert gender == {face: "female" if where == "right" else "male" for face, where in side.items()}
     assert shots and all(s.kind == "live" for s in shots), "a filmed debate is live video"
+
+
+def test_a_recall_question_shows_what_the_described_person_said_first(
+        graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    """"What does the woman say ..." keeps every memory but puts a man's words (by his measured gender) after the
+    rest, and a named moment ("in the first scene") before what lies outside it."""
+    from m3agent.control.grounded import described_first
+    from m3agent.control.rerank import Candidate
+    from m3agent.control.results import Hit
+    from m3agent.graph.references import Reference
+
+    g, ids = graph
+    man = g.person_of_entity(ids["a"]).tag
+
+    def said(text: str, start: float) -> Candidate:
+        memory = Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v1", clip_index=int(start // 30),
+                        start_s=start, end_s=start + 2.0)
+        return Candidate(text, Hit(memory, text), 1.0)
+
+    his, theirs, later = (said(f'At 0:02 {man} says: "hello"', 2.0), said("At 0:40 <character_99> says: \"hi\"", 40.0),
+                          said("On screen 0:50: EXIT", 50.0))
+    order = described_first(g, "v1", Reference("woman"), [his, theirs, later])
+    assert order == [theirs, later, his]  # unknown tags and lines without a speaker keep their place
+    assert described_first(g, "v1", Reference("man"), [theirs, his]) == [theirs, his]  # he fits: order kept
+    assert described_first(g, "v1", Reference("none", scene="first"), [later, his]) == [his, later]
+    assert described_first(g, "v1", Reference("person"), [later, his]) == [later, his]  # nothing to check

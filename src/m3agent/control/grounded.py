@@ -41,8 +41,9 @@ from m3agent.control.replies import GroundedReply
 from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
-from m3agent.errors import M3AgentError, MalformedReplyError
+from m3agent.errors import M3AgentError, MalformedReplyError, NotFoundError
 from m3agent.graph.operators import EntityGraph
+from m3agent.graph.references import Reference, fits_gender, window_of
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
 
@@ -105,6 +106,9 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
         if decided is not None:
             yield from decided
             return
+    if plan is not None and graph is not None and plan.ask == "recall":
+        wider = rank_candidates(result, run.question, 2 * run.config.select_k)
+        candidates = described_first(graph, video_id or "", plan.person, wider)[: run.config.select_k]
     facts = graph_facts_for(graph, candidates, video_id, run.question) if plan is None or plan.ask != "recall" \
         else []
     if facts:
@@ -128,6 +132,33 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
         yield Observation(1, outcome.note, error=outcome.note)
     yield Thought(1, _explain(outcome))
     yield _finish(run, outcome, facts)
+
+
+def described_first(graph: EntityGraph, video_id: str, person: Reference, candidates: list[Candidate]
+                    ) -> list[Candidate]:
+    """``candidates`` with the memories of the person a recall question describes first: inside the moment it
+    names ("in the first scene", "at 0:44"), then said by someone who fits "the man" / "the woman" (measured
+    apparent gender, else voice register). Only the order changes: a description the graph cannot check (an
+    unmeasured person, a memory nobody speaks in) keeps its place, so a wrong measurement costs rank, not recall."""
+    window = window_of(graph, video_id, person)
+    gendered = person.kind in ("man", "woman")
+    if window is None and not gendered:
+        return candidates
+
+    def misfit(candidate: Candidate) -> tuple[bool, bool]:
+        memory = candidate.hit.memory if candidate.hit is not None else None
+        outside = window is not None and (memory is None or memory.video_id != video_id
+                                          or memory.end_s <= window[0] or memory.start_s >= window[1])
+        speaker = _SPEAKER_RE.match(candidate.text) if gendered else None
+        other = False
+        if speaker is not None:
+            try:
+                other = not fits_gender(graph, graph.person(speaker.group(1)), person.kind)
+            except NotFoundError:
+                other = False
+        return outside, other
+
+    return sorted(candidates, key=misfit)  # stable: the reranker's order within each group
 
 
 def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
