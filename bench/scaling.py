@@ -339,10 +339,11 @@ def render(data: Mapping[str, Any], runs: Mapping[str, Any], label: str, kind: s
         render_table(table), "",
         "How each column was obtained:", "",
         f"- **video h** = memories / {ep['per_minute']} per minute / 60: the memories per minute of the 3-minute "
-        f"episode ingested with the defaults (perception and consolidation), counted in its cached memory "
+        f"episode (13 real videos joined, speech-dense) ingested with the default settings (perception writer, "
+        f"every scene sense) and consolidated by the 1.5B (`bench/consolidate.py`), counted in its memory "
         f"`~/.cache/m3agent/bench/{ep['db']}`: {ep['memories']} memories ({_kinds(ep['by_kind'])}) in "
-        f"{ep['media_s']} s. Other real memories: {others or 'none cached'}. Speech-dense video; a quiet camera "
-        f"makes fewer memories per minute, so more hours for the same N.",
+        f"{ep['media_s']} s. Other real memories: {others or 'none cached'}. A quiet camera makes fewer memories "
+        f"per minute, so more hours for the same N.",
         f"- **ingest h** = video h x RTF on 2 cores. Perception: RTF {c['perception']['rtf']} "
         f"({c['perception']['source']}; the CPU time gives {c['perception']['cpu_s_per_media_s'] / 2:.2f} on two "
         f"idle cores). Consolidation (the packaged 1.5B writing semantic facts, after perception): RTF "
@@ -384,7 +385,8 @@ def run_sentence(run: Mapping[str, Any]) -> str:
     return (run_line(run["env"], run["command"], run["load_start"]) + f" Load average at end: {run['load_end']}.")
 
 
-def plot(table: list[dict[str, Any]], per_minute: float, path: Path = PLOT) -> bool:
+def plot(table: list[dict[str, Any]], per_minute: float, path: Path = PLOT, search_note: str = "") -> bool:
+    """2x2 panels against memories (log axes, hours of video on top); False without matplotlib."""
     try:
         import matplotlib
 
@@ -393,7 +395,7 @@ def plot(table: list[dict[str, Any]], per_minute: float, path: Path = PLOT) -> b
     except ImportError:
         print("matplotlib is not installed: no plot", flush=True)
         return False
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True)
     (ingest, size), (search, answer) = axes
 
     def line(ax: Any, key: str, label: str, *, index: int | None = None, style: str = "-o") -> None:
@@ -411,21 +413,25 @@ def plot(table: list[dict[str, Any]], per_minute: float, path: Path = PLOT) -> b
     line(size, "rows_mib", "memory rows (search-N.db)")
     line(size, "snapshot_mib", "with vector snapshot")
     line(size, "real_file_mib", "real ingest (estimate)", style="--")
+    line(search, "search_ms", "search p50", index=0)
+    line(search, "search_ms", "search p95", index=1, style="--o")
     million = next((r for r in table if r.get("million")), None)
     if million:
         size.plot([million["n"]], [million["rows_mib"]], "s", mfc="none", label="10^6: section Store (other corpus)")
         search.plot([million["n"]] * 2, [MILLION["vector_p50_ms"], MILLION["keyword_p50_ms"]], "s", mfc="none",
-                    label="10^6 p50 vector / keyword alone (section Store)")
+                    label="10^6 p50, vector / keyword alone (section Store)")
     size.set(ylabel="MiB", title="SQLite file")
-    line(search, "search_ms", "search p50", index=0)
-    line(search, "search_ms", "search p95", index=1, style="--o")
-    search.set(ylabel="ms", title="Search latency (Python API)")
+    search.set(ylabel="ms", title=f"Search latency, Python API {search_note}".strip())
+    for target in (50, 100):
+        search.axhline(target, color="grey", lw=0.5)
     line(answer, "answer_s", "answer p50", index=0)
     line(answer, "answer_s", "answer p95", index=1, style="--o")
-    line(answer, "model_s", "of which model p50", index=0, style=":^")
+    line(answer, "model_s", "of which in the model, p50", index=0, style=":^")
     answer.set(ylabel="seconds", title="Grounded answer latency (packaged 1.5B)")
+    for target in (5, 10):
+        answer.axhline(target, color="grey", lw=0.5)
     for ax in axes.flat:
-        ax.set(xscale="log", yscale="log", xlabel="memories")
+        ax.set(xscale="log", yscale="log", xlabel="memories", xlim=(50, 2e6))
         ax.grid(True, which="major", lw=0.3)
         ax.legend(fontsize=7)
         top = ax.secondary_xaxis("top", functions=(lambda n: video_hours(n, per_minute),
@@ -453,7 +459,8 @@ def write(data: dict[str, Any], label: str | None, kind: str) -> None:
     chosen = search_label(runs, label)
     files = store_files()
     replace_section(DOC, SECTION, render(data, runs, chosen, kind, files))
-    plot(rows(data, runs[chosen], kind, files), data["constants"]["episode"]["per_minute"])
+    plot(rows(data, runs[chosen], kind, files), data["constants"]["episode"]["per_minute"],
+         search_note=f"({kind}, run {chosen})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
