@@ -67,7 +67,7 @@ def test_rows_join_conversions_files_search_and_answers() -> None:
     assert first["real_file_mib"] == pytest.approx(60.0)
     assert first["rows_mib"] == 2.4 and first["snapshot_mib"] == 3.5
     assert first["search_ms"] == (50.0, 90.0)
-    assert first["answer_s"] == (12.0, 14.0) and first["model_s"] == (8.5, 9.0)
+    assert first["answer_s"] == (12.0, 14.0) and first["retrieval_s"] == (3.5, 5.0)
     assert first["prompt_tokens"] == 550 and first["load"] == (2.0, 3.0)
     assert million["n"] == 10**6 and million["million"] and "answer_s" not in million
     assert million["video_h"] == pytest.approx(10**6 / 1200)
@@ -77,7 +77,7 @@ def test_table_and_section_render() -> None:
     table = scaling.render_table(scaling.rows(_data(), _runs()["new"], "plain"))
     lines = table.splitlines()
     assert len(lines) == 4 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
-    assert lines[2].startswith("| 1,200 | 1 | 0.5 | 2.5 | 2 | 3.5 | 60 | 50 / 90 | 12 / 14 | 8.5 / 9 | 550 (310) |")
+    assert lines[2].startswith("| 1,200 | 1 | 0.5 | 2.5 | 2 | 3.5 | 60 | 50 / 90 | 12 / 14 | 3.5 / 5 | 550 (310) |")
     assert lines[3].startswith("| 1,000,000 | 833 |") and "(†)" in lines[3] and "vector 14.6 / 23.4" in lines[3]
     body = scaling.render(_data(), _runs(), "new", "plain")
     assert "Machine: AMD EPYC, 2 cores" in body and "Load average at end: 3.0." in body
