@@ -215,6 +215,7 @@ class KeywordIndex:
         self._cols: dict[str, Any] = {name: np.empty(0, dtype) for name, dtype in _DOC_COLUMNS.items()}
         self._builder: threading.Thread | None = None
         self._epoch = 0
+        self._logged = False  # the file has memory_text_changes (migration 10)
 
     # document columns --------------------------------------------------------
     def col(self, name: str) -> Any:
@@ -251,9 +252,11 @@ class KeywordIndex:
                 return
             conn.execute("BEGIN")
             try:
-                if not _has_change_log(conn):
-                    self.disabled = True
-                    return
+                if not self._logged:
+                    self._logged = _has_change_log(conn)
+                    self.disabled = not self._logged
+                    if self.disabled:
+                        return
                 if self.ready and self._replaced(conn):
                     self._reset()
                 if self.ready:
@@ -399,8 +402,10 @@ class KeywordIndex:
         try:
             built = _Build.read(conn, Tokenizer())
             self._swap_in(built, epoch)
-        except Exception:  # only an optimisation: searches stay on FTS5 without it
+        except Exception:  # only an optimisation: searches stay on FTS5 without it (not tried again)
             log.exception("could not build the keyword index")
+            with self.lock:
+                self.disabled = True
         finally:
             conn.close()
 
