@@ -434,10 +434,6 @@ class KeywordIndex:
             return None
         return [tokens[0] for tokens in found]
 
-    def hits(self, terms: Sequence[str]) -> list[int]:
-        """Alive documents holding each term."""
-        return [len(self._postings(self.terms.get(t))[0]) for t in terms]
-
     def top(self, terms: Sequence[str], k: int, flt: MirrorFilter | None,
             stats: Stats | None = None) -> tuple[IntArray, FloatArray]:
         """The best ``k`` memories for the phrases ``terms`` (one token each) that pass ``flt``, by FTS5's

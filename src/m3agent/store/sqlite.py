@@ -256,9 +256,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         index = self._synced_vectors()
         if index is not None:
             index.wait()  # a graph being built is saved with the rest
-        keywords = self._synced_keywords()
+        keywords = self._keywords if self._keywords is not None else shared_keywords(self.path)
         keywords.wait()  # a build from an older snapshot catches up from the logs: keep what it has not read
-        keywords.sync(self._db, background=False)
+        if keywords.ready:
+            keywords.sync(self._db, background=False)
         db = self._db
         with self._tx():
             if index is None or index.ann is None:
