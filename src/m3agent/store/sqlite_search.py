@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from m3agent.domain import MemoryKind, ScoredMemory, SearchFilter
@@ -70,7 +71,7 @@ def mirror_filter(db: sqlite3.Connection, flt: SearchFilter | None) -> MirrorFil
             " ORDER BY memory_id",
             list(flt.entity_ids),
         )
-        memory_ids = np.fromiter((r[0] for r in linked), np.int64)
+        memory_ids = np.fromiter(chain.from_iterable(linked), np.int64)  # no Python frame per row
     return MirrorFilter(
         videos=None if flt.video_ids is None else tuple(codes[v] for v in flt.video_ids if v in codes),
         before_clip=flt.before_clip,
