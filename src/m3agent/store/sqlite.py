@@ -13,7 +13,8 @@ savepoint inside one), a clip's writes are one transaction; video writer locks
 are ``flock`` files (:mod:`m3agent.store.sqlite_locks`). Vector search runs on
 an in-process index of the memory rows (:mod:`m3agent.store.memory_vectors`),
 keyword search on FTS5 BM25, whose segments are merged after every deletion so
-deleted text leaves the file.
+deleted text leaves the file, computed over an in-process posting index
+(:mod:`m3agent.store.keyword_index`) once that is built.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from m3agent.domain import ScoredMemory, SearchFilter
 from m3agent.errors import ConfigError, StoreError
 from m3agent.store import sqlite_search
 from m3agent.store.dialect import Dialect
+from m3agent.store.keyword_index import KeywordIndex, shared_keywords
 from m3agent.store.memory_vectors import MemoryVectors, shared_vectors
 from m3agent.store.sql_store import TABLES, SQLStore, guarded, link_confidence_of
 from m3agent.store.sqlite_errors import translated
@@ -81,6 +83,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._savepoints = itertools.count()
         self._vectors: MemoryVectors | None = None
         self._vectors_key: tuple[str, int] | None = None
+        self._keywords: KeywordIndex | None = None
         self._mirror_memo: tuple[tuple[object, ...], MirrorFilter | None] | None = None
 
     # connection ------------------------------------------------------------
@@ -91,6 +94,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 self._conn.close()
                 self._conn = None
                 self._vectors = None
+                self._keywords = None
 
     def _require_open(self) -> None:
         if self._conn is None:
@@ -210,8 +214,20 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     @guarded
     def keyword_search(self, query: str, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
-        """Top-``k`` by FTS5 BM25 over the words of ``query``; free text is escaped, never parsed."""
-        return sqlite_search.keyword_search(self._db, query, k, flt)
+        """Top-``k`` by FTS5 BM25 over the words of ``query``; free text is escaped, never parsed. Computed by
+        the process's keyword index of the file once it is built (the same ranking), by FTS5 until then."""
+        index = self._synced_keywords()
+        mirror = self._mirror_filter(flt) if index.ready else None
+        return sqlite_search.keyword_search(self._db, query, k, flt, index, mirror)
+
+    def _synced_keywords(self) -> KeywordIndex:
+        """The keyword index, caught up with the committed rows (not while a transaction is open); its build
+        starts in the background on the first call for a big enough memory."""
+        if self._keywords is None:
+            self._keywords = shared_keywords(self.path)
+        if not self._db.in_transaction:
+            self._keywords.sync(self._db)
+        return self._keywords
 
     # maintenance -----------------------------------------------------------
     @guarded
@@ -233,12 +249,17 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         """Rewrite derived data without deleted residue, then VACUUM the file.
 
         Re-saves the vector snapshot (or drops it for small stores), forgets
-        tombstones it covers, merges the FTS index and reclaims free pages.
+        tombstones and text changes the process's indexes cover, merges the FTS
+        index and reclaims free pages.
         """
         self._require_writable()
         index = self._synced_vectors()
         if index is not None:
             index.wait()  # a graph being built is saved with the rest
+        keywords = self._keywords if self._keywords is not None else shared_keywords(self.path)
+        keywords.wait()  # a build from an older snapshot catches up from the logs: keep what it has not read
+        if keywords.ready:
+            keywords.sync(self._db, background=False)
         db = self._db
         with self._tx():
             if index is None or index.ann is None:
@@ -246,8 +267,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         if index is not None and index.ann is not None:
             index.persist(db)
         covered = index.tomb_seq if index is not None else 1 << 62
+        texts = 1 << 62
+        if keywords.ready:
+            covered, texts = min(covered, keywords.tomb_seq), keywords.text_seq
         with self._tx():
             db.execute("DELETE FROM memory_tombstones WHERE seq <= ?", (covered,))
+            db.execute("DELETE FROM memory_text_changes WHERE seq <= ?", (texts,))
         self._after_delete()
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

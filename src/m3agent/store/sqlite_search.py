@@ -4,17 +4,28 @@ Vector search asks :class:`MemoryVectors` for candidates, adds the rows newer
 than its watermark (written since the last sync, e.g. inside the current
 clip transaction), then fetches the candidates from SQLite *with the filter
 applied again* and ranks them by the exact float32 cosine. Keyword search is
-FTS5 BM25 on an escaped query.
+FTS5's BM25 on an escaped query, computed over :class:`KeywordIndex` when it
+is ready (the same ranking and scores) and by FTS5 otherwise.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from m3agent.domain import MemoryKind, ScoredMemory, SearchFilter
+from m3agent.store.keyword_index import KeywordIndex, Stats, fts_totals, pending
 from m3agent.store.memory_vectors import MemoryVectors
-from m3agent.store.sqlite_rows import MEMORY_COLUMNS, filter_sql, fts_query, memory_from_row, placeholders
+from m3agent.store.sqlite_rows import (
+    MEMORY_COLUMNS,
+    filter_sql,
+    fts_terms,
+    memory_from_row,
+    phrases_query,
+    placeholders,
+)
 from m3agent.store.vectors import KIND_CODES, MirrorFilter, from_blob
 
 if TYPE_CHECKING:
@@ -23,6 +34,8 @@ if TYPE_CHECKING:
 
     IntArray = npt.NDArray[np.int64]
     FloatArray = npt.NDArray[np.float32]
+
+log = logging.getLogger(__name__)
 
 FETCH_BATCH = 500
 
@@ -58,7 +71,7 @@ def mirror_filter(db: sqlite3.Connection, flt: SearchFilter | None) -> MirrorFil
             " ORDER BY memory_id",
             list(flt.entity_ids),
         )
-        memory_ids = np.fromiter((r[0] for r in linked), np.int64)
+        memory_ids = np.fromiter(chain.from_iterable(linked), np.int64)  # no Python frame per row
     return MirrorFilter(
         videos=None if flt.video_ids is None else tuple(codes[v] for v in flt.video_ids if v in codes),
         before_clip=flt.before_clip,
@@ -128,29 +141,93 @@ def _exact_rows(
     return [ScoredMemory(by_id[i], -negative) for negative, i in best if i in by_id]
 
 
-def keyword_search(db: sqlite3.Connection, text: str, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
+def keyword_search(
+    db: sqlite3.Connection, text: str, k: int, flt: SearchFilter | None, index: KeywordIndex | None = None,
+    mirror: MirrorFilter | None = None,
+) -> list[ScoredMemory]:
     """Top-``k`` by BM25 (score = -bm25, larger is better); free text is escaped, never parsed.
 
-    Ranks on ids alone first (FTS5 sorts by ``rank`` without touching the rows), then
-    fetches the ``k`` winners: carrying whole rows through the sort costs 10x at 10^6.
+    With a ready ``index`` (:mod:`m3agent.store.keyword_index`) the ranking is FTS5's computed over its
+    posting arrays, the rows newer than its watermark merged from FTS5; otherwise (or when it cannot answer
+    exactly: see :func:`_indexed_ranking`) FTS5 ranks. ``mirror``: ``mirror_filter(db, flt)`` when the caller
+    has it. Ranks on ids alone first, then fetches the ``k`` winners: carrying whole rows through the sort
+    costs 10x at 10^6.
     """
-    match = fts_query(text)
-    if not match or k <= 0:
+    words = fts_terms(text)
+    if not words or k <= 0:
         return []
+    if index is not None:
+        ranked = _indexed_ranking(db, index, words, k, flt, mirror)
+        if ranked is not None:
+            found = _ranked_rows(db, ranked, flt)
+            if len(found) == len(ranked):
+                return found
+            log.debug("keyword index candidates failed the filter in SQL: ranking on FTS5")
+    return _ranked_rows(db, _fts_ranking(db, words, k, flt), None)
+
+
+def _indexed_ranking(
+    db: sqlite3.Connection, index: KeywordIndex, words: list[str], k: int, flt: SearchFilter | None,
+    mirror: MirrorFilter | None,
+) -> list[tuple[int, float]] | None:
+    """The index's ranking, or ``None`` where FTS5 must answer: no index yet, a query word FTS5 reads as
+    several tokens (or none), or a deletion or text change (this transaction's) the index has not seen."""
+    with index.lock:
+        if not index.ready:
+            return None
+        terms = index.phrase_terms(words)
+        if terms is None:
+            return None
+        top, tomb, changed = pending(db)
+        if tomb > index.tomb_seq or changed > index.text_seq:
+            return None
+        resolved = mirror if mirror is not None else mirror_filter(db, flt)
+        watermark = index.watermark
+        if top <= watermark:
+            ids, scores = index.top(terms, k, resolved)
+            return list(zip(ids.tolist(), scores.tolist(), strict=True))
+        rows, tokens = fts_totals(db)  # the table's totals, the tail's rows included, as FTS5 scores with
+        extra = [int(db.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ? AND rowid > ?",
+                                (phrases_query([w]), watermark)).fetchone()[0]) for w in words]
+        ids, scores = index.top(terms, k, resolved, Stats(rows, tokens, extra))
+    tail = _fts_ranking(db, words, k, flt, after=watermark)
+    both = [*zip(ids.tolist(), scores.tolist(), strict=True), *tail]
+    return sorted(both, key=lambda pair: (-pair[1], pair[0]))[:k]
+
+
+def _fts_ranking(
+    db: sqlite3.Connection, words: list[str], k: int, flt: SearchFilter | None, after: int | None = None
+) -> list[tuple[int, float]]:
+    """FTS5's top-``k`` (id, -rank) for the quoted ``words`` among memories passing ``flt`` (and newer than
+    ``after``). Ties come by ascending rowid."""
+    match = phrases_query(words)
+    newer, extra = ("", []) if after is None else (" AND f.rowid > ?", [after])
     where, params = filter_sql(flt)
     if where == "TRUE":  # no condition (a filter of Nones): no join, the same ranking
         ranked = db.execute(
-            "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?", (match, k)
+            f"SELECT f.rowid, f.rank FROM memories_fts f WHERE memories_fts MATCH ?{newer} ORDER BY f.rank LIMIT ?",
+            [match, *extra, k],
         ).fetchall()
     else:
         ranked = db.execute(
             f"SELECT f.rowid, f.rank FROM memories_fts f JOIN memories m ON m.id = f.rowid"
-            f" WHERE memories_fts MATCH ? AND {where} ORDER BY f.rank LIMIT ?",
-            [match, *params, k],
+            f" WHERE memories_fts MATCH ?{newer} AND {where} ORDER BY f.rank LIMIT ?",
+            [match, *extra, *params, k],
         ).fetchall()
+    return [(int(i), -float(rank)) for i, rank in ranked]
+
+
+def _ranked_rows(
+    db: sqlite3.Connection, ranked: list[tuple[int, float]], flt: SearchFilter | None
+) -> list[ScoredMemory]:
+    """The memories of ``ranked`` in its order (those still present and, with ``flt``, passing it in SQL)."""
     if not ranked:
         return []
-    ids = [r[0] for r in ranked]
-    rows = db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({placeholders(len(ids))})", ids)
+    ids = [i for i, _ in ranked]
+    where, params = filter_sql(flt, probe=True)
+    rows = db.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({placeholders(len(ids))}) AND {where}",
+        [*ids, *params],
+    )
     by_id = {m.id: m for m in map(memory_from_row, rows)}
-    return [ScoredMemory(by_id[i], -float(rank)) for i, rank in ranked if i in by_id]
+    return [ScoredMemory(by_id[i], score) for i, score in ranked if i in by_id]

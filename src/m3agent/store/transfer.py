@@ -48,8 +48,8 @@ TABLES: tuple[tuple[str, str], ...] = (
 # Tables a store keeps for itself: rebuilt by the target (indexes, snapshots, counters) or written by set-up.
 NOT_COPIED = frozenset({
     "memories_fts", "memories_fts_config", "memories_fts_data", "memories_fts_docsize", "memories_fts_idx",
-    "memory_tombstones", "meta", "schema_migrations", "sqlite_sequence", "vector_snapshot_chunks",
-    "vector_snapshots",
+    "memory_text_changes", "memory_tombstones", "meta", "schema_migrations", "sqlite_sequence",
+    "vector_snapshot_chunks", "vector_snapshots",
 })
 BATCH = 2000
 

@@ -1,0 +1,639 @@
+"""The derived keyword index of a SQLite memory: FTS5's BM25 over in-memory posting arrays.
+
+FTS5 (``memories_fts``) stays the keyword index of the file; this one answers the same question faster.
+FTS5 scores every row that holds any query word before ``ORDER BY rank LIMIT k`` (about 7 µs a row: 17,000
+rows for "old photo" at 10^5 memories); here the postings of the query words are gathered from numpy arrays,
+scored by the same formula in one vectorised pass, summed per memory (``np.bincount``) and the best ``k``
+picked (``np.partition``): the same top-``k`` and the same scores, bit for bit, ties by ascending id as FTS5
+returns them.
+
+Design (the consistency model of :mod:`m3agent.store.memory_vectors`):
+
+- SQLite rows are the truth. The index covers memories with ``id <= watermark`` as their text was at its
+  last sync, minus the tombstones with ``seq <= tomb_seq``, with the text changes logged in
+  ``memory_text_changes`` up to ``text_seq`` read again (a text change retires the memory's old document and
+  appends the new text as a new one). Memory ids are never reused, so rows above the watermark are new.
+- Tokens are FTS5's: ``unicode61 remove_diacritics 2 tokenchars '_'`` (:data:`TOKENIZE`). An ASCII text is
+  split in Python (ASCII letters, digits and ``_`` are its token characters, folded to lower case); any other
+  text is tokenized by SQLite's own tokenizer (an in-memory FTS5 table and its ``fts5vocab`` instances), so no
+  Unicode rule is re-implemented. After a build the index's row and token totals are compared with FTS5's
+  (``memories_fts_data`` record 1): a mismatch disables it for the file (searches stay on FTS5).
+- BM25 is FTS5's ``bm25()``: k1 = 1.2, b = 0.75, IDF ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, each
+  quoted query word a phrase, a memory's score the sum over phrases in query order (``np.bincount`` adds in
+  that order, as FTS5's loop does).
+- Postings live in segments (terms sorted, per term the document positions and term frequencies); a sync adds
+  a segment for the new rows and merges neighbours of similar size (few segments, each posting moved
+  O(log N) times). Retired documents stay in the segments, masked by ``alive``, and leave them when their
+  segments merge or the index compacts.
+- One index per file and process (:func:`shared_keywords`), shared by every store of the process on that
+  file; a lock serialises its syncs and searches. It is never built inside a search: while it is missing
+  (the first search of a process, a file below :data:`KEYWORD_MIN_ROWS`), searches run on FTS5 and a
+  background thread builds it from one read snapshot through its own connection, then swaps it in; the next
+  sync catches it up.
+
+Callers (:func:`m3agent.store.sqlite_search.keyword_search`) use it only when it covers what the connection
+sees: rows newer than the watermark (the current transaction's) are merged from an FTS5 query restricted to
+them, scored with FTS5's current totals; a deletion or text change not yet synced sends the search to FTS5.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sqlite3
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.store.vectors import MirrorFilter
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    IntArray = npt.NDArray[np.int64]
+    FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
+
+log = logging.getLogger(__name__)
+
+TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"  # memories_fts's tokenizer (0001_init.sql)
+K1 = 1.2
+B = 0.75
+IDF_FLOOR = 1e-6
+KEYWORD_MIN_ROWS = 2_000  # below, FTS5 ranks in about a millisecond (10^3 rows: 1.0 ms p50, the index 0.45): no build
+READ_BATCH = 20_000
+MERGE_RATIO = 2  # a segment is merged into its older neighbour once that one holds at most this many times more
+
+_ASCII_TOKEN = re.compile(r"[a-z0-9_]+")
+_ROWS_SQL = (
+    "SELECT m.id, v.id, m.clip_index, m.kind = 'semantic', m.start_s, m.end_s, m.text "
+    "FROM memories m JOIN videos v ON v.video_id = m.video_id"
+)
+_PENDING_SQL = (
+    "SELECT (SELECT max(id) FROM memories), (SELECT max(seq) FROM memory_tombstones),"
+    " (SELECT max(seq) FROM memory_text_changes)"
+)
+
+
+class Tokenizer:
+    """FTS5's tokens of texts (see the module docstring); one in-memory SQLite connection, thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens of each text, in order for ASCII texts (only the multiset matters)."""
+        out: list[list[str]] = []
+        other: list[int] = []
+        for i, text in enumerate(texts):
+            if text.isascii():
+                out.append(_ASCII_TOKEN.findall(text.lower()))
+            else:
+                out.append([])
+                other.append(i)
+        if other:
+            found = self._sqlite_tokens([texts[i] for i in other])
+            for i, tokens in zip(other, found, strict=True):
+                out[i] = tokens
+        return out
+
+    def _sqlite_tokens(self, texts: list[str]) -> list[list[str]]:
+        with self._lock:
+            db = self._connection()
+            db.execute("BEGIN")
+            try:
+                db.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", enumerate(texts))
+                found: list[list[str]] = [[] for _ in texts]
+                for doc, term in db.execute("SELECT doc, term FROM v"):
+                    found[doc].append(term)
+                db.execute("DELETE FROM t")
+            finally:
+                db.execute("COMMIT")
+        return found
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            db.execute(f'CREATE VIRTUAL TABLE t USING fts5 (x, tokenize = "{TOKENIZE}")')
+            db.execute("CREATE VIRTUAL TABLE v USING fts5vocab (t, instance)")
+            self._db = db
+        return self._db
+
+
+@dataclass
+class Segment:
+    """Postings of consecutive document positions: for term ``t``, ``docs[offsets[t]:offsets[t + 1]]``
+    (ascending) and their term frequencies; terms past ``len(offsets) - 1`` have none here."""
+
+    offsets: Any  # int64, one more than the terms it knows
+    docs: Any  # int32 document positions
+    tfs: Any  # uint16 (int32 when a frequency does not fit)
+
+    @property
+    def size(self) -> int:
+        return len(self.docs)
+
+    def postings(self, term: int) -> tuple[Any, Any]:
+        if term + 1 >= len(self.offsets):
+            return self.docs[:0], self.tfs[:0]
+        start, stop = self.offsets[term], self.offsets[term + 1]
+        return self.docs[start:stop], self.tfs[start:stop]
+
+    def triples(self) -> tuple[Any, Any, Any]:
+        """(term, doc, tf) of every posting, sorted by term then doc."""
+        import numpy as np
+
+        terms = np.repeat(np.arange(len(self.offsets) - 1, dtype=np.int32), np.diff(self.offsets))
+        return terms, self.docs, self.tfs
+
+
+def segment_of(terms: Any, docs: Any, tfs: Any, n_terms: int) -> Segment:
+    """A segment from (term, doc, tf) triples sorted by term then doc."""
+    import numpy as np
+
+    counts = np.bincount(terms, minlength=n_terms) if len(terms) else np.zeros(n_terms, np.int64)
+    offsets = np.zeros(n_terms + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    small = not len(tfs) or int(tfs.max()) <= np.iinfo(np.uint16).max
+    return Segment(offsets, docs.astype(np.int32), tfs.astype(np.uint16 if small else np.int32))
+
+
+def merged(older: Segment, newer: Segment, alive: Any) -> Segment:
+    """One segment holding the alive postings of two (``older``'s documents all before ``newer``'s)."""
+    import numpy as np
+
+    parts = [older.triples(), newer.triples()]
+    terms, docs, tfs = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    keep = alive[docs]
+    terms, docs, tfs = terms[keep], docs[keep], tfs[keep]
+    order = np.argsort(terms, kind="stable")  # within a term: the older segment's docs first, both ascending
+    n_terms = max(len(older.offsets), len(newer.offsets)) - 1
+    return segment_of(terms[order], docs[order], tfs[order], n_terms)
+
+
+@dataclass
+class Stats:
+    """The totals BM25 is computed with: rows and tokens of the table, and per query phrase the rows outside
+    the index that hold it (the unsynced tail's)."""
+
+    rows: int
+    tokens: int
+    extra_hits: Sequence[int] | None = None
+
+
+_DOC_COLUMNS = {
+    "ids": "int64", "length": "int32", "alive": "bool", "video": "int64", "clip": "int32", "kind": "int8",
+    "start": "float64", "end": "float64",
+}
+
+
+class KeywordIndex:
+    """Posting arrays and document columns over the memories of one store file (see :func:`shared_keywords`)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        import numpy as np
+
+        self.path = path
+        self.lock = threading.RLock()
+        self.tokenizer = Tokenizer()
+        self.ready = False  # built (or caught up) and checked against FTS5
+        self.disabled = False  # the file cannot be indexed here (no change log, or FTS5 disagrees)
+        self.watermark = 0
+        self.tomb_seq = 0
+        self.text_seq = 0
+        self.terms: dict[str, int] = {}
+        self.segments: list[Segment] = []
+        self.size = 0
+        self.n_dead = 0
+        self.total_tokens = 0
+        self._cols: dict[str, Any] = {name: np.empty(0, dtype) for name, dtype in _DOC_COLUMNS.items()}
+        self._builder: threading.Thread | None = None
+        self._epoch = 0
+        self._logged = False  # the file has memory_text_changes (migration 10)
+
+    # document columns --------------------------------------------------------
+    def col(self, name: str) -> Any:
+        return self._cols[name][: self.size]
+
+    @property
+    def n_alive(self) -> int:
+        return self.size - self.n_dead
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (postings and document columns; the term dictionary not counted)."""
+        cols = sum(int(c.nbytes) for c in self._cols.values())
+        return cols + sum(int(s.offsets.nbytes + s.docs.nbytes + s.tfs.nbytes) for s in self.segments)
+
+    def _reserve(self, needed: int) -> None:
+        import numpy as np
+
+        capacity = len(self._cols["ids"])
+        if needed <= capacity:
+            return
+        new_capacity = max(needed, capacity + capacity // 2, 1024)
+        for name, old in self._cols.items():
+            grown = np.empty(new_capacity, dtype=old.dtype)
+            grown[: self.size] = old[: self.size]
+            self._cols[name] = grown
+
+    # syncing -----------------------------------------------------------------
+    def sync(self, conn: sqlite3.Connection, *, background: bool = True) -> None:
+        """Catch up with committed rows (call outside any transaction of ``conn``); start the build in the
+        background when the index is missing and the memory big enough."""
+        with self.lock:
+            if self.disabled:
+                return
+            conn.execute("BEGIN")
+            try:
+                if not self._logged:
+                    self._logged = _has_change_log(conn)
+                    self.disabled = not self._logged
+                    if self.disabled:
+                        return
+                if self.ready and self._replaced(conn):
+                    self._reset()
+                if self.ready:
+                    self._catch_up(conn)
+                    start = False
+                else:
+                    top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
+                    start = int(top or 0) >= KEYWORD_MIN_ROWS
+            finally:
+                conn.execute("COMMIT")
+            if start and background:
+                self._start_build()
+
+    def _replaced(self, conn: sqlite3.Connection) -> bool:
+        """The file holds fewer rows than indexed (restored from a copy, or rebuilt): start over."""
+        top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
+        return self.watermark > int(top or 0)
+
+    def _reset(self) -> None:
+        import numpy as np
+
+        self._epoch += 1  # a build from the old rows is not swapped in
+        self.ready = False
+        self.watermark = self.tomb_seq = self.text_seq = 0
+        self.terms, self.segments = {}, []
+        self.size = self.n_dead = self.total_tokens = 0
+        self._cols = {name: np.empty(0, dtype) for name, dtype in _DOC_COLUMNS.items()}
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
+        """Rows above the watermark, then logged text changes, then tombstones (one read transaction)."""
+        import numpy as np
+
+        cursor = conn.execute(f"{_ROWS_SQL} WHERE m.id > ? ORDER BY m.id", (self.watermark,))
+        while batch := cursor.fetchmany(READ_BATCH):
+            self._append(batch)
+            self.watermark = int(batch[-1][0])
+        changed = conn.execute(
+            "SELECT seq, memory_id FROM memory_text_changes WHERE seq > ? ORDER BY seq", (self.text_seq,)
+        ).fetchall()
+        if changed:
+            self.text_seq = int(changed[-1][0])
+            ids = sorted({int(r[1]) for r in changed if int(r[1]) <= self.watermark})
+            self._retire(np.asarray(ids, np.int64))
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                rows = conn.execute(
+                    f"{_ROWS_SQL} WHERE m.id IN ({', '.join('?' * len(part))}) ORDER BY m.id", part
+                ).fetchall()
+                if rows:
+                    self._append(rows)
+        dead = conn.execute(
+            "SELECT seq, memory_id FROM memory_tombstones WHERE seq > ? ORDER BY seq", (self.tomb_seq,)
+        ).fetchall()
+        if dead:
+            self.tomb_seq = int(dead[-1][0])
+            self._retire(np.asarray([r[1] for r in dead], np.int64))
+        if self.n_dead > max(1024, self.size // 4):
+            self.compact()
+
+    def _append(self, rows: list[tuple[Any, ...]]) -> None:
+        """Add documents (rows of :data:`_ROWS_SQL`) as one new segment, then merge similar neighbours."""
+        docs = _tokenized(rows, self.tokenizer, self.terms, self.size)
+        n = len(rows)
+        self._reserve(self.size + n)
+        for name, values in docs.columns.items():
+            self._cols[name][self.size : self.size + n] = values
+        self.size += n
+        self.total_tokens += int(docs.columns["length"].sum())
+        self.segments.append(segment_of(docs.terms, docs.docs, docs.tfs, len(self.terms)))
+        while len(self.segments) > 1 and self.segments[-2].size <= MERGE_RATIO * self.segments[-1].size:
+            newer = self.segments.pop()
+            self.segments[-1] = merged(self.segments[-1], newer, self.col("alive"))
+
+    def _retire(self, ids: IntArray) -> None:
+        """Documents of memories ``ids`` no longer count (deleted, or their text is read again)."""
+        import numpy as np
+
+        if not len(ids) or not self.size:
+            return
+        rows = np.flatnonzero(np.isin(self.col("ids"), ids) & self.col("alive"))
+        self._cols["alive"][rows] = False
+        self.n_dead += len(rows)
+        self.total_tokens -= int(self.col("length")[rows].sum())
+
+    def compact(self) -> None:
+        """Drop retired documents: renumber the alive ones and merge every segment into one."""
+        import numpy as np
+
+        alive = self.col("alive")
+        new_pos = np.cumsum(alive) - 1
+        terms, docs, tfs = [], [], []
+        for segment in self.segments:
+            t, d, f = segment.triples()
+            keep = alive[d]
+            terms.append(t[keep])
+            docs.append(new_pos[d[keep]])
+            tfs.append(f[keep])
+        all_terms = np.concatenate(terms) if terms else np.empty(0, np.int32)
+        order = np.argsort(all_terms, kind="stable")  # segments in document order: docs stay ascending per term
+        all_docs = np.concatenate(docs) if docs else np.empty(0, np.int64)
+        all_tfs = np.concatenate(tfs) if tfs else np.empty(0, np.uint16)
+        self.segments = [segment_of(all_terms[order], all_docs[order], all_tfs[order], len(self.terms))]
+        for name in _DOC_COLUMNS:
+            self._cols[name] = self._cols[name][: self.size][alive].copy()
+        self.size = len(self._cols["ids"])
+        self.n_dead = 0
+
+    # building ----------------------------------------------------------------
+    def _start_build(self) -> None:
+        if self.building or self.path is None:
+            return
+        self._builder = threading.Thread(target=self._build, args=(self._epoch,), name="m3agent-keyword-index",
+                                         daemon=True)
+        self._builder.start()
+
+    @property
+    def building(self) -> bool:
+        return self._builder is not None and self._builder.is_alive()
+
+    def wait(self) -> None:
+        """Until a running background build has swapped its index in."""
+        builder = self._builder
+        if builder is not None:
+            builder.join()
+
+    def build(self, conn: sqlite3.Connection) -> None:
+        """Build here from ``conn`` (outside any transaction of it) and swap in; for tests and maintenance."""
+        with self.lock:
+            epoch = self._epoch
+        built = _Build.read(conn, self.tokenizer)
+        self._swap_in(built, epoch)
+
+    def _build(self, epoch: int) -> None:
+        """The background build: one read snapshot through this thread's own connection."""
+        from m3agent.store.sqlite_schema import connect
+
+        assert self.path is not None
+        try:
+            conn, _ = connect(self.path, readonly=True, create=False)
+        except Exception as exc:
+            log.warning("could not open %s to build the keyword index: %s", self.path, exc)
+            return
+        try:
+            built = _Build.read(conn, Tokenizer())
+            self._swap_in(built, epoch)
+        except Exception:  # only an optimisation: searches stay on FTS5 without it (not tried again)
+            log.exception("could not build the keyword index")
+            with self.lock:
+                self.disabled = True
+        finally:
+            conn.close()
+
+    def _swap_in(self, built: _Build, epoch: int) -> None:
+        with self.lock:
+            if epoch != self._epoch or self.ready:
+                return
+            if built.fts_totals != (built.index.n_alive, built.index.total_tokens):
+                log.warning("keyword index disabled: FTS5 counts %s rows/tokens, the index %s", built.fts_totals,
+                            (built.index.n_alive, built.index.total_tokens))
+                self.disabled = True
+                return
+            index = built.index
+            self.terms, self.segments, self._cols = index.terms, index.segments, index._cols
+            self.size, self.n_dead, self.total_tokens = index.size, index.n_dead, index.total_tokens
+            self.watermark, self.tomb_seq, self.text_seq = built.watermark, built.tomb_seq, built.text_seq
+            self.ready = True
+        log.info("keyword index built over %d rows (%.1f MB)", self.n_alive, self.nbytes / 1e6)
+
+    # searching ---------------------------------------------------------------
+    def phrase_terms(self, words: Sequence[str]) -> list[str] | None:
+        """The one FTS5 token of each quoted query word, or ``None`` when one is not exactly one token (a phrase
+        of several tokens, or none: FTS5 answers those)."""
+        found = self.tokenizer.tokens(list(words))
+        if any(len(tokens) != 1 for tokens in found):
+            return None
+        return [tokens[0] for tokens in found]
+
+    def top(self, terms: Sequence[str], k: int, flt: MirrorFilter | None,
+            stats: Stats | None = None) -> tuple[IntArray, FloatArray]:
+        """The best ``k`` memories for the phrases ``terms`` (one token each) that pass ``flt``, by FTS5's
+        bm25 (larger is better), best first, ties by ascending id: memory ids and scores. ``stats``: the
+        table's totals when they are not the index's (rows outside it)."""
+        import numpy as np
+
+        rows, tokens = (stats.rows, stats.tokens) if stats is not None else (self.n_alive, self.total_tokens)
+        if k <= 0 or rows <= 0 or not self.size:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        avgdl = float(tokens) / float(rows)
+        length = self.col("length")
+        docs_parts, score_parts = [], []
+        for i, term in enumerate(terms):
+            docs, tfs = self._postings(self.terms.get(term))
+            if not len(docs):
+                continue
+            hits = len(docs) + (stats.extra_hits[i] if stats is not None and stats.extra_hits else 0)
+            idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+            if idf <= 0.0:
+                idf = IDF_FLOOR
+            f = tfs.astype(np.float64)
+            d = length[docs].astype(np.float64)
+            docs_parts.append(docs)
+            score_parts.append(idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl))))
+        if not docs_parts:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        scores = np.bincount(np.concatenate(docs_parts), weights=np.concatenate(score_parts))
+        found = np.flatnonzero(scores)
+        if flt is not None:
+            found = found[self._passes(found, flt)]
+        return self._best(found, scores[found], k)
+
+    def _postings(self, term: int | None) -> tuple[Any, Any]:
+        """Alive postings of ``term`` (document positions, frequencies) across the segments."""
+        import numpy as np
+
+        if term is None:
+            return np.empty(0, np.int32), np.empty(0, np.uint16)
+        parts = [s.postings(term) for s in self.segments]
+        parts = [p for p in parts if len(p[0])]
+        if not parts:
+            return np.empty(0, np.int32), np.empty(0, np.uint16)
+        docs = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+        tfs = parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])
+        if self.n_dead:
+            keep = self.col("alive")[docs]
+            docs, tfs = docs[keep], tfs[keep]
+        return docs, tfs
+
+    def _passes(self, rows: Any, flt: MirrorFilter) -> BoolArray:
+        """Which document positions ``rows`` pass ``flt`` (:meth:`VectorMirror.mask` on exact columns)."""
+        import numpy as np
+
+        keep = np.ones(len(rows), np.bool_)
+        video = self.col("video")[rows]
+        if flt.videos is not None:
+            keep &= np.isin(video, np.asarray(flt.videos, np.int64))
+        if flt.before_clip is not None:
+            keep &= self.col("clip")[rows] <= flt.before_clip
+        if flt.start_s is not None:
+            keep &= self.col("end")[rows] >= flt.start_s
+        if flt.end_s is not None:
+            keep &= self.col("start")[rows] <= flt.end_s
+        if flt.kinds is not None:
+            keep &= np.isin(self.col("kind")[rows], np.asarray(flt.kinds, np.int8))
+        if flt.memory_ids is not None:
+            keep &= np.isin(self.col("ids")[rows], flt.memory_ids)
+        if flt.exclude:
+            clip = self.col("clip")[rows]
+            for code, index in flt.exclude:
+                keep &= ~((video == code) & (clip == index))
+        return keep
+
+    def _best(self, rows: Any, scores: Any, k: int) -> tuple[IntArray, FloatArray]:
+        import numpy as np
+
+        if len(rows) > k:
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            keep = scores >= kth  # every tie of the k-th score: the smallest ids win below
+            rows, scores = rows[keep], scores[keep]
+        ids = self.col("ids")[rows]
+        order = np.lexsort((ids, -scores))[:k]
+        return ids[order], scores[order]
+
+
+@dataclass
+class _Documents:
+    columns: dict[str, Any]
+    terms: Any
+    docs: Any
+    tfs: Any
+
+
+def _tokenized(rows: list[tuple[Any, ...]], tokenizer: Tokenizer, vocabulary: dict[str, int],
+               first: int) -> _Documents:
+    """Document columns and (term, doc, tf) triples, sorted by term then doc, of rows of :data:`_ROWS_SQL`
+    numbered from position ``first``; new terms get the next ids of ``vocabulary``."""
+    import numpy as np
+
+    cols = list(zip(*rows, strict=True))
+    token_lists = tokenizer.tokens(cols[6])
+    lengths = np.fromiter((len(t) for t in token_lists), np.int32, len(token_lists))
+    flat = [t for tokens in token_lists for t in tokens]
+    term_ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in flat), np.int64, len(flat))
+    doc_of = np.repeat(np.arange(first, first + len(rows), dtype=np.int64), lengths)
+    keys, tfs = np.unique((term_ids << 32) | doc_of, return_counts=True)
+    return _Documents(
+        columns={
+            "ids": np.asarray(cols[0], np.int64), "length": lengths, "alive": True,
+            "video": np.asarray(cols[1], np.int64), "clip": np.asarray(cols[2], np.int32),
+            "kind": np.asarray(cols[3], np.int8), "start": np.asarray(cols[4], np.float64),
+            "end": np.asarray(cols[5], np.float64),
+        },
+        terms=(keys >> 32).astype(np.int32), docs=(keys & 0xFFFFFFFF).astype(np.int64), tfs=tfs,
+    )
+
+
+@dataclass
+class _Build:
+    """An index read from one snapshot, with what it covers and FTS5's totals in that snapshot."""
+
+    index: KeywordIndex
+    watermark: int
+    tomb_seq: int
+    text_seq: int
+    fts_totals: tuple[int, int]
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection, tokenizer: Tokenizer) -> _Build:
+        index = KeywordIndex()
+        index.tokenizer = tokenizer
+        conn.execute("BEGIN")
+        try:
+            top, tomb, text = conn.execute(_PENDING_SQL).fetchone()
+            watermark = int(top or 0)
+            cursor = conn.execute(f"{_ROWS_SQL} WHERE m.id <= ? ORDER BY m.id", (watermark,))
+            while batch := cursor.fetchmany(READ_BATCH):
+                index._append(batch)
+            totals = fts_totals(conn)
+        finally:
+            conn.execute("COMMIT")
+        if len(index.segments) > 1:
+            index.compact()
+        return cls(index, watermark, int(tomb or 0), int(text or 0), totals)
+
+
+def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """FTS5's row count and token total of ``memories_fts`` (its averages record, ``memories_fts_data`` id 1:
+    two varints), the N and the length total its bm25 uses."""
+    row = conn.execute("SELECT block FROM memories_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    rows, at = _varint(row[0], 0)
+    tokens, _ = _varint(row[0], at)
+    return rows, tokens
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """SQLite's varint at ``at`` (big-endian groups of 7 bits, the 9th byte whole) and the offset after it."""
+    value = 0
+    for i in range(8):
+        byte = data[at + i]
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value, at + i + 1
+    return (value << 8) | data[at + 8], at + 9
+
+
+def _has_change_log(conn: sqlite3.Connection) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memory_text_changes'"
+    ).fetchone() is not None
+
+
+def pending(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """The newest memory id, tombstone and text change the connection sees (0 for none)."""
+    top, tomb, text = conn.execute(_PENDING_SQL).fetchone()
+    return int(top or 0), int(tomb or 0), int(text or 0)
+
+
+_SHARED: dict[tuple[str, int], weakref.ref[KeywordIndex]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_keywords(path: Path) -> KeywordIndex:
+    """The process's keyword index of the memories in ``path`` (created on first use, freed when no store holds
+    it). Keyed by the file's inode too: a new file at the same path gets a new index."""
+    try:
+        inode = path.stat().st_ino
+    except OSError:
+        inode = -1
+    key = (str(path), inode)
+    with _SHARED_LOCK:
+        ref = _SHARED.get(key)
+        found = ref() if ref is not None else None
+        if found is None:
+            for stale in [k for k, r in _SHARED.items() if r() is None]:
+                del _SHARED[stale]
+            found = KeywordIndex(path)
+            _SHARED[key] = weakref.ref(found)
+        return found
+
