@@ -229,3 +229,18 @@ def test_the_graph_tools_are_offered_only_where_people_were_seen_or_heard(tmp_pa
         chat = scripted(json.dumps({"thought": "", "action": "answer", "content": "no idea"}))
         list(answer_question(meeting.store, meeting.embedder, chat, "What was said?", config=agent))
     assert '"who_is_at"' not in chat.calls[0][0]["content"]
+
+
+def test_a_quote_is_the_utterance_holding_all_of_it_not_a_fragment(make_store: Callable[[], Any]) -> None:
+    """Diarizers cut turns: "Why didn't" may go to one voice and "Why didn't you do it?" to another. Both hold the
+    quote's only content word; the one holding the whole quote is the one quoted, wherever it lies."""
+    from m3agent.domain import Clip, VoiceSegment
+    from m3agent.graph.references import quoted
+
+    store = make_store()
+    ids = build(store)
+    with store.clip(Clip("v1", 2, 60.0, 90.0)) as w:
+        w.add_voice(VoiceSegment(2, 60.0, 60.5, "Why didn't", entity_id=ids["voice_c"]))
+        w.add_voice(VoiceSegment(2, 61.0, 63.0, "Why didn't you do it?", entity_id=ids["voice_a"]))
+    said = quoted(EntityGraph(store), "v1", "why didn't you do it")
+    assert said is not None and said.start_s == 61.0 and ids["voice_a"] in said.person.voice_ids

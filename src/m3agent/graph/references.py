@@ -91,14 +91,17 @@ def window_of(graph: EntityGraph, video_id: str, ref: Reference) -> tuple[float,
 
 def quoted(graph: EntityGraph, video_id: str, quote: str) -> Utterance | None:
     """The utterance of the video holding most of ``quote``'s content words (None below
-    :data:`MIN_QUOTE_MATCH`)."""
+    :data:`MIN_QUOTE_MATCH`), then most of all its words, then the earliest."""
     wanted = _content(quote)
     if not wanted:
         return None
-    scored = [(len(wanted & _content(u.text)) / len(wanted), -u.start_s, u)
+    every = set(words(quote))
+    scored = [(len(wanted & _content(u.text)) / len(wanted), len(every & set(words(u.text))), -u.start_s, u)
               for u in graph.heard(video_id, 0.0, float("inf"))]
-    best = max(scored, key=lambda s: (s[0], s[1]), default=None)
-    return best[2] if best is not None and best[0] >= MIN_QUOTE_MATCH else None
+    # ties on the content words go to the utterance holding more of the whole quote: "why didn't you do it" is
+    # the segment "Why didn't you do it?", not a two-word fragment "Why didn't" that the diarizer gave another voice
+    best = max(scored, key=lambda s: (s[0], s[1], s[2]), default=None)
+    return best[3] if best is not None and best[0] >= MIN_QUOTE_MATCH else None
 
 
 def resolve(graph: EntityGraph, video_id: str, ref: Reference) -> Resolved | None:
