@@ -89,3 +89,26 @@ def test_the_oldest_states_go_first_across_models(tmp_path: Path) -> None:
 def test_common_prefix() -> None:
     assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
     assert common_prefix([], [1]) == 0 and common_prefix([1, 2], [1, 2]) == 2
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_a_few_shot_prompts_worked_example_is_part_of_the_fixed_prefix(tmp_path: Path) -> None:
+    smollm2()
+    example = [{"role": "user", "content": "Observations: <voice_1> says: I was a nurse here for ten years."},
+               {"role": "assistant", "content": '{"facts": [{"person": "<voice_1>", "value": "nurse"}]}'}]
+
+    def consolidate(said: str) -> tuple[Any, dict[str, float]]:
+        chat: Any = create_chat_model("llamacpp:smollm2", cache_dir=tmp_path)
+        try:
+            reply = chat.chat([{"role": "system", "content": SYSTEM}, *example,
+                               {"role": "user", "content": f"Observations: {said}"}], max_tokens=8)
+            return reply.usage, dict(chat.timings)
+        finally:
+            chat.close()
+
+    _, cold = consolidate("<voice_2> says: I drink tea.")
+    usage, warm = consolidate("<voice_3> says: I teach maths at the school.")
+    _, _, system_only = ask(tmp_path, "What colour is the sky?")
+    assert cold["prefix_tokens"] > system_only["prefix_tokens"] + 30, "the example belongs to the fixed part"
+    assert warm["prefix_loaded"] == 1 and usage.cached_tokens >= warm["prefix_tokens"]

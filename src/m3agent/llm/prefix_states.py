@@ -4,8 +4,8 @@ Every prompt of m3agent starts with a fixed system text (the answer instructions
 consolidation's): 250-500 tokens that llama.cpp evaluates at 40-50 tokens/s on 2 cores, 5-10 s before the first
 reply of each new process (each ``m3agent ask``, each ingest run). The worker's RAM cache
 (:func:`m3agent.llm.worker._prefix_cache`) saves that within one process only. Here the state of the context
-holding exactly the fixed part (the chat template up to the first user message's content) is written once per
-model and setting, and loaded (milliseconds) by later processes.
+holding exactly the fixed part (the chat template up to the last user message's content: the system text and a
+few-shot prompt's worked example) is written once per model and setting, and loaded (milliseconds) by later processes.
 
 A file is ``MAGIC``, one JSON header line, the prefix's tokens (int32) and llama.cpp's own state bytes
 (``llama_state_get_data``: the KV cells, CPU independent); no pickle. It is named by the hash of its tokens
@@ -60,17 +60,18 @@ class PrefixStates:
 
     # the fixed part ---------------------------------------------------------
     def fixed_prefix(self, llama: Any, messages: list[dict[str, Any]]) -> list[int]:
-        """The tokens every prompt with these messages up to the first user message shares: the chat
-        template's rendering of them, cut where the first user content begins; [] without a chat template."""
-        first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
-        if first_user is None or first_user == 0:
+        """The tokens every prompt with these messages before the last user message shares: the chat
+        template's rendering of them, cut where the last user content begins (the system text and any worked
+        example of a few-shot prompt); [] without a chat template."""
+        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+        if last_user == 0:
             return []
         formatter = self._chat_formatter(llama)
         if formatter is None:
             return []
         probes = []
         for probe in _PROBES:
-            shown = [*messages[:first_user], {"role": "user", "content": probe}]
+            shown = [*messages[:last_user], {"role": "user", "content": probe}]
             result = formatter(messages=shown)
             probes.append(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
                                          special=True))
@@ -99,8 +100,8 @@ class PrefixStates:
         if len(prefix) < MIN_PREFIX_TOKENS:
             return "short"
         have = common_prefix(llama._input_ids.tolist(), prefix)
-        if have == len(prefix) or self._cached_in_ram(llama, prefix):
-            return "held"
+        if len(prefix) - have < MIN_PREFIX_TOKENS or self._cached_in_ram(llama, prefix):
+            return "held"  # the context holds it, or all but a few tokens (a conversation's next turn)
         if self.load(llama, prefix):
             return "loaded"
         llama.n_tokens = have  # eval drops the cells after n_tokens, then evaluates the rest of the prefix
