@@ -144,9 +144,11 @@ def test_keyword_search_ranks_and_escapes_user_text(make_store: Callable[[], Any
 
 @pytest.fixture
 def ann_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SQLiteStore, np.ndarray, list[int]]:
-    """A store big enough (thresholds lowered) that searches go through the HNSW graph."""
+    """A store big enough (thresholds lowered) that searches go through the HNSW graph (built on one thread: the
+    same graph every run)."""
     monkeypatch.setattr(memory_vectors, "ANN_MIN_ROWS", 1000)
     monkeypatch.setattr(memory_vectors, "EXACT_LIMIT", 300)
+    monkeypatch.setattr(memory_vectors, "WAITED_BUILD_THREADS", 1)
     store = new_store(tmp_path)
     vectors = unit_vectors(4000, seed=33)
     ids = fill(store, vectors, videos=VIDEOS, per_clip=50)

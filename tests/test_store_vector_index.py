@@ -24,9 +24,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Graph from 1,000 rows on (a store of a few thousand rows then covers every path)."""
+    """Graph from 1,000 rows on (a store of a few thousand rows then covers every path), built on one thread: the
+    same graph every run, so the checks against exact search cannot flake on an insertion order."""
     monkeypatch.setattr(memory_vectors, "ANN_MIN_ROWS", 1000)
     monkeypatch.setattr(memory_vectors, "EXACT_LIMIT", 300)
+    monkeypatch.setattr(memory_vectors, "WAITED_BUILD_THREADS", 1)
 
 
 def top_ids(store: SQLiteStore, query: np.ndarray, k: int = 5) -> list[int]:
@@ -128,6 +130,7 @@ WRITER = textwrap.dedent("""
     sys.path.insert(0, sys.argv[3])
     from store_helpers import clip_of, fill, memory, unit_vectors
     memory_vectors.ANN_MIN_ROWS = 1000
+    memory_vectors.WAITED_BUILD_THREADS = 1
     store = open_store(sys.argv[1])
     if sys.argv[2] == "build":  # killed while the graph builds in the background
         store.build_vector_index(wait=False)
