@@ -122,3 +122,16 @@ def test_a_version_1_file_is_upgraded_with_roles_from_entity_kinds(tmp_path: Pat
     store.close()
     with open_store(str(path), readonly=True) as again:  # upgraded once, opens read-only now
         assert again.schema_version() == latest_version()
+
+
+def test_a_read_only_open_through_the_settings_upgrades_a_writable_old_file(tmp_path: Path) -> None:
+    """``m3agent ask`` opens read-only: after an upgrade of m3agent it must not fail on the user's own memory."""
+    from m3agent.settings import Settings
+    from m3agent.store import open_memory
+
+    path = tmp_path / "old.db"
+    version_1_file(path)
+    with pytest.raises(StoreReadOnlyError, match="needs migrations"):
+        open_store(str(path), readonly=True)  # the store alone never writes when asked not to
+    with open_memory(Settings(memory=str(path), cache_dir=tmp_path / "cache"), readonly=True, create=False) as store:
+        assert store.schema_version() == latest_version() and len(store.links()) == 3

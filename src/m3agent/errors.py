@@ -73,6 +73,12 @@ class StoreReadOnlyError(StoreError):
     default_hint = "check the file and folder permissions, or choose a writable --memory path"
 
 
+class StoreNeedsUpgradeError(StoreReadOnlyError):
+    """A read-only open of a memory written by an older m3agent: its schema needs migrations first."""
+
+    default_hint = "open it once with write permission (any command that writes, e.g. m3agent consolidate) to upgrade"
+
+
 class StoreFullError(StoreError):
     default_hint = "free disk space or move the memory to a larger disk; nothing was half-written"
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from m3agent.errors import M3AgentError, StoreNeedsUpgradeError
 from m3agent.registry import Registry
 from m3agent.store.location import StoreLocation, parse_location
 
@@ -34,7 +35,17 @@ def open_store(spec: str | Path | StoreLocation, *, readonly: bool = False, crea
 
 
 def open_memory(settings: Settings, *, readonly: bool = False, create: bool = True) -> MemoryStore:
-    """:func:`open_store` of ``settings.memory`` with the settings the store applies (link acceptance, pool)."""
-    return open_store(settings.memory, readonly=readonly, create=create,
-                      link_confidence=settings.perception.link_accept_confidence,
-                      pool_size=settings.memory_pool_size)
+    """:func:`open_store` of ``settings.memory`` with the settings the store applies (link acceptance, pool).
+
+    A read-only open of a memory an older m3agent wrote upgrades it first when the user may write it (``m3agent
+    ask`` after an upgrade must not ask for a command that writes); without write permission the error stands."""
+    options: dict[str, Any] = {"link_confidence": settings.perception.link_accept_confidence,
+                               "pool_size": settings.memory_pool_size}
+    try:
+        return open_store(settings.memory, readonly=readonly, create=create, **options)
+    except StoreNeedsUpgradeError as exc:
+        try:
+            open_store(settings.memory, readonly=False, create=False, **options).close()  # applies the migrations
+        except M3AgentError:
+            raise exc from None
+        return open_store(settings.memory, readonly=readonly, create=create, **options)

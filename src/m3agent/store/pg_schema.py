@@ -24,6 +24,7 @@ from m3agent.errors import (
     NotFoundError,
     StoreError,
     StoreFullError,
+    StoreNeedsUpgradeError,
     StoreReadOnlyError,
     StoreVersionError,
 )
@@ -132,7 +133,7 @@ def migrate(url: str, *, readonly: bool, create: bool) -> None:
         if version == latest_version():
             return
         if readonly or (version == 0 and not create):
-            raise (StoreReadOnlyError if readonly and version else NotFoundError)(
+            raise (StoreNeedsUpgradeError if readonly and version else NotFoundError)(
                 f"{where} has schema version {version}, not {latest_version()}",
                 hint="open it once without --readonly to create or upgrade the memory there",
             )

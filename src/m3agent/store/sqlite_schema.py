@@ -21,7 +21,14 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from m3agent.errors import NotFoundError, StoreCorruptError, StoreError, StoreReadOnlyError, StoreVersionError
+from m3agent.errors import (
+    NotFoundError,
+    StoreCorruptError,
+    StoreError,
+    StoreNeedsUpgradeError,
+    StoreReadOnlyError,
+    StoreVersionError,
+)
 from m3agent.store.sqlite_errors import translated
 
 APPLICATION_ID = 0x4D334147  # "M3AG", stamped into the SQLite header of every memory file
@@ -236,7 +243,7 @@ def _check_version(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> i
     applied = applied_versions(conn)
     missing = [m.version for m in migrations() if m.version not in applied]
     if readonly and missing:
-        raise StoreReadOnlyError(
+        raise StoreNeedsUpgradeError(
             f"{path} has schema version {version} and needs migrations {missing}",
             hint="open it once without --readonly (and with write permission) to upgrade it",
         )
