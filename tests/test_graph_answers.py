@@ -124,6 +124,13 @@ def test_a_plan_keeps_only_times_and_quotes_the_question_holds() -> None:
     split = plan("Is the man on the left in the first scene seen again later?", "seen_again",
                  ref(kind="man", place="left"), ref(scene="first"))
     assert split.person.scene == "first" and split.person.place == "left" and split.other is None
+    unquoted_plan = plan('In the first scene, who asks "why didn\'t you do it": the man or the woman?', "who_speaks",
+                         ref(kind="speaker", scene="first"))
+    assert unquoted_plan.person.quote == "why didn't you do it" and unquoted_plan.person.scene == "first"
+    moment = plan('What happens right after someone says "see you"?', "after", ref())
+    assert moment.person.quote == "see you"  # the model left the quote out: the question's only one is taken
+    said = plan('What does the man say after "hello"?', "recall", ref(kind="man"))
+    assert said.person.quote == ""  # what is said is the answer: no quote picks the person
     timeless = plan("What comes right after the scene at 1:06?", "after", ref(scene="first"))
     assert timeless.person.time_s == 66.0 and timeless.person.scene == "any"  # the question's only time
 

@@ -43,7 +43,8 @@ class Plan:
         other = reference(reply.other, question) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
         person, self.other = _moment_of_the_person(person, other)
-        self.person = _with_the_only_time(person, self.other, question)
+        person = _with_the_only_time(person, self.other, question)
+        self.person = _with_the_only_quote(person, self.other, question) if self.ask not in _NO_QUOTE else person
         self.raw = raw
 
     def describe(self) -> str:
@@ -102,6 +103,22 @@ def _with_the_only_time(person: Reference, other: Reference | None, question: st
     if person.quote or person.scene != "any":
         return person
     return replace(person, time_s=clock_seconds(times[0]))
+
+
+_NO_QUOTE = frozenset({"recall", "count_people", "count_so_far", "count_scenes"})
+"""Operations whose person a quotation does not pick out (what was said is the answer, or nobody is meant)."""
+
+
+def _with_the_only_quote(person: Reference, other: Reference | None, question: str) -> Reference:
+    """``person`` with the question's quotation when it holds exactly one and no reference took it: a small model
+    often leaves the quote out ("who asks "why didn't you do it"" planned as a speaker of the first scene), and
+    the quote is what picks out the speaker."""
+    spans = [m.group(1) or m.group(2) for m in _QUOTED.finditer(question)]
+    if len(spans) != 1 or person.quote or (other is not None and other.quote):
+        return person
+    if person.kind == "none" and (person.time_s is not None or person.scene != "any"):
+        return person  # a moment already named by its time or scene
+    return replace(person, quote=spans[0][:80])
 
 
 def _ref_text(ref: Reference) -> str:
