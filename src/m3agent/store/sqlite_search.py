@@ -25,7 +25,7 @@ from m3agent.store.sqlite_rows import (
     phrases_query,
     placeholders,
 )
-from m3agent.store.vectors import KIND_CODES, MirrorFilter, from_blob
+from m3agent.store.vectors import KIND_CODES, MirrorFilter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,8 +80,8 @@ def mirror_filter(
 
 def linked_memory_ids(db: sqlite3.Connection, entity_ids: tuple[int, ...]) -> IntArray:
     """Ids of the memories linked to any of ``entity_ids``, ascending and distinct (read-only). SQLite hands
-    them over as one string: no Python object per row, and no sort in SQL (half the time of a ``SELECT
-    DISTINCT ... ORDER BY`` read row by row)."""
+    them over as one string (no Python object per row, no sort in SQL): a third of the time of a ``SELECT
+    DISTINCT ... ORDER BY`` read row by row."""
     import numpy as np
 
     found = None
@@ -90,9 +90,18 @@ def linked_memory_ids(db: sqlite3.Connection, entity_ids: tuple[int, ...]) -> In
             f"SELECT group_concat(memory_id) FROM edges WHERE entity_id IN ({placeholders(len(entity_ids))})",
             list(entity_ids),
         ).fetchone()[0]
-    ids = np.unique(np.asarray(str(found).split(","), np.int64)) if found else np.empty(0, np.int64)
+    ids = np.fromstring(str(found), np.int64, sep=",") if found else np.empty(0, np.int64)
+    ids = ascending(ids)
     ids.flags.writeable = False
     return ids
+
+
+def ascending(ids: IntArray) -> IntArray:
+    """``ids`` sorted and distinct; as they are when they already are (one entity's links come in key order),
+    without ``np.unique``'s sort."""
+    import numpy as np
+
+    return ids if bool(np.all(ids[1:] > ids[:-1])) else np.unique(ids)
 
 
 def _video_codes(db: sqlite3.Connection, video_ids: set[str]) -> dict[str, int]:
@@ -142,7 +151,7 @@ def _exact_rows(
             f"SELECT m.id, m.embedding FROM memories m WHERE m.id IN ({placeholders(len(batch))}) AND {where}",
             [*batch, *params],
         )
-        scores += [(-float(np.dot(from_blob(blob), query)), int(i)) for i, blob in rows]
+        scores += [(-float(np.dot(np.frombuffer(blob, "<f4"), query)), int(i)) for i, blob in rows]
     best = sorted(scores)[:k]
     if not best:
         return []

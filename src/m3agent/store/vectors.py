@@ -202,7 +202,9 @@ class VectorMirror:
         if flt is None or flt.memory_ids is None:
             return np.flatnonzero(self.mask(flt))
         found = self.rows_of(np.asarray(flt.memory_ids, np.int64))
-        rows = np.unique(found[found >= 0])  # alive ones, ascending
+        rows = found[found >= 0]  # the alive ones
+        if not bool(np.all(rows[1:] > rows[:-1])):  # ids not given ascending and distinct
+            rows = np.unique(rows)
         return rows[self._passes(flt, rows)]  # type: ignore[no-any-return]
 
     def _passes(self, flt: MirrorFilter, at: slice | IntArray) -> BoolArray:
