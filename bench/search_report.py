@@ -9,6 +9,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PLOT = REPO / "docs" / "search_scaling.png"
 KEYWORD_SCORES = REPO / "bench" / "scores" / "keyword_scale.json"
+VECTOR_SCORES = REPO / "bench" / "scores" / "vector_scale.json"
 SECTION = "Search at scale"
 KINDS = ("plain", "character", "video")
 
@@ -125,6 +126,49 @@ in the rows above: character and video halved, the 8 clients went from 2.6 to 4.
 245.1 ms a request)."""
 
 
+VECTOR_SEARCH = """Person-scoped vector search (issue 26; labels `before-vec*` = 30a75ba, `after-vec*` = this change, on
+2026-11-27 at load average 2.0-4.0 on the same 2 cores; `before-vec2` and `after-vec2` ran back to back). The
+first `plain` profile above (vector searches p95 279 ms) did not come back on a warm store: `bench/vector_scale.py`
+(below: every `vector_search` the API's searches make, replayed on a store with its graph, timed by phase in
+thread CPU) put the `character` calls at 10^5 at 35.4 / 46.1 ms wall for 18.1 ms CPU, a filter keeping about 5,000
+rows (so always the exact path: at most `EXACT_LIMIT` = 20,000 rows). Where the time went, and what changed:
+
+- the exact scoring of a filter's rows was one float32 matrix-vector product over up to 65,536 rows. OpenBLAS
+  splits a product of more than about 460,000 elements (1,200 rows of 384) over its threads, and on these shared
+  cores, in a process that has loaded onnxruntime (every API and server process: MiniLM), they wait to be
+  scheduled: the product of 3,209 x 384 took 8-10 ms instead of 0.3 (0.14 with `OPENBLAS_NUM_THREADS=1`), that of
+  10^5 rows 107-130 ms. It is now computed in blocks of 2^18 codes (682 rows of 384) on the calling thread: 3,209
+  rows 0.45 ms, 20,000 rows 4.3 ms, 10^5 rows 17-19 ms; the same scores, the same top-k. Whole searches gained
+  more than their vector share (`video` at 10^5: about -55 ms for about -10 ms of vector search; at 10^4, where
+  there is no graph and every search is exact, they halved), which fits OpenBLAS's threads also taking cores
+  from the rest of the search (not measured directly);
+- a person's filter listed their memories with `SELECT DISTINCT memory_id ... ORDER BY` read row by row (3.9 ms
+  for 3,209 ids) and matched them against every mirror row with `np.isin` (0.6 ms at 10^5): the ids now come as
+  one `group_concat` string parsed by numpy (0.46 ms), the filter starts from those ids' rows (`searchsorted`,
+  0.15 ms, then the other conditions on those rows only), and a store keeps the lists (64 entity sets) while
+  nothing commits, for a question's later rounds and the next question about the same person;
+- the exact re-scoring in SQLite reads each float32 blob without a copy.
+
+`vector_search` for `character` at 10^5: 35.4 / 46.1 ms (CPU 18.1) -> 10.7 / 12.8 ms (CPU 10.5): resolving the
+filter 6.1 -> 2.9 ms CPU, candidates 5.3 -> 3.2 (the wait for OpenBLAS's threads was wall time, not CPU), re-scoring
+the 120 candidates and building the 60 winners 5.1 -> 3.6. The whole API search at 10^5 (table above, pair 2):
+plain 44.7 / 72.0 -> 28.1 / 41.8 ms, character 85.9 / 99.4 -> 25.7 / 33.6, video 107.4 / 150.1 -> 51.9 / 74.2; at
+10^4 plain 56.0 / 68.6 -> 29.0 / 37.9, character 52.9 / 72.3 -> 25.0 / 30.9, video 101.3 / 136.1 -> 58.2 / 81.2
+(pair 1, 18 minutes apart: 10^5 character 59.4 / 82.0 -> 27.1 / 35.7). Results are unchanged:
+tests/test_search_fast_path.py checks person filters (alone, two people, with a video and clip bound, with a time
+range and excluded clips) against numpy over every row passing the filter in SQL, on the mirror's rows and through
+the graph (`EXACT_LIMIT` lowered), and `bench/vector_scale.py --check` found 0 of 90 calls at 10^4 differing from a
+brute-force exact search.
+
+What remains of a search at 10^5 (cProfile, 30 questions): for `video`, the character index of each new scope
+(video, `before_clip`): `build_index` reads the scope's semantic memories as whole rows (vector, entity list) to
+look for name statements in a few of them, 41 ms a scope, 30 of it building rows; MiniLM embeds the question in
+15-20 ms; the vector search's own floor is the 60 whole rows it returns (3-4 ms). The graph against the exact path
+for filters above `EXACT_LIMIT` (10^5 rows, random queries, CPU): 20,000 rows exact 7.2 ms / graph 18.8 ms, 40,000
+rows 12.2 / 11.6, 60,000 16.9 / 8.1; raising `EXACT_LIMIT` to about 40,000 would be faster and exact for those
+filters, but changes their results, so it is left as it is."""
+
+
 def write(runs: dict[str, Any]) -> None:
     from m3agent.bench.results_io import replace_section
 
@@ -156,8 +200,8 @@ def render(runs: dict[str, Any]) -> str:
             lines.append(f"| {label} | {n:,} | {server['first_answer_s']} | "
                          + " | ".join(_pair(server, k) for k in KINDS)
                          + f" | {_load(server.get('clients'))} | {_load(server.get('workers'))} |")
-    lines += ["", NOTES, "", ANALYSIS, "", *_keyword_lines(), f"![search latency against memories]({PLOT.name})",
-              ""]
+    lines += ["", NOTES, "", ANALYSIS, "", *_keyword_lines(), *_vector_lines(),
+              f"![search latency against memories]({PLOT.name})", ""]
     return "\n".join(lines)
 
 
@@ -182,6 +226,31 @@ def _keyword_lines() -> list[str]:
             fts = "; ".join(_pair(e, f"{k}_fts5") for k in KINDS) if "plain_fts5" in e else "-"
             lines.append(f"| {label} | {int(n):,} | {built} | " + " | ".join(_pair(e, k) for k in KINDS)
                          + f" | {fts} | {e.get('load_end', 0):.1f} |")
+    return [*lines, ""]
+
+
+def _vector_lines() -> list[str]:
+    """The person-scoped vector search paragraph and the table of ``bench/vector_scale.py`` (when it has run)."""
+    if not VECTOR_SCORES.exists():
+        return []
+    runs = json.loads(VECTOR_SCORES.read_text())
+    lines = [VECTOR_SEARCH, ""]
+    for label, run in runs.items():
+        lines.append(f"- `{label}`: commit {run['commit'] or '-'}, {run['date']}, load average at start "
+                     f"{run['load_start']:.2f}; command `{run['command']}`.")
+    lines += ["", "`vector_search` alone (the calls the API's searches make, replayed on a store with its graph; "
+              "k = 60): wall p50 / p95 (CPU p50), and the CPU p50 of its phases for `character`, ms:", "",
+              "| code | N | plain | character | video | character: filter / candidates / exact rows |"
+              " rows a character filter keeps (p50, max) | load at end |",
+              "|---|---|---|---|---|---|---|---|"]
+    for label, run in runs.items():
+        for n, e in sorted(run["sizes"].items(), key=lambda kv: int(kv[0])):
+            cells = [f"{e[k]['p50_ms']} / {e[k]['p95_ms']} ({e[k]['cpu']['p50_ms']})" for k in KINDS]
+            c = e["character"]
+            phases = " / ".join(str(c[p]["p50_ms"]) for p in ("mirror_filter", "candidates", "exact_rows"))
+            kept = c.get("filter_rows", {})
+            lines.append(f"| {label} | {int(n):,} | " + " | ".join(cells) + f" | {phases} | "
+                         f"{kept.get('p50', '-')}, {kept.get('max', '-')} | {e.get('load_end', 0):.1f} |")
     return [*lines, ""]
 
 

@@ -87,3 +87,63 @@ def test_the_api_kept_store_answers_as_fresh_ones(locomo: tuple[Path, list[str]]
                 plain = MemorySearcher(fresh, HashingEmbedder(256)).search("search_memory", question, K)
             assert [(h.memory.id, h.score) for h in kept.hits] == [(h.memory.id, h.score) for h in plain.hits]
             assert [c.clip for c in kept.clips] == [c.clip for c in plain.clips]
+
+
+def filtered_exact(store: SQLiteStore, query: np.ndarray, flt: SearchFilter, k: int = K) -> list[tuple[int, float]]:
+    """The best ``k`` (id, cosine) among the rows passing ``flt`` in SQL (numpy over every such row)."""
+    from m3agent.store.sqlite_rows import filter_sql
+
+    where, params = filter_sql(flt)
+    rows = store._db.execute(f"SELECT m.id, m.embedding FROM memories m WHERE {where}", params).fetchall()
+    vectors = np.frombuffer(b"".join(r[1] for r in rows), "<f4").reshape(len(rows), -1)
+    scores = vectors @ query
+    order = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i][0]))[:k]
+    return [(int(rows[i][0]), float(scores[i])) for i in order]
+
+
+@pytest.mark.parametrize("path_taken", ["exact", "graph"])
+def test_person_scoped_search_is_exact(locomo: tuple[Path, list[str]], path_taken: str,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person's filter (alone, or with a video, clip bound, time range and excluded clips) returns the
+    exact top-k of that person's memories: over the mirror rows of their memory ids, and with the graph
+    (EXACT_LIMIT lowered so that the filter keeps more rows than it)."""
+    path, questions = locomo
+    monkeypatch.setattr(memory_vectors, "ANN_MIN_ROWS", 500)
+    monkeypatch.setattr(memory_vectors, "WAITED_BUILD_THREADS", 1)
+    if path_taken == "graph":
+        monkeypatch.setattr(memory_vectors, "EXACT_LIMIT", 50)
+    graph_searches: list[int] = []
+    original = memory_vectors.MemoryVectors._ann_search
+
+    def spy(self: memory_vectors.MemoryVectors, *args: object) -> object:
+        graph_searches.append(1)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_vectors.MemoryVectors, "_ann_search", spy)
+    embedder = HashingEmbedder(256)
+    with open_store(str(path), readonly=True) as store:
+        assert isinstance(store, SQLiteStore)
+        store.build_vector_index()
+        assert store._vectors is not None and store._vectors.ann is not None
+        people = [int(r[0]) for r in store._db.execute("SELECT DISTINCT entity_id FROM edges ORDER BY 1")]
+        video = store._db.execute("SELECT video_id FROM videos ORDER BY id LIMIT 1").fetchone()[0]
+        assert len(people) >= 2
+        filters = [SearchFilter(entity_ids=(people[0],)), SearchFilter(entity_ids=(people[1], people[0])),
+                   SearchFilter(entity_ids=(people[0],), video_ids=(video,), before_clip=20),
+                   SearchFilter(entity_ids=tuple(people), start_s=100.0, end_s=5000.0,
+                                exclude_clips=frozenset({(video, 3), (video, 4)}))]
+        for flt in filters:
+            mirror = store._mirror_filter(flt)
+            assert mirror is not None and mirror.memory_ids is not None
+            with store._vectors.lock:
+                rows = store._vectors.mirror.rows(mirror)
+                assert rows.tolist() == np.flatnonzero(store._vectors.mirror.mask(mirror)).tolist()
+            assert path_taken == "exact" or len(rows) > memory_vectors.EXACT_LIMIT
+            for question in questions[:20]:
+                vector = embedder.embed([question])[0]
+                query = vector / np.linalg.norm(vector)
+                hits = store.vector_search(vector, K, flt)
+                want = filtered_exact(store, query, flt)
+                assert np.allclose([s.score for s in hits], [s for _, s in want], atol=1e-6)  # ties may swap
+                assert {s.memory.id for s in hits} <= {i for i, _ in filtered_exact(store, query, flt, 2 * K)}
+        assert bool(graph_searches) == (path_taken == "graph")

@@ -229,32 +229,33 @@ class MemoryVectors:
 
         if flt is None and self.ann is not None:
             return self._ann_search(query, want, None)
-        mask = self.mirror.mask(flt)
-        rows = np.flatnonzero(mask)
+        rows = self.mirror.rows(flt)
         if self.ann is None or len(rows) <= EXACT_LIMIT:
             return self.mirror.top_exact(query, rows, want)[0]
-        return self._ann_search(query, want, mask)
+        mask = np.zeros(self.mirror.size, np.bool_)
+        mask[rows] = True
+        return self._ann_search(query, want, (mask, rows))
 
-    def _ann_search(self, query: FloatArray, want: int, mask: BoolArray | None) -> IntArray:
-        """Graph hits (at least :data:`ANN_POOL`, more when the filter is selective) that pass
-        ``mask``, re-ranked by the mirror's finer int8 scores; exact over ``mask`` if too few pass."""
+    def _ann_search(self, query: FloatArray, want: int, allowed: tuple[BoolArray, IntArray] | None) -> IntArray:
+        """Graph hits (at least :data:`ANN_POOL`, more when the filter is selective) among the ``allowed`` rows
+        (mask and positions), re-ranked by the mirror's finer int8 scores; exact over them if too few pass."""
         import numpy as np
 
         assert self.ann is not None
         n_alive = max(self.mirror.n_alive, 1)
-        share = int(mask.sum()) / n_alive if mask is not None else 1.0
+        share = len(allowed[1]) / n_alive if allowed is not None else 1.0
         count = min(max(int(2 * want / max(share, 1e-9)), want, ANN_POOL), MAX_ANN_COUNT)
         while True:
             rows = self.mirror.rows_of(self.ann.search(query, count))
             ok = rows >= 0
-            if mask is not None:
-                ok &= mask[np.maximum(rows, 0)]
+            if allowed is not None:
+                ok &= allowed[0][np.maximum(rows, 0)]
             kept = rows[ok]
             if len(kept) >= want or count >= min(MAX_ANN_COUNT, len(self.ann)):
                 break
             count = min(count * 4, MAX_ANN_COUNT)
-        if len(kept) < want and mask is not None:
-            kept = np.flatnonzero(mask)
+        if len(kept) < want and allowed is not None:
+            kept = allowed[1]
         return self.mirror.top_exact(query, kept, want)[0]
 
     # persistence -----------------------------------------------------------

@@ -39,13 +39,15 @@ from m3agent.store.sqlite_locks import video_lock
 from m3agent.store.sqlite_schema import connect, schema_version
 from m3agent.store.sqlite_writer import SQLiteClipWriter, SQLiteConsolidationWriter
 
+LINKED_MEMO = 64  # entity sets whose linked memory ids a store keeps while nothing commits
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from m3agent.domain import Vector
     from m3agent.store.location import StoreLocation
     from m3agent.store.protocol import ClipWriter, MemoryStore
-    from m3agent.store.vectors import MirrorFilter
+    from m3agent.store.vectors import IntArray, MirrorFilter
 
     def _conforms(store: SQLiteStore, writer: SQLiteClipWriter) -> tuple[MemoryStore, ClipWriter]:
         """Lets mypy check both classes against the protocols."""
@@ -85,6 +87,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._vectors_key: tuple[str, int] | None = None
         self._keywords: KeywordIndex | None = None
         self._mirror_memo: tuple[tuple[object, ...], MirrorFilter | None] | None = None
+        self._linked_memo: tuple[tuple[object, ...], dict[tuple[int, ...], IntArray]] = ((), {})
 
     # connection ------------------------------------------------------------
     def close(self) -> None:
@@ -191,13 +194,25 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def _mirror_filter(self, flt: SearchFilter | None) -> MirrorFilter | None:
         """``flt`` in the index's terms, kept while nothing commits: a question's alias variants search with
-        one filter, and resolving a person's filter lists every memory linked to them. ``data_version``
-        moves with other connections' commits, ``total_changes`` with this one's writes."""
+        one filter, and resolving a person's filter lists every memory linked to them (those lists are kept
+        for the filters to come: a question's rounds, the next question about them). ``data_version`` moves
+        with other connections' commits, ``total_changes`` with this one's writes."""
         db = self._db
-        key = (flt, db.execute("PRAGMA data_version").fetchone()[0], db.total_changes, db.in_transaction)
+        state = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes, db.in_transaction)
+        key = (flt, *state)
         if self._mirror_memo is not None and self._mirror_memo[0] == key:
             return self._mirror_memo[1]
-        resolved = sqlite_search.mirror_filter(db, flt)
+        linked = None
+        if flt is not None and flt.entity_ids is not None:
+            if self._linked_memo[0] != state:
+                self._linked_memo = (state, {})
+            known = self._linked_memo[1]
+            linked = known.get(flt.entity_ids)
+            if linked is None:
+                if len(known) >= LINKED_MEMO:
+                    known.clear()
+                linked = known[flt.entity_ids] = sqlite_search.linked_memory_ids(db, flt.entity_ids)
+        resolved = sqlite_search.mirror_filter(db, flt, linked)
         self._mirror_memo = (key, resolved)
         return resolved
 

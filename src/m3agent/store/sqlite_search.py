@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from itertools import chain
 from typing import TYPE_CHECKING
 
 from m3agent.domain import MemoryKind, ScoredMemory, SearchFilter
@@ -26,7 +25,7 @@ from m3agent.store.sqlite_rows import (
     phrases_query,
     placeholders,
 )
-from m3agent.store.vectors import KIND_CODES, MirrorFilter, from_blob
+from m3agent.store.vectors import KIND_CODES, MirrorFilter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,21 +56,17 @@ def vector_search(
     return _exact_rows(db, [int(i) for i in found], query, flt, k)
 
 
-def mirror_filter(db: sqlite3.Connection, flt: SearchFilter | None) -> MirrorFilter | None:
-    """``flt`` in mirror terms: video row ids, kind codes, memory ids linked to the entities."""
-    import numpy as np
-
+def mirror_filter(
+    db: sqlite3.Connection, flt: SearchFilter | None, linked: IntArray | None = None
+) -> MirrorFilter | None:
+    """``flt`` in mirror terms: video row ids, kind codes, memory ids linked to the entities (``linked``:
+    ``linked_memory_ids(db, flt.entity_ids)`` when the caller has them)."""
     if flt is None or flt == SearchFilter():
         return None  # nothing restricts: the unfiltered path, the same results without a full mask
     codes = _video_codes(db, set(flt.video_ids or ()) | {v for v, _ in flt.exclude_clips})
     memory_ids = None
     if flt.entity_ids is not None:
-        linked = db.execute(
-            f"SELECT DISTINCT memory_id FROM edges WHERE entity_id IN ({placeholders(len(flt.entity_ids))})"
-            " ORDER BY memory_id",
-            list(flt.entity_ids),
-        )
-        memory_ids = np.fromiter(chain.from_iterable(linked), np.int64)  # no Python frame per row
+        memory_ids = linked if linked is not None else linked_memory_ids(db, flt.entity_ids)
     return MirrorFilter(
         videos=None if flt.video_ids is None else tuple(codes[v] for v in flt.video_ids if v in codes),
         before_clip=flt.before_clip,
@@ -81,6 +76,32 @@ def mirror_filter(db: sqlite3.Connection, flt: SearchFilter | None) -> MirrorFil
         memory_ids=memory_ids,
         exclude=tuple((codes[v], c) for v, c in sorted(flt.exclude_clips) if v in codes),
     )
+
+
+def linked_memory_ids(db: sqlite3.Connection, entity_ids: tuple[int, ...]) -> IntArray:
+    """Ids of the memories linked to any of ``entity_ids``, ascending and distinct (read-only). SQLite hands
+    them over as one string (no Python object per row, no sort in SQL): a third of the time of a ``SELECT
+    DISTINCT ... ORDER BY`` read row by row."""
+    import numpy as np
+
+    found = None
+    if entity_ids:
+        found = db.execute(
+            f"SELECT group_concat(memory_id) FROM edges WHERE entity_id IN ({placeholders(len(entity_ids))})",
+            list(entity_ids),
+        ).fetchone()[0]
+    ids = np.fromstring(str(found), np.int64, sep=",") if found else np.empty(0, np.int64)
+    ids = ascending(ids)
+    ids.flags.writeable = False
+    return ids
+
+
+def ascending(ids: IntArray) -> IntArray:
+    """``ids`` sorted and distinct; as they are when they already are (one entity's links come in key order),
+    without ``np.unique``'s sort."""
+    import numpy as np
+
+    return ids if bool(np.all(ids[1:] > ids[:-1])) else np.unique(ids)
 
 
 def _video_codes(db: sqlite3.Connection, video_ids: set[str]) -> dict[str, int]:
@@ -130,7 +151,7 @@ def _exact_rows(
             f"SELECT m.id, m.embedding FROM memories m WHERE m.id IN ({placeholders(len(batch))}) AND {where}",
             [*batch, *params],
         )
-        scores += [(-float(np.dot(from_blob(blob), query)), int(i)) for i, blob in rows]
+        scores += [(-float(np.dot(np.frombuffer(blob, "<f4"), query)), int(i)) for i, blob in rows]
     best = sorted(scores)[:k]
     if not best:
         return []

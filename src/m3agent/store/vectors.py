@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     FloatArray = npt.NDArray[np.float32]
 
 KIND_CODES = {"episodic": 0, "semantic": 1}
+SCORE_BLOCK = 1 << 18  # int8 codes (rows x dim) scored per matrix-vector product: see VectorMirror.scores
 
 
 def to_blob(vector: Vector | Sequence[float]) -> bytes:
@@ -188,35 +189,68 @@ class VectorMirror:
         keep = self.col("alive").copy()
         if flt is None:
             return keep  # type: ignore[no-any-return]
-        if flt.videos is not None:
-            keep &= np.isin(self.col("video"), np.asarray(flt.videos, np.int64))
-        if flt.before_clip is not None:
-            keep &= self.col("clip") <= flt.before_clip
-        if flt.start_s is not None:
-            keep &= self.col("end") >= flt.start_s
-        if flt.end_s is not None:
-            keep &= self.col("start") <= flt.end_s
-        if flt.kinds is not None:
-            keep &= np.isin(self.col("kind"), np.asarray(flt.kinds, np.int8))
+        keep &= self._passes(flt, slice(None))
         if flt.memory_ids is not None:
             keep &= np.isin(self.col("ids"), flt.memory_ids)
-        for video, clip in flt.exclude:
-            keep &= ~((self.col("video") == video) & (self.col("clip") == clip))
         return keep  # type: ignore[no-any-return]
+
+    def rows(self, flt: MirrorFilter | None) -> IntArray:
+        """Positions (ascending) of the rows that are alive and pass ``flt``: those of :meth:`mask`. A filter
+        naming memory ids (a person's) starts from their rows, so it costs their number, not the mirror's."""
+        import numpy as np
+
+        if flt is None or flt.memory_ids is None:
+            return np.flatnonzero(self.mask(flt))
+        found = self.rows_of(np.asarray(flt.memory_ids, np.int64))
+        rows = found[found >= 0]  # the alive ones
+        if not bool(np.all(rows[1:] > rows[:-1])):  # ids not given ascending and distinct
+            rows = np.unique(rows)
+        return rows[self._passes(flt, rows)]  # type: ignore[no-any-return]
+
+    def _passes(self, flt: MirrorFilter, at: slice | IntArray) -> BoolArray:
+        """Whether the rows ``at`` pass ``flt``'s column conditions (all but memory ids and liveness)."""
+        import numpy as np
+
+        def col(name: str) -> Any:
+            return self.col(name)[at]
+
+        keep = np.ones(len(col("kind")), np.bool_)
+        if flt.videos is not None:
+            keep &= np.isin(col("video"), np.asarray(flt.videos, np.int64))
+        if flt.before_clip is not None:
+            keep &= col("clip") <= flt.before_clip
+        if flt.start_s is not None:
+            keep &= col("end") >= flt.start_s
+        if flt.end_s is not None:
+            keep &= col("start") <= flt.end_s
+        if flt.kinds is not None:
+            keep &= np.isin(col("kind"), np.asarray(flt.kinds, np.int8))
+        if flt.exclude:
+            video, clip = col("video"), col("clip")
+            for v, c in flt.exclude:
+                keep &= ~((video == v) & (clip == c))
+        return keep
 
     def top_exact(self, query: FloatArray, rows: IntArray, count: int) -> tuple[IntArray, FloatArray]:
         """Best ``count`` of ``rows`` by (dequantised) dot product: memory ids and scores, best first."""
+        return _top(self._cols["ids"][rows], self.scores(query, rows), count)
+
+    def scores(self, query: FloatArray, rows: IntArray) -> FloatArray:
+        """The dequantised dot products of ``rows`` with ``query``, block by block: each block's float32 copy
+        stays in cache, and its matrix-vector product small enough for OpenBLAS to run it on the calling
+        thread. Above that size OpenBLAS splits it over its threads, which on busy cores (and in any process
+        that loaded onnxruntime) wait to be scheduled: 10^5 rows took 107-130 ms in one product, 17-19 ms
+        in blocks (docs/benchmarks.md, "Search at scale")."""
         import numpy as np
 
-        best_ids = np.empty(0, np.int64)
-        best_scores = np.empty(0, np.float32)
-        for start in range(0, len(rows), 65536):
-            chunk = rows[start : start + 65536]
-            scores = (self._cols["codes"][chunk].astype(np.float32) @ query) * self._cols["scales"][chunk]
-            best_ids = np.concatenate([best_ids, self._cols["ids"][chunk]])
-            best_scores = np.concatenate([best_scores, scores])
-            best_ids, best_scores = _top(best_ids, best_scores, count)
-        return best_ids, best_scores
+        codes = self._cols["codes"]
+        out = np.empty(len(rows), np.float32)
+        step = max(1, SCORE_BLOCK // max(self.dim, 1))
+        for start in range(0, len(rows), step):
+            block = rows[start : start + step]
+            out[start : start + len(block)] = codes[block].astype(np.float32) @ query
+        out *= self._cols["scales"][rows]
+        return out
 
     def dequantized(self, rows: IntArray) -> FloatArray:
         import numpy as np
