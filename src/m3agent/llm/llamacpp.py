@@ -153,7 +153,7 @@ def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -
     from m3agent.settings import Settings
 
     folder = cache_dir or Settings.model_fields["cache_dir"].default
-    options["state_dir"] = Path(folder) / STATES_FOLDER
+    options["state_dir"] = Path(folder).expanduser() / STATES_FOLDER  # the default is written "~/..."
     if target.endswith(".gguf") or "/" in target:
         return LlamaCppChat(Path(target).expanduser(), **options)
     from m3agent.llm import packaged
