@@ -26,34 +26,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_scale import KINDS, commit, fresh_copy, percentiles, query_set
+from search_scale import commit, fresh_copy, percentiles, query_set, record_store_calls
 
 SCORES = Path(__file__).resolve().parent / "scores" / "keyword_scale.json"
 
 def record_calls(path: Path, queries: dict[str, list[Any]]) -> dict[str, list[tuple[str, int, Any]]]:
     """The ``keyword_search`` calls of each kind's API searches."""
-    import m3agent
-    from m3agent.store.sqlite import SQLiteStore
+    return record_store_calls(path, queries, "keyword_search")
 
-    calls: dict[str, list[tuple[str, int, Any]]] = {kind: [] for kind in KINDS}
-    original = SQLiteStore.keyword_search
-    current: list[tuple[str, int, Any]] = []
-
-    def spy(self: SQLiteStore, query: str, k: int, flt: Any = None) -> Any:
-        current.append((query, k, flt))
-        return original(self, query, k, flt)
-
-    SQLiteStore.keyword_search = spy  # type: ignore[method-assign]
-    try:
-        with m3agent.open(path, llm="none") as agent:
-            for kind, items in queries.items():
-                current.clear()
-                for q in items:
-                    agent.search(q.text, 10, video_id=q.video_id, before_clip=q.before_clip)
-                calls[kind] = list(current)
-    finally:
-        SQLiteStore.keyword_search = original  # type: ignore[method-assign]
-    return calls
 
 def replay(path: Path, calls: dict[str, list[tuple[str, int, Any]]]) -> dict[str, Any]:
     from m3agent.store import open_store

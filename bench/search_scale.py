@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,34 @@ def query_set(n: int, count: int) -> dict[str, list[sc.Query]]:
     scoped = [sc.Query(q.text, f"video{rng.randrange(videos):04d}", rng.randrange(clips)) for q in
               sc.queries(sources, videos, count, character=False, seed=9)]
     return {"plain": plain, "character": sc.queries(sources, videos, count, character=True), "video": scoped}
+
+
+def record_store_calls(path: Path, queries: dict[str, list[Any]], method: str,
+                       keep: Callable[[Any], Any] = lambda q: q) -> dict[str, list[tuple[Any, int, Any]]]:
+    """The calls of ``SQLiteStore.<method>`` (query, k, filter) each kind's API searches make, the query kept as
+    ``keep`` returns it (a copy of a vector the caller may reuse)."""
+    import m3agent
+    from m3agent.store.sqlite import SQLiteStore
+
+    calls: dict[str, list[tuple[Any, int, Any]]] = {kind: [] for kind in KINDS}
+    original = getattr(SQLiteStore, method)
+    current: list[tuple[Any, int, Any]] = []
+
+    def spy(self: SQLiteStore, query: Any, k: int, flt: Any = None) -> Any:
+        current.append((keep(query), k, flt))
+        return original(self, query, k, flt)
+
+    setattr(SQLiteStore, method, spy)
+    try:
+        with m3agent.open(path, llm="none") as agent:
+            for kind, items in queries.items():
+                current.clear()
+                for q in items:
+                    agent.search(q.text, 10, video_id=q.video_id, before_clip=q.before_clip)
+                calls[kind] = list(current)
+    finally:
+        setattr(SQLiteStore, method, original)
+    return calls
 
 
 def percentiles(seconds: Sequence[float]) -> dict[str, float]:

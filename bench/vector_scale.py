@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_scale import KINDS, commit, fresh_copy, percentiles, query_set
+from search_scale import commit, fresh_copy, percentiles, query_set, record_store_calls
 
 SCORES = Path(__file__).resolve().parent / "scores" / "vector_scale.json"
 Call = tuple[Any, int, Any]
@@ -36,28 +36,7 @@ Call = tuple[Any, int, Any]
 
 def record_calls(path: Path, queries: dict[str, list[Any]]) -> dict[str, list[Call]]:
     """The ``vector_search`` calls of each kind's API searches."""
-    import m3agent
-    from m3agent.store.sqlite import SQLiteStore
-
-    calls: dict[str, list[Call]] = {kind: [] for kind in KINDS}
-    original = SQLiteStore.vector_search
-    current: list[Call] = []
-
-    def spy(self: SQLiteStore, query: Any, k: int, flt: Any = None) -> Any:
-        current.append((np.asarray(query, np.float32).copy(), k, flt))
-        return original(self, query, k, flt)
-
-    SQLiteStore.vector_search = spy  # type: ignore[method-assign]
-    try:
-        with m3agent.open(path, llm="none") as agent:
-            for kind, items in queries.items():
-                current.clear()
-                for q in items:
-                    agent.search(q.text, 10, video_id=q.video_id, before_clip=q.before_clip)
-                calls[kind] = list(current)
-    finally:
-        SQLiteStore.vector_search = original  # type: ignore[method-assign]
-    return calls
+    return record_store_calls(path, queries, "vector_search", lambda query: np.asarray(query, np.float32).copy())
 
 
 class Phases:

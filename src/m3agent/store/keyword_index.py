@@ -43,12 +43,12 @@ import math
 import re
 import sqlite3
 import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from m3agent.store.per_file import PerFile
 from m3agent.store.vectors import MirrorFilter
 
 if TYPE_CHECKING:
@@ -615,25 +615,11 @@ def pending(conn: sqlite3.Connection) -> tuple[int, int, int]:
     return int(top or 0), int(tomb or 0), int(text or 0)
 
 
-_SHARED: dict[tuple[str, int], weakref.ref[KeywordIndex]] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED: PerFile[KeywordIndex] = PerFile()
 
 
 def shared_keywords(path: Path) -> KeywordIndex:
     """The process's keyword index of the memories in ``path`` (created on first use, freed when no store holds
     it). Keyed by the file's inode too: a new file at the same path gets a new index."""
-    try:
-        inode = path.stat().st_ino
-    except OSError:
-        inode = -1
-    key = (str(path), inode)
-    with _SHARED_LOCK:
-        ref = _SHARED.get(key)
-        found = ref() if ref is not None else None
-        if found is None:
-            for stale in [k for k, r in _SHARED.items() if r() is None]:
-                del _SHARED[stale]
-            found = KeywordIndex(path)
-            _SHARED[key] = weakref.ref(found)
-        return found
+    return _SHARED.get(path, None, lambda: KeywordIndex(path))
 

@@ -34,13 +34,13 @@ import json
 import logging
 import sqlite3
 import threading
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.store.ann import HnswIndex, HnswParams
+from m3agent.store.per_file import PerFile
 from m3agent.store.sqlite_schema import utc_now
 from m3agent.store.vectors import MirrorFilter, MirrorRows, VectorMirror
 
@@ -313,27 +313,13 @@ class MemoryVectors:
         return True
 
 
-_SHARED: dict[tuple[str, int, str, int], weakref.ref[MemoryVectors]] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED: PerFile[MemoryVectors] = PerFile()
 
 
 def shared_vectors(path: Path, model: str, dim: int) -> MemoryVectors:
     """The process's index of the memories in ``path`` for embedding ``model`` (created on first use, freed
     when no store holds it). Keyed by the file's inode too: a new file at the same path gets a new index."""
-    try:
-        inode = path.stat().st_ino
-    except OSError:
-        inode = -1
-    key = (str(path), inode, model, dim)
-    with _SHARED_LOCK:
-        ref = _SHARED.get(key)
-        found = ref() if ref is not None else None
-        if found is None:
-            for stale in [k for k, r in _SHARED.items() if r() is None]:
-                del _SHARED[stale]
-            found = MemoryVectors(dim, path=path)
-            _SHARED[key] = weakref.ref(found)
-        return found
+    return _SHARED.get(path, (model, dim), lambda: MemoryVectors(dim, path=path))
 
 
 @dataclass(frozen=True)
