@@ -413,12 +413,16 @@ def gender_labels() -> dict[str, str]:
 
 def photo_faces() -> Iterator[tuple[str, str, Any]]:
     """(file, name, RGB image) of the single-person photos of the face set whose name has a gender label."""
+    yield from photo_faces_of(set(gender_labels()))
+
+
+def photo_faces_of(names: set[str]) -> Iterator[tuple[str, str, Any]]:
+    """(file, name, RGB image) of the single-person photos of the face set of the people in ``names``."""
     from m3agent.perception.faces import load_rgb
 
-    labels = gender_labels()
     for fields in _identities():
         path, name = fields[0], fields[2]
-        if name in labels:
+        if name in names:
             yield path, name, load_rgb(MEDIA / "faces" / path)
 
 

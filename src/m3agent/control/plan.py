@@ -44,7 +44,8 @@ class Plan:
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
         person, self.other = _moment_of_the_person(person, other)
         person = _with_the_only_time(person, self.other, question)
-        self.person = _with_the_only_quote(person, self.other, question) if self.ask not in _NO_QUOTE else person
+        person = _with_the_only_quote(person, self.other, question) if self.ask not in _NO_QUOTE else person
+        self.person, self.other = _wearing(person, self.other, question)
         self.raw = raw
 
     def describe(self) -> str:
@@ -121,8 +122,25 @@ def _with_the_only_quote(person: Reference, other: Reference | None, question: s
     return replace(person, quote=spans[0][:80])
 
 
+_GLASSES = re.compile(r"\b(?:eye)?glasses\b|\bspectacles\b", re.IGNORECASE)
+_WEARER_KINDS = frozenset({"man", "woman", "person", "speaker"})
+
+
+def _wearing(person: Reference, other: Reference | None, question: str) -> tuple[Reference, Reference | None]:
+    """The references with ``wears`` set from the question: "the woman with glasses" names glasses, which the
+    plan schema does not carry (the model is not asked; the words are unambiguous). They go to the first reference
+    that is a person who can wear them (not a photo, a voice or a bare moment)."""
+    if not _GLASSES.search(question):
+        return person, other
+    if person.kind in _WEARER_KINDS:
+        return replace(person, wears="glasses"), other
+    if other is not None and other.kind in _WEARER_KINDS:
+        return person, replace(other, wears="glasses")
+    return person, other
+
+
 def _ref_text(ref: Reference) -> str:
     parts = [ref.kind, ref.place if ref.place != "any" else ""]
     parts += [f"@{ref.time_s:g}s" if ref.time_s is not None else "", f"{ref.scene} scene" if ref.scene != "any" else ""]
-    parts += [f'"{ref.quote}"' if ref.quote else ""]
+    parts += [f'"{ref.quote}"' if ref.quote else "", f"with {ref.wears}" if ref.wears != "any" else ""]
     return " ".join(p for p in parts if p)

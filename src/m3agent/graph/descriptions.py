@@ -25,6 +25,7 @@ LABELS = {  # stored name -> how a profile names it, in the order profiles list 
     "depth": "depth",
     "apparent_gender": "apparent gender",
     "apparent_age": "apparent age",
+    "eyewear": "eyewear",
 }
 NUMERIC = frozenset({"apparent_age"})
 

@@ -7,9 +7,11 @@ writes it); resolution is deterministic and uses only the operators of :class:`E
 - the **window** is the instant named (widened by :data:`INSTANT_S`), the first or last shot, the span of the
   utterance whose words best match the quote, or the whole video;
 - a **voice** (or an unseen speaker) is one of the people heard in the window, the one speaking the quote when
-  there is one; a **person seen** is one of the people on screen, filtered by frame position and by apparent
-  gender ("man" / "woman": measured face gender, else voice register), falling back to the speakers when
-  nobody is on screen.
+  there is one; a **person seen** is one of the people on screen, filtered by frame position, by apparent
+  gender ("man" / "woman": measured face gender, else voice register) and by measured eyewear ("with
+  glasses"), falling back to the speakers when nobody is on screen;
+- a person named by no moment but by something measured about them ("the woman with glasses") is the person
+  of the video it fits best, and the window is their first appearance.
 
 Ties are broken by who is nearest the instant and, for people seen, foreground before background. A
 filter that would leave nobody is dropped, never the person: a description is evidence, not a veto.
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from m3agent.graph.values import Role
 from m3agent.text import STOPWORDS, words
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 Kind = Literal["none", "person", "man", "woman", "voice", "speaker", "photo"]
 Place = Literal["any", "left", "right", "centre", "foreground", "background"]
 Scene = Literal["any", "first", "last"]
+Wears = Literal["any", "glasses"]
 INSTANT_S = 1.0
 """An instant named in a question is read as this many seconds either side (people are sampled at 2 fps and
 speech is segmented, so an exact instant often holds nobody)."""
@@ -43,13 +47,15 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Reference:
     """A person or a moment as a question names it: ``kind`` of person (``none``: only a moment), frame
-    ``place``, a clock ``time_s``, the first / last ``scene`` and a ``quote`` of what is said."""
+    ``place``, a clock ``time_s``, the first / last ``scene``, a ``quote`` of what is said and what the person
+    ``wears``."""
 
     kind: Kind = "none"
     place: Place = "any"
     time_s: float | None = None
     scene: Scene = "any"
     quote: str = ""
+    wears: Wears = "any"
 
     @property
     def anchored(self) -> bool:
@@ -108,7 +114,7 @@ def resolve(graph: EntityGraph, video_id: str, ref: Reference) -> Resolved | Non
     """``ref`` against the graph of ``video_id``: None when it names no time, or names a person nobody fits."""
     window = window_of(graph, video_id, ref)
     if window is None:
-        return None
+        return _described_anywhere(graph, video_id, ref)
     middle = (window[0] + window[1]) / 2
     shot = graph.shot_at(video_id, ref.time_s if ref.time_s is not None else middle)
     if ref.kind == "none" and not ref.quote.strip():
@@ -141,12 +147,45 @@ def _seen(graph: EntityGraph, video_id: str, ref: Reference, window: tuple[float
                       window, shot, moment)
     placed = [s for s in seen if ref.place in ("any", s.horizontal, s.depth)] or seen
     fitting = _by_gender(graph, placed, ref.kind, lambda s: s.person) or placed
+    fitting = [s for s in fitting if fits_eyewear(graph, s.person, ref.wears)] or fitting
     speakers = {u.person.character_id for u in moment.speaking}
     middle = (window[0] + window[1]) / 2
     best = min(fitting, key=lambda s: (s.depth == "background", s.person.character_id not in speakers,
                                        abs(s.time_s - middle)))
     said = next((u for u in moment.speaking if u.person.character_id == best.person.character_id), None)
     return Resolved(video_id, window, shot, best.person, best, said)
+
+
+def _described_anywhere(graph: EntityGraph, video_id: str, ref: Reference) -> Resolved | None:
+    """The person of the video measured to wear what ``ref`` says (and fitting its kind), seen longest; the
+    window is their first time on screen. None when the reference says nothing measured, or nobody is
+    measured to fit it (an unmeasured person is no answer here: there is no moment to narrow them down)."""
+    if ref.wears == "any":
+        return None
+    found = []
+    for person in graph.people():
+        seen = [a for a in graph.appearances(person, video_id) if a.role != Role.VOICE] if person.face_ids else []
+        if not seen or (graph.profile(person).attribute("eyewear") or ("",))[0] != ref.wears:
+            continue
+        if ref.kind in _GENDER and not fits_gender(graph, person, ref.kind):
+            continue
+        found.append((sum(a.end_s - a.start_s for a in seen), -seen[0].start_s, person, seen[0]))
+    if not found:
+        return None
+    _, _, person, first = max(found, key=lambda f: (f[0], f[1]))
+    window = (first.start_s, first.end_s)
+    moment = graph.at(video_id, *window)
+    sighting = next((s for s in moment.on_screen if s.person.character_id == person.character_id), None)
+    return Resolved(video_id, window, graph.shot_at(video_id, first.start_s), person, sighting)
+
+
+def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:
+    """Whether ``person`` is measured to wear ``wears`` (``any``: everyone fits; an unmeasured or uncertain
+    person fits too, as with gender: a description narrows, it does not veto)."""
+    if wears == "any":
+        return True
+    measured = graph.profile(person).attribute("eyewear")
+    return measured is None or measured[0] in ("uncertain", wears)
 
 
 def _by_gender(graph: EntityGraph, items: list[T], kind: str, person_of: Callable[[T], Person]) -> list[T]:

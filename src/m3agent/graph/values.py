@@ -185,7 +185,7 @@ class Profile:
 
     def describe(self, min_confidence: float = DESCRIBE_MIN) -> str:
         """One short phrase of the attributes decided with at least ``min_confidence``, e.g. "a low voice;
-        usually on the left; appears male; looks about 60" ("" when none is)."""
+        usually on the left; appears male; looks about 60; wears glasses" ("" when none is)."""
         sure = {n: v for n, v, c in self.attributes if c >= min_confidence and v != "uncertain"}
         parts = []
         if sure.get("voice") in ("low", "high"):
@@ -198,6 +198,8 @@ class Profile:
             parts.append(f"appears {sure['apparent gender']}")
         if "apparent age" in sure:
             parts.append(f"looks about {sure['apparent age']}")
+        if sure.get("eyewear") == "glasses":
+            parts.append("wears glasses")
         return "; ".join(parts)
 
     @property

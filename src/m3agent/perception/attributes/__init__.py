@@ -1,12 +1,14 @@
 """Measured descriptions of people and shots for character profiles.
 
-Voice register from pitch, position in the frame, still picture vs live video, and apparent gender and
-age of a face (packaged networks). Pure functions returning typed frozen values, each with a confidence
-and the evidence it was computed from; numpy/cv2/onnxruntime load inside the functions.
+Voice register from pitch, position in the frame, still picture vs live video, glasses on a face (a line
+across the bridge of the nose on a landmark-aligned face), and apparent gender and age of a face (packaged
+networks). Pure functions returning typed frozen values, each with a confidence and the evidence it was
+computed from; numpy/cv2/onnxruntime load inside the functions.
 
 :mod:`.clip` runs them on an ingested clip and groups the results by entity for the memory.
 
-Results on the shared media: docs/benchmarks.md, "Person attributes" (``python bench/attributes.py``).
+Results on the shared media: docs/benchmarks.md, "Person attributes" (``python bench/attributes.py``) and
+"Person attributes: eyewear" (``python bench/eyewear.py``).
 """
 
 from __future__ import annotations

