@@ -274,9 +274,24 @@ def test_a_person_described_by_glasses_resolves_with_or_without_a_moment(make_st
     at = resolve(g, "v1", Reference("person", time_s=3.0, wears="glasses"))  # at 0:03 a would win (foreground)
     assert at is not None and at.person is not None and at.person.face_ids == (ids["b"],)
     assert resolve(g, "v1", Reference("woman")) is None  # still nothing to resolve without a moment or a measure
+    assert resolve(g, "v1", Reference("person", wears="glasses", occurrence=2)) is None  # b is seen once only
     q = "When is the man with glasses first seen, and when is he seen next?"
     when = graph_answer(g, "v1", plan(q, "when", ref(kind="man"), sense="seen"))
     assert when is not None and "0:01–0:05" in when.text and g.person_of_entity(ids["b"]).tag in when.text
+
+
+def test_the_counted_time_on_screen_of_a_person_with_glasses(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    ids = build(store)
+    g = _with_eyewear(store, ids, a="glasses", b="none")  # a is seen 0:01-0:10 and 0:40-0:45
+    for occurrence, window in ((1, (1.0, 10.0)), (2, (40.0, 45.0)), (-1, (40.0, 45.0))):
+        found = resolve(g, "v1", Reference("person", wears="glasses", occurrence=occurrence))
+        assert found is not None and found.window == window and found.person is not None
+        assert found.person.face_ids == (ids["a"],)
+    assert resolve(g, "v1", Reference("person", wears="glasses", occurrence=3)) is None
+    q = "What is shown right before the person with glasses appears for the second time?"
+    before = graph_answer(g, "v1", plan(q, "before", ref(kind="person")))
+    assert before is not None and before.text.startswith("Right before (0:00–0:12"), before.text
 
 
 def test_the_plan_gives_glasses_to_the_person_who_can_wear_them() -> None:
@@ -284,5 +299,8 @@ def test_the_plan_gives_glasses_to_the_person_who_can_wear_them() -> None:
     p = plan(q, "which_first", ref(kind="photo"), ref(kind="woman"))
     assert p.person.wears == "any" and p.other is not None and p.other.wears == "glasses"
     assert plan("Is the man at 0:10 seen again?", "seen_again", ref(kind="man", time="0:10")).person.wears == "any"
+    q = "What is heard right before the woman with glasses appears for the second time?"
+    counted = plan(q, "before", ref(kind="woman")).person
+    assert (counted.wears, counted.occurrence) == ("glasses", 2)
     assert plan("Is the man in sunglasses at 0:10 seen again?", "seen_again",
                 ref(kind="man", time="0:10")).person.wears == "any"  # sunglasses are not what the measure reads

@@ -126,21 +126,29 @@ _GLASSES = re.compile(r"\b(?:eye)?glasses\b|\bspectacles\b", re.IGNORECASE)
 _WEARER_KINDS = frozenset({"man", "woman", "person", "speaker"})
 
 
+_OCCURRENCE = re.compile(r"\b(first|second|third|last)\s+time\b", re.IGNORECASE)
+_ORDINALS = {"first": 1, "second": 2, "third": 3, "last": -1}
+
+
 def _wearing(person: Reference, other: Reference | None, question: str) -> tuple[Reference, Reference | None]:
     """The references with ``wears`` set from the question: "the woman with glasses" names glasses, which the
     plan schema does not carry (the model is not asked; the words are unambiguous). They go to the first reference
-    that is a person who can wear them (not a photo, a voice or a bare moment)."""
+    that is a person who can wear them (not a photo, a voice or a bare moment), with the time on screen the
+    question counts ("appears for the second time") when it names no moment."""
     if not _GLASSES.search(question):
         return person, other
+    counted = _OCCURRENCE.search(question)
+    occurrence = _ORDINALS[counted.group(1).lower()] if counted else 1
     if person.kind in _WEARER_KINDS:
-        return replace(person, wears="glasses"), other
+        return replace(person, wears="glasses", occurrence=occurrence), other
     if other is not None and other.kind in _WEARER_KINDS:
-        return person, replace(other, wears="glasses")
+        return person, replace(other, wears="glasses", occurrence=occurrence)
     return person, other
 
 
 def _ref_text(ref: Reference) -> str:
     parts = [ref.kind, ref.place if ref.place != "any" else ""]
     parts += [f"@{ref.time_s:g}s" if ref.time_s is not None else "", f"{ref.scene} scene" if ref.scene != "any" else ""]
-    parts += [f'"{ref.quote}"' if ref.quote else "", f"with {ref.wears}" if ref.wears != "any" else ""]
+    parts += [f'"{ref.quote}"' if ref.quote else "", f"with {ref.wears}" if ref.wears != "any" else "",
+              f"time {ref.occurrence}" if ref.occurrence != 1 else ""]
     return " ".join(p for p in parts if p)

@@ -11,7 +11,8 @@ writes it); resolution is deterministic and uses only the operators of :class:`E
   gender ("man" / "woman": measured face gender, else voice register) and by measured eyewear ("with
   glasses"), falling back to the speakers when nobody is on screen;
 - a person named by no moment but by something measured about them ("the woman with glasses") is the person
-  of the video it fits best, and the window is their first appearance.
+  of the video it fits best, and the window is their first time on screen (or the one the reference counts:
+  "when she appears for the second time").
 
 Ties are broken by who is nearest the instant and, for people seen, foreground before background. A
 filter that would leave nobody is dropped, never the person: a description is evidence, not a veto.
@@ -47,8 +48,9 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Reference:
     """A person or a moment as a question names it: ``kind`` of person (``none``: only a moment), frame
-    ``place``, a clock ``time_s``, the first / last ``scene``, a ``quote`` of what is said and what the person
-    ``wears``."""
+    ``place``, a clock ``time_s``, the first / last ``scene``, a ``quote`` of what is said, what the person
+    ``wears`` and, for a person named by no moment, which of their times on screen is meant (``occurrence``: 1
+    the first, 2 the second, -1 the last)."""
 
     kind: Kind = "none"
     place: Place = "any"
@@ -56,6 +58,7 @@ class Reference:
     scene: Scene = "any"
     quote: str = ""
     wears: Wears = "any"
+    occurrence: int = 1
 
     @property
     def anchored(self) -> bool:
@@ -158,8 +161,9 @@ def _seen(graph: EntityGraph, video_id: str, ref: Reference, window: tuple[float
 
 def _described_anywhere(graph: EntityGraph, video_id: str, ref: Reference) -> Resolved | None:
     """The person of the video measured to wear what ``ref`` says (and fitting its kind), seen longest; the
-    window is their first time on screen. None when the reference says nothing measured, or nobody is
-    measured to fit it (an unmeasured person is no answer here: there is no moment to narrow them down)."""
+    window is their ``ref.occurrence``-th time on screen. None when the reference says nothing measured, nobody is
+    measured to fit it (an unmeasured person is no answer here: there is no moment to narrow them down) or they
+    are not seen that many times."""
     if ref.wears == "any":
         return None
     found = []
@@ -169,14 +173,17 @@ def _described_anywhere(graph: EntityGraph, video_id: str, ref: Reference) -> Re
             continue
         if ref.kind in _GENDER and not fits_gender(graph, person, ref.kind):
             continue
-        found.append((sum(a.end_s - a.start_s for a in seen), -seen[0].start_s, person, seen[0]))
+        found.append((sum(a.end_s - a.start_s for a in seen), -seen[0].start_s, person, seen))
     if not found:
         return None
-    _, _, person, first = max(found, key=lambda f: (f[0], f[1]))
-    window = (first.start_s, first.end_s)
+    _, _, person, seen = max(found, key=lambda f: (f[0], f[1]))
+    index = ref.occurrence - 1 if ref.occurrence > 0 else ref.occurrence
+    if not -len(seen) <= index < len(seen):
+        return None
+    window = (seen[index].start_s, seen[index].end_s)
     moment = graph.at(video_id, *window)
     sighting = next((s for s in moment.on_screen if s.person.character_id == person.character_id), None)
-    return Resolved(video_id, window, graph.shot_at(video_id, first.start_s), person, sighting)
+    return Resolved(video_id, window, graph.shot_at(video_id, window[0]), person, sighting)
 
 
 def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:
