@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from m3agent import tags
 from m3agent.control.results import ClipCache
 from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
-from m3agent.text import may_state_a_name, stated_names
+from m3agent.text import STATED_HINTS, may_state_a_name, stated_names
 
 if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
@@ -88,7 +88,8 @@ class CharacterIndex:
 def build_index(
     store: MemoryStore, *, video_id: str | None = None, before_clip: int | None = None
 ) -> CharacterIndex:
-    """Read characters, entity names and name statements visible at ``before_clip``."""
+    """Read characters, entity names and name statements visible at ``before_clip`` (only the semantic
+    memories whose text may state a name are read whole)."""
     characters = store.characters(before_clip=before_clip, video_id=video_id)
     entities = store.entities()
     character_of = {eid: c.id for c in characters for eid in c.entity_ids}
@@ -99,7 +100,7 @@ def build_index(
         video_ids=(video_id,) if video_id else None, before_clip=before_clip, kinds=(MemoryKind.SEMANTIC,)
     )
     partial = CharacterIndex(character_of, entities_of, given, (), entity_tags)
-    statements = tuple(find_name_statements(store.memories(flt=flt), partial))
+    statements = tuple(find_name_statements(store.memories_containing(STATED_HINTS, flt), partial))
     return CharacterIndex(character_of, entities_of, given, statements, entity_tags)
 
 
@@ -135,7 +136,7 @@ def _matches(name: str, wanted: str) -> bool:
 
 class IndexCache:
     """Character indexes by scope (video, before_clip), each reused while the memory's change stamp holds
-    (building one reads every semantic memory of the scope: seconds at 10^5 memories). Thread-safe: a
+    (building one scans every semantic memory of the scope). Thread-safe: a
     scope asked for by several threads at once is built once."""
 
     def __init__(self, capacity: int = 64) -> None:
