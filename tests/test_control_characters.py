@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from m3agent.control.characters import CharacterIndex, build_index, find_name_statements
+from m3agent.control.characters import CharacterIndex, IndexCache, build_index, find_name_statements
 from m3agent.domain import EntityKind, FaceVoiceLink, Memory, MemoryKind, SearchFilter, Video
 from m3agent.store.protocol import MemoryStore
 from m3agent.text import STATED_HINTS
@@ -95,6 +95,25 @@ def test_index_equals_the_one_read_from_every_semantic_memory(make_store: MakeSt
         (cleo, "Cleo")]
     assert [s.name for s in build_index(store, video_id="v1", before_clip=1).statements] == ["Ann", "Bob Lee"]
     assert [s.name for s in build_index(store, video_id="v2").statements] == ["Dana"]
+
+
+def test_cached_scopes_take_their_candidates_from_the_whole_memory_read_at_the_same_stamp(
+    make_store: MakeStore, monkeypatch: Any
+) -> None:
+    store = make_store()
+    _fill(store)
+    scopes = [(v, b) for v in ("v1", "v2", "nope", "") for b in (None, 0, 2, 5)]
+    expected = {scope: _comparable(_old_index(store, *scope)) for scope in scopes}
+    cache = IndexCache()
+    reads: list[Any] = []
+    original = store.memories_containing
+    monkeypatch.setattr(store, "memories_containing", lambda *a: reads.append(a) or original(*a))
+    cache.get(store, None, None, ("one",))
+    for scope in scopes:
+        assert _comparable(cache.get(store, *scope, ("one",))) == expected[scope], scope
+    assert len(reads) == 1  # the whole memory's candidates, once
+    cache.get(store, "v1", 3, ("two",))  # another state of the memory: the scope reads its own
+    assert len(reads) == 2 and reads[-1][1].video_ids == ("v1",)
 
 
 def test_memories_containing_is_a_case_sensitive_substring_test_in_sql(make_store: MakeStore) -> None:
