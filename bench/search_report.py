@@ -170,8 +170,8 @@ filters, but changes their results, so it is left as it is."""
 
 
 CHARACTER_INDEX = """Video-scoped searches and the server (issue 26; 2026-11-27, AMD EPYC, 2 cores shared with other
-jobs, load average 2.6-6.5; labels `before-idx*` = /work/main as it was (3f84952 with uncommitted work, then 0df1979: eyewear
-perception, nothing on the search path), `after-idx*` = branch h26v; `before-idx` and
+jobs, load average 2.6-6.5; labels `before-idx*` = /work/main as it was (3f84952 with uncommitted work, then
+0df1979: eyewear perception, nothing on the search path), `after-idx*` = branch h26v; `before-idx` and
 `after-idx` ran back to back, as did `before-idx-server` and `after-idx-server`). Commands: `bench/search_scale.py
 --sizes 10000,100000 --queries 30 --no-server --label before-idx|after-idx` (PYTHONPATH=/work/main/src, then
 src) and `bench/search_scale.py --sizes 100000 --no-api --queries 30 --clients 8 --seconds 15 --saved-index
