@@ -169,6 +169,47 @@ rows 12.2 / 11.6, 60,000 16.9 / 8.1; raising `EXACT_LIMIT` to about 40,000 would
 filters, but changes their results, so it is left as it is."""
 
 
+CHARACTER_INDEX = """Video-scoped searches and the server (issue 26; 2026-11-27, AMD EPYC, 2 cores shared with other
+jobs, load average 2.6-6.5; labels `before-idx*` = /work/main as it was (3f84952 with uncommitted work, then
+0df1979: eyewear perception, nothing on the search path), `after-idx*` = branch h26v; `before-idx` and
+`after-idx` ran back to back, as did `before-idx-server` and `after-idx-server`). Commands: `bench/search_scale.py
+--sizes 10000,100000 --queries 30 --no-server --label before-idx|after-idx` (PYTHONPATH=/work/main/src, then
+src) and `bench/search_scale.py --sizes 100000 --no-api --queries 30 --clients 8 --seconds 15 --saved-index
+--label ...` (`after-idx-server2` with `--search-workers 1`).
+
+- Every new (video, `before_clip`) scope built a character index that read each semantic memory of the scope as
+  a whole row (vector, entity list) to find the few name statements (35 ms a scope at 10^5, 22,000 rows for 30
+  scopes). `MemoryStore.memories_containing` now tests the text in SQL (SQLite `instr`, PostgreSQL `strpos`:
+  case-sensitive, as `may_state_a_name`), so only the ~45 candidates of a scope are read whole (14 ms a
+  scope); and `IndexCache` keeps the whole memory's candidates (1,446 rows at 10^5, read in 0.3 s when the
+  whole-memory index is built: the server's start, the API's first unscoped search) for the memory's state, so
+  a scope built at that state filters them in Python instead of scanning its rows. The index is the same
+  (tests/test_control_characters.py, both stores: every video and `before_clip` scope against the old
+  whole-row read, and the cached scopes). API `video` at 10^5: 75.4 / 121.5 -> 39.4 / 44.7 ms (CPU 69.5 ->
+  37.9); at 10^4 83.0 / 106.1 -> 30.5 / 36.3 (the first commit alone, an earlier pair: 66.9 / 93.8 -> 45.6 /
+  57.2 at 10^5).
+- The server: the "245 ms server CPU a request" of `after-bm25-server` was mostly the HNSW graph being built in
+  the background during the phases (the bench starts each server on a copy without a saved index) and FTS5
+  answering keyword searches until the keyword index was built. With the index saved first (`--saved-index`,
+  as a server restarted on its memory), main answers 8 clients at 31.0 requests/s for 33.4 ms of server CPU a
+  request (p50 / p95 251 / 307 ms), this branch 34.0 requests/s for 32.6 ms; one client: `character` 26.6 ->
+  19.9 requests/s and `video` 12.7 -> 18.0 (p50 80.2 -> 51.6 ms). A cProfile of the server's search path in
+  process (`service.search` + response model, 90 mixed questions at 10^5) matches the API's: MiniLM 19.5 ms,
+  vector search 14, keyword search 9 (FTS5 calls while the keyword index was building: 78 ms each), the
+  character index 7 (under the profiler), the rest (filters, rows, text, response) a few ms;
+  `ServerContext.start` now also starts the keyword index build (`SQLiteStore.start_keyword_index`), so the
+  first searches do not fall back to FTS5.
+  With it (`after-idx-server3`, 67141cc, load 3.7-4.5): 8 clients 37.1 requests/s, 31.2 ms of server CPU a
+  request (p50 / p95 208.5 / 268.2 ms); one client: `character` 30.8 and `video` 25.3 requests/s (36.8 / 51.2
+  ms); `plain` stays 85.9 / 278.7 ms, its slowest questions naming people (see above).
+- What stops 100 requests/s: about 31-33 ms of CPU a search, of which 15-20 ms is MiniLM embedding the
+  question; one process holds the GIL for most of the rest, and with a search worker (`after-idx-server2`: 29.7
+  requests/s, 31.1 ms a request) the two cores are already busy with the 8 httpx clients, the other jobs on
+  the machine (load 4-5) and the server. On 2 idle cores the ceiling is about 2,000 / 32 = 60 requests/s with
+  the client elsewhere; 100 requests/s needs under 20 ms of CPU a search, i.e. a cheaper query embedding (or a
+  cache of repeated questions, which this bench's 90 repeating questions would flatter, so not done here)."""
+
+
 def write(runs: dict[str, Any]) -> None:
     from m3agent.bench.results_io import replace_section
 
@@ -200,7 +241,7 @@ def render(runs: dict[str, Any]) -> str:
             lines.append(f"| {label} | {n:,} | {server['first_answer_s']} | "
                          + " | ".join(_pair(server, k) for k in KINDS)
                          + f" | {_load(server.get('clients'))} | {_load(server.get('workers'))} |")
-    lines += ["", NOTES, "", ANALYSIS, "", *_keyword_lines(), *_vector_lines(),
+    lines += ["", NOTES, "", ANALYSIS, "", *_keyword_lines(), *_vector_lines(), CHARACTER_INDEX, "",
               f"![search latency against memories]({PLOT.name})", ""]
     return "\n".join(lines)
 

@@ -69,7 +69,7 @@ def store(locomo: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.Mo
     shutil.copyfile(locomo[0], copy)
     opened = open_store(str(copy))
     assert isinstance(opened, SQLiteStore)
-    opened.keyword_search("warm up", 1)  # starts the background build
+    opened.start_keyword_index()  # starts the background build
     index = opened._synced_keywords()
     index.wait()
     assert index.ready and not index.disabled

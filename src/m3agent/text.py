@@ -106,7 +106,7 @@ def self_names(text: str) -> list[str]:
     return [m.group("name") for m in _SELF.finditer(text) if _is_name(m.group("name"))]
 
 
-_STATED_HINTS = ("name", "called", "addressed as", "referred to as", "known as", "goes by", "answers to",
+STATED_HINTS = ("name", "called", "addressed as", "referred to as", "known as", "goes by", "answers to",
                  "introduces")
 """Every :data:`_STATED` pattern contains one of these (case as written): a text without any states no name."""
 
@@ -114,7 +114,7 @@ _STATED_HINTS = ("name", "called", "addressed as", "referred to as", "known as",
 def may_state_a_name(text: str) -> bool:
     """False only when :func:`stated_names` finds nothing in ``text`` (or in it with its tags rewritten): a
     cheap test before the patterns, which cost more than reading the memory."""
-    return any(hint in text for hint in _STATED_HINTS)
+    return any(hint in text for hint in STATED_HINTS)
 
 
 def stated_names(text: str) -> list[tuple[tags.Tag, str]]:

@@ -11,14 +11,14 @@ and to answer name<->character questions).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from m3agent import tags
 from m3agent.control.results import ClipCache
 from m3agent.domain import Character, Entity, Memory, MemoryKind, SearchFilter
-from m3agent.text import may_state_a_name, stated_names
+from m3agent.text import STATED_HINTS, may_state_a_name, stated_names
 
 if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
@@ -86,21 +86,38 @@ class CharacterIndex:
 
 
 def build_index(
-    store: MemoryStore, *, video_id: str | None = None, before_clip: int | None = None
+    store: MemoryStore, *, video_id: str | None = None, before_clip: int | None = None,
+    candidates: Sequence[Memory] | None = None,
 ) -> CharacterIndex:
-    """Read characters, entity names and name statements visible at ``before_clip``."""
+    """Read characters, entity names and name statements visible at ``before_clip``. Only the semantic
+    memories whose text may state a name are read whole: those of the scope, or ``candidates`` (those of the
+    whole memory, read by :func:`name_candidates` in the same state) restricted to the scope."""
     characters = store.characters(before_clip=before_clip, video_id=video_id)
     entities = store.entities()
     character_of = {eid: c.id for c in characters for eid in c.entity_ids}
     entities_of = {c.id: tuple(c.entity_ids) for c in characters}
     given = _given_names(entities, characters, character_of)
     entity_tags = {e.id: e.tag for e in entities}
+    if candidates is None:
+        candidates = name_candidates(store, video_id, before_clip)
+    else:
+        candidates = [m for m in candidates if _in_scope(m, video_id, before_clip)]
+    partial = CharacterIndex(character_of, entities_of, given, (), entity_tags)
+    statements = tuple(find_name_statements(candidates, partial))
+    return CharacterIndex(character_of, entities_of, given, statements, entity_tags)
+
+
+def name_candidates(store: MemoryStore, video_id: str | None = None, before_clip: int | None = None) -> list[Memory]:
+    """The scope's semantic memories whose text may state a name, in (video, clip, id) order."""
     flt = SearchFilter(
         video_ids=(video_id,) if video_id else None, before_clip=before_clip, kinds=(MemoryKind.SEMANTIC,)
     )
-    partial = CharacterIndex(character_of, entities_of, given, (), entity_tags)
-    statements = tuple(find_name_statements(store.memories(flt=flt), partial))
-    return CharacterIndex(character_of, entities_of, given, statements, entity_tags)
+    return store.memories_containing(STATED_HINTS, flt)
+
+
+def _in_scope(memory: Memory, video_id: str | None, before_clip: int | None) -> bool:
+    """Whether ``memory`` passes the filter :func:`name_candidates` reads the scope with."""
+    return (not video_id or memory.video_id == video_id) and (before_clip is None or memory.clip_index <= before_clip)
 
 
 def find_name_statements(memories: Iterable[Memory], index: CharacterIndex) -> list[NameStatement]:
@@ -134,9 +151,10 @@ def _matches(name: str, wanted: str) -> bool:
 
 
 class IndexCache:
-    """Character indexes by scope (video, before_clip), each reused while the memory's change stamp holds
-    (building one reads every semantic memory of the scope: seconds at 10^5 memories). Thread-safe: a
-    scope asked for by several threads at once is built once."""
+    """Character indexes by scope (video, before_clip), each reused while the memory's change stamp holds.
+    Building the whole memory's index keeps its name candidates (:func:`name_candidates`) for the stamp, and
+    scopes built at that stamp take theirs from them instead of reading their own. Thread-safe: a scope asked
+    for by several threads at once is built once."""
 
     def __init__(self, capacity: int = 64) -> None:
         import threading
@@ -145,6 +163,7 @@ class IndexCache:
         self._lock = threading.Lock()
         self._items: dict[tuple[str | None, int | None], tuple[tuple[object, ...], CharacterIndex]] = {}
         self._clips: tuple[tuple[object, ...] | None, ClipCache] = (None, ClipCache())
+        self._candidates: tuple[tuple[object, ...] | None, list[Memory]] = (None, [])
 
     def clips(self, stamp: tuple[object, ...] | None) -> ClipCache:
         """The clip spans read at this stamp (a fresh, unshared one when ``stamp`` is None)."""
@@ -165,7 +184,10 @@ class IndexCache:
             cached = self._items.get(key)
             if cached is not None and cached[0] == stamp:
                 return cached[1]
-            index = build_index(store, video_id=video_id, before_clip=before_clip)
+            if key == (None, None):
+                self._candidates = (stamp, name_candidates(store))
+            candidates = self._candidates[1] if self._candidates[0] == stamp else None
+            index = build_index(store, video_id=video_id, before_clip=before_clip, candidates=candidates)
             if len(self._items) >= self._capacity:
                 self._items.clear()
             self._items[key] = (stamp, index)

@@ -131,8 +131,11 @@ class ServerContext:
             if callable(build_index):
                 build_index(wait=False)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.stores.read() as reader:  # warm: the index snapshot and the whole-memory character index
-            self.character_index(reader, None, None)
+        with self.stores.read() as reader:  # warm: the index snapshot, the whole-memory character index, and
+            self.character_index(reader, None, None)  # the keyword index (SQLite: built in the background)
+            start_keywords = getattr(reader, "start_keyword_index", None)
+            if callable(start_keywords):
+                start_keywords()
         self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed, idle=self.consolidator)
         self.jobs.start()
         if self.settings.server.search_workers:

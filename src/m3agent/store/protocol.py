@@ -286,6 +286,11 @@ class MemoryStore(Protocol):
         """Memories in (video, clip, id) order, optionally restricted."""
         ...
 
+    def memories_containing(self, fragments: Sequence[str], flt: SearchFilter | None = None) -> list[Memory]:
+        """Memories passing ``flt`` whose text contains any of ``fragments`` (case-sensitive, as ``in``), in
+        (video, clip, id) order; the store tests the text, so only the matching rows are read whole."""
+        ...
+
     def memories_of_entities(self, entity_ids: Sequence[int], flt: SearchFilter | None = None) -> list[Memory]:
         """Memories linked to any of ``entity_ids`` (through the indexed adjacency)."""
         ...

@@ -46,6 +46,10 @@ _ENTITY_LISTS = {  # the memory's entity ids, the last column of a memory row
     Dialect.SQLITE: "(SELECT group_concat(e.entity_id) FROM edges e WHERE e.memory_id = m.id) AS entity_list",
     Dialect.POSTGRES: "ARRAY(SELECT e.entity_id FROM edges e WHERE e.memory_id = m.id ORDER BY e.entity_id)",
 }
+_CONTAINS = {  # the text of memory ``m`` contains the parameter (case-sensitive, as Python's ``in``)
+    Dialect.SQLITE: "instr(m.text, ?) > 0",
+    Dialect.POSTGRES: "strpos(m.text, ?) > 0",
+}
 FACE_COLUMNS = (
     "f.id, f.clip_index, f.time_s, f.x1, f.y1, f.x2, f.y2, f.det_score, f.quality, f.track, "
     "f.embedding, b.data, f.entity_id, f.mouth_motion"
@@ -87,6 +91,10 @@ class SQLRows:
     def memory_columns(self) -> str:
         """The SELECT list of a memory row (table aliased ``m``), read by :meth:`memory_from_row`."""
         return _MEMORY_FIELDS + _ENTITY_LISTS[self.dialect]
+
+    def text_contains_any(self, count: int) -> str:
+        """A condition (``?`` placeholders) that memory ``m``'s text contains one of ``count`` parameters."""
+        return "(" + " OR ".join([_CONTAINS[self.dialect]] * count) + ")"
 
     def vector_to_db(self, vector: Vector) -> Any:
         """``vector`` as the memory and bank vector columns store it."""

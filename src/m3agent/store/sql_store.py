@@ -617,6 +617,16 @@ class SQLStore(ABC, Generic[C]):
             where, params = f"{where} AND m.clip_index = ?", [*params, clip_index]
         return self._memories_where(where, params)
 
+    @guarded
+    def memories_containing(self, fragments: Sequence[str], flt: SearchFilter | None = None) -> list[Memory]:
+        """Memories passing ``flt`` whose text contains any of ``fragments`` (case-sensitive), in (video, clip,
+        id) order; the text test runs in SQL, so only the matching rows are read whole."""
+        if not fragments:
+            return []
+        where, params = self._filter(flt)
+        return self._memories_where(f"{where} AND {self._rows.text_contains_any(len(fragments))}",
+                                    [*params, *fragments])
+
     def _memories_where(self, where: str, params: Sequence[Any]) -> list[Memory]:
         with self._read() as db:
             rows = self._run(db, f"SELECT {self._rows.memory_columns} FROM memories m WHERE {where}"

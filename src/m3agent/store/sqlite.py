@@ -244,6 +244,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             self._keywords.sync(self._db)
         return self._keywords
 
+    @guarded
+    def start_keyword_index(self) -> None:
+        """Start building the process's keyword index of the file in the background, as the first keyword search
+        would (FTS5 answers until it is built; a server calls this at start so its first searches do not wait)."""
+        self._synced_keywords()
+
     # maintenance -----------------------------------------------------------
     @guarded
     def build_vector_index(self, *, wait: bool = True) -> int:
