@@ -278,6 +278,7 @@ def test_a_person_described_by_glasses_resolves_with_or_without_a_moment(make_st
     q = "When is the man with glasses first seen, and when is he seen next?"
     when = graph_answer(g, "v1", plan(q, "when", ref(kind="man"), sense="seen"))
     assert when is not None and "0:01–0:05" in when.text and g.person_of_entity(ids["b"]).tag in when.text
+    assert when.text.startswith("The person with glasses on the right"), when.text  # said the way it was asked
 
 
 def test_the_counted_time_on_screen_of_a_person_with_glasses(make_store: Callable[[], Any]) -> None:

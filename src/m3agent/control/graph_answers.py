@@ -98,7 +98,8 @@ def who(graph: EntityGraph, person: Person, sighting: Sighting | None = None) ->
 
 
 def described(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
-    """``the man on the left`` / ``an unseen speaker with a high voice``: :func:`who` without the label."""
+    """``the man on the left`` / ``the woman with glasses on the right`` / ``an unseen speaker with a high voice``:
+    :func:`who` without the label."""
     profile = graph.profile(person)
     gender = profile.attribute("apparent gender")
     noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= 0.5 else "", "person")
@@ -106,6 +107,8 @@ def described(graph: EntityGraph, person: Person, sighting: Sighting | None = No
         register = profile.attribute("voice")
         pitch = f" with a {register[0]} voice" if register and register[0] in ("high", "low") else ""
         return f"an unseen speaker{pitch}"
+    eyewear = profile.attribute("eyewear")
+    noun += " with glasses" if eyewear is not None and eyewear[0] == "glasses" and eyewear[1] >= 0.5 else ""
     place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
     where = f" {PLACE_WORDS[place]}" if place in PLACE_WORDS else ""
     if sighting is not None and sighting.depth == "background":
