@@ -169,6 +169,7 @@ def scene(store: Any) -> dict[str, int]:
             w.add_face(FaceObservation(1, 31.0 + k, RIGHT, 0.99, entity_id=a))
         w.add_attribute(EntityAttribute(a, "v1", 1, "position", "right", 0.8, 2))
         w.add_attribute(EntityAttribute(voice, "v1", 1, "voice_register", "uncertain", 0.0, 1.0))
+        w.add_attribute(EntityAttribute(a, "v1", 1, "eyewear", "none", 0.9, 3))
         w.add_shot(ShotRecord("v1", 1, 30.0, 60.0, False, "live", 0.8))
     return {"a": a, "voice": voice}
 
@@ -185,7 +186,7 @@ def test_profile_combines_the_attributes_of_a_persons_face_and_voice(
     profile = g.profile(g.person_of_entity(ids["a"]))
     # voice: 0.9 * 3.1 s low against 1 s uncertain; position: 0.95 * 10 sightings left against 0.8 * 2 right
     assert profile.attributes == (("voice", "low", 0.68), ("position", "left", 0.792),
-                                  ("apparent gender", "male", 0.9))
+                                  ("apparent gender", "male", 0.9), ("eyewear", "none", 0.9))
     assert profile.describe() == "a low voice; usually on the left; appears male"
     assert profile.to_dict()["attributes"][0] == {"name": "voice", "value": "low", "confidence": 0.68}
 
@@ -278,3 +279,5 @@ def test_a_recall_question_shows_what_the_described_person_said_first(
     assert described_first(g, "v1", Reference("man"), [theirs, his]) == [theirs, his]  # he fits: order kept
     assert described_first(g, "v1", Reference("none", scene="first"), [later, his]) == [his, later]
     assert described_first(g, "v1", Reference("person"), [later, his]) == [later, his]  # nothing to check
+    # "the man with glasses": he is measured without them, so his words go last although he is a man
+    assert described_first(g, "v1", Reference("man", wears="glasses"), [his, theirs, later]) == [theirs, later, his]

@@ -43,7 +43,7 @@ from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError, NotFoundError
 from m3agent.graph.operators import EntityGraph
-from m3agent.graph.references import Reference, fits_gender, window_of
+from m3agent.graph.references import Reference, fits_eyewear, fits_gender, window_of
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
 
@@ -138,27 +138,32 @@ def described_first(graph: EntityGraph, video_id: str, person: Reference, candid
                     ) -> list[Candidate]:
     """``candidates`` with the memories of the person a recall question describes first: inside the moment it
     names ("in the first scene", "at 0:44"), then said by someone who fits "the man" / "the woman" (measured
-    apparent gender, else voice register). Only the order changes: a description the graph cannot check (an
-    unmeasured person, a memory nobody speaks in) keeps its place, so a wrong measurement costs rank, not recall."""
+    apparent gender, else voice register) and "with glasses" (measured eyewear). Only the order changes: a
+    description the graph cannot check (an unmeasured person, a memory nobody speaks in) keeps its place, so a
+    wrong measurement costs rank, not recall."""
     window = window_of(graph, video_id, person)
     gendered = person.kind in ("man", "woman")
-    if window is None and not gendered:
+    if window is None and not gendered and person.wears == "any":
         return candidates
 
     def misfit(candidate: Candidate) -> tuple[bool, bool]:
         memory = candidate.hit.memory if candidate.hit is not None else None
         outside = window is not None and (memory is None or memory.video_id != video_id
                                           or memory.end_s <= window[0] or memory.start_s >= window[1])
-        speaker = _SPEAKER_RE.match(candidate.text) if gendered else None
-        other = False
-        if speaker is not None:
-            try:
-                other = not fits_gender(graph, graph.person(speaker.group(1)), person.kind)
-            except NotFoundError:
-                other = False
-        return outside, other
+        speaker = _SPEAKER_RE.match(candidate.text)
+        return outside, speaker is not None and not _fits(graph, speaker.group(1), person)
 
     return sorted(candidates, key=misfit)  # stable: the reranker's order within each group
+
+
+def _fits(graph: EntityGraph, tag: str, person: Reference) -> bool:
+    """Whether the speaker ``tag`` fits the described person's kind and eyewear (an unknown tag fits)."""
+    try:
+        speaker = graph.person(tag)
+    except NotFoundError:
+        return True
+    gender_fits = person.kind not in ("man", "woman") or fits_gender(graph, speaker, person.kind)
+    return gender_fits and fits_eyewear(graph, speaker, person.wears)
 
 
 def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
