@@ -346,7 +346,7 @@ def _position(run: _Run) -> GraphAnswer | None:
         return None
     moment = run.graph.at(run.video_id, *found.window)
     kind = run.plan.person.kind
-    fitting = [s for s in moment.on_screen if kind not in ("man", "woman") or fits_gender(run.graph, s.person, kind)]
+    fitting = [s for s in moment.on_screen if fits_gender(run.graph, s.person, kind)]
     if not fitting:
         return None
     places = "; ".join(f"{_place(s)} ({who(run.graph, s.person)})" for s in fitting)

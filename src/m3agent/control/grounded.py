@@ -162,8 +162,7 @@ def _fits(graph: EntityGraph, tag: str, person: Reference) -> bool:
         speaker = graph.person(tag)
     except NotFoundError:
         return True
-    gender_fits = person.kind not in ("man", "woman") or fits_gender(graph, speaker, person.kind)
-    return gender_fits and fits_eyewear(graph, speaker, person.wears)
+    return fits_gender(graph, speaker, person.kind) and fits_eyewear(graph, speaker, person.wears)
 
 
 def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:

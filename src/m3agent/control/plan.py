@@ -124,8 +124,6 @@ def _with_the_only_quote(person: Reference, other: Reference | None, question: s
 
 _GLASSES = re.compile(r"\b(?:eye)?glasses\b|\bspectacles\b", re.IGNORECASE)
 _WEARER_KINDS = frozenset({"man", "woman", "person", "speaker"})
-
-
 _OCCURRENCE = re.compile(r"\b(first|second|third|last)\s+time\b", re.IGNORECASE)
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "last": -1}
 

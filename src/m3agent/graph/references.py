@@ -168,12 +168,12 @@ def _described_anywhere(graph: EntityGraph, video_id: str, ref: Reference) -> Re
         return None
     found = []
     for person in graph.people():
-        seen = [a for a in graph.appearances(person, video_id) if a.role != Role.VOICE] if person.face_ids else []
-        if not seen or (graph.profile(person).attribute("eyewear") or ("",))[0] != ref.wears:
+        profile = graph.profile(person)
+        if (profile.attribute("eyewear") or ("",))[0] != ref.wears or not fits_gender(graph, person, ref.kind):
             continue
-        if ref.kind in _GENDER and not fits_gender(graph, person, ref.kind):
-            continue
-        found.append((sum(a.end_s - a.start_s for a in seen), -seen[0].start_s, person, seen))
+        seen = [a for a in profile.appearances if a.video_id == video_id and a.role != Role.VOICE]
+        if seen:
+            found.append((sum(a.end_s - a.start_s for a in seen), -seen[0].start_s, person, seen))
     if not found:
         return None
     _, _, person, seen = max(found, key=lambda f: (f[0], f[1]))
@@ -198,14 +198,14 @@ def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:
 def _by_gender(graph: EntityGraph, items: list[T], kind: str, person_of: Callable[[T], Person]) -> list[T]:
     """The items whose person fits "man" / "woman" (measured apparent gender, else voice register); all of
     them for any other kind."""
-    if kind not in _GENDER:
-        return items
     return [i for i in items if fits_gender(graph, person_of(i), kind)]
 
 
 def fits_gender(graph: EntityGraph, person: Person, kind: str) -> bool:
     """Whether ``person`` reads as a ``man`` / ``woman``: by measured apparent gender, else by voice register;
-    an unmeasured person fits either."""
+    an unmeasured person fits either, and everyone fits a kind that names no gender."""
+    if kind not in _GENDER:
+        return True
     profile = graph.profile(person)
     gender = profile.attribute("apparent gender")
     if gender is not None and gender[0] in ("male", "female"):

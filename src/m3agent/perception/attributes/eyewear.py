@@ -17,6 +17,7 @@ no bridge line, sunglasses pushed up and profile views are not covered.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -113,7 +114,5 @@ def combine_eyewear(values: Sequence[Eyewear]) -> Eyewear | None:
     single frame with a raised brow or a glint does not decide it."""
     if not values:
         return None
-    ordered = sorted(v.score for v in values)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    median = statistics.median(v.score for v in values)
     return decide(round(median, 3), sum(v.faces for v in values), f"median bridge line over {len(values)} crops")
