@@ -58,18 +58,19 @@ def scripted(*replies: Any, name: str = "scripted") -> ScriptedChat:
     return chat
 
 
-def fact(person: str, kind: str, value: str, sources: list[str], confidence: str = "high") -> dict[str, Any]:
-    return {"person": person, "kind": kind, "value": value, "sources": sources, "confidence": confidence}
+def fact(person: str, kind: str, value: str, sources: list[str]) -> dict[str, Any]:
+    return {"person": person, "kind": kind, "value": value, "sources": sources}
 
 
 def ann_replies() -> list[Any]:
     """Clip 0 has no memories (no call); clip 1: her name; clip 2: her name again and tea; clip 3: Eve."""
     return [
         lambda m: json.dumps({"facts": [fact("<voice_1>", "name", "Ann", [label_of(m, "Good morning Ann")])]}),
-        lambda m: json.dumps({"facts": [fact("<voice_1>", "name", "Ann", [label_of(m, "Ann, your tea")]),
-                                        fact("<voice_1>", "habit", "drinks green tea", [label_of(m, "green as always"),
-                                                                                        label_of(m, "every morning")],
-                                             "medium")]}),
+        lambda m: json.dumps({"facts": [
+            fact("<voice_1>", "name", "Ann", [label_of(m, "Ann, your tea")]),
+            fact("<voice_1>", "habit", "drinks green tea",
+                 [label_of(m, "green as always"), label_of(m, "every morning")]),
+        ]}),
         lambda m: json.dumps({"facts": [fact("<voice_1>", "name", "Eve", [label_of(m, "Eve, can you")])]}),
     ]
 
@@ -123,9 +124,9 @@ def test_facts_are_written_with_sources_reinforced_and_contradicted(talk: Path) 
     name = got["<voice_1>'s name is Ann."]
     assert name[1:3] == (1, 2), "first drawn from clip 1, confirmed in clip 2"
     assert name[3] == pytest.approx(1.5), "reinforced (+1), then contradicted by 'Eve' (-0.5)"
-    assert name[4] == 0.8 and name[5] == "consolidate/1:scripted" and name[6] == (morning, tea)
+    assert name[4] == 0.6 and name[5] == "consolidate/1:scripted" and name[6] == (morning, tea)
     likes = got["<voice_1> often drinks green tea."]
-    assert likes[1] == 2 and likes[4] == 0.6 and likes[6] == (tea, drink)
+    assert likes[1] == 2 and likes[4] == 0.8 and likes[6] == (tea, drink)
     assert got["<voice_1>'s name is Eve."][6] == (eve,)
     assert (report.facts_written, report.reinforced, report.contradicted) == (3, 1, 1)
 

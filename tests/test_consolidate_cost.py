@@ -11,6 +11,7 @@ unit's call evaluates only its own memories, even after another prompt went thro
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def said(line: str, voice: int = 3, clip: int = 0) -> Memory:
     # the debate clip's transcript (tiny.en through the perception writer)
     ("starting when I was a senator from New York, but that's not the point here.", True),
     ("Because I was a senator with a Republican president. Oh really?", True),
-    ("I will be the president. You could have done it.", True),
+    ("I will be the president. You could have done it.", False),  # a plan, no role: no check would keep one
     ("Why didn't you do it? Why didn't you do it?", False),
     ("If you were effective, if you were effective senator, you could have done", False),
     # names: said inside a sentence or to someone's face
@@ -47,6 +48,45 @@ def said(line: str, voice: int = 3, clip: int = 0) -> Memory:
 ])
 def test_the_pre_check_finds_speech_that_could_hold_a_fact(line: str, bearing: bool) -> None:
     assert fact_bearing(said(line)) is bearing
+
+
+NO_FACT_LINES = [
+    "Why didn't you do it? Why didn't you do it?",
+    "If you were effective, if you were effective senator, you could have done",
+    "I will be the president. You could have done it.",
+    "dishes washed once a week or whatever they know is going on in their community",
+    "you're a great counselor and your sister is a nurse",
+    "i think the remote should have a menu display, that's my view",
+]
+
+
+@pytest.mark.parametrize("line", NO_FACT_LINES)
+def test_what_the_pre_check_skips_no_check_would_keep(line: str) -> None:
+    """The pre-check and the checks share one rule (:func:`fact_cues.may_state`): for speech it skips, every
+    value of every kind drawn from its words, about the speaker, the listener or the place, is dropped."""
+    from m3agent import tags
+    from m3agent.memorize.consolidate_facts import _grounding_problem
+
+    memory = said(line)
+    assert not fact_bearing(memory)
+    words = [w.strip(",.?") for w in line.split()]
+    values = {*words, *(" ".join(pair) for pair in itertools.pairwise(words))}
+    for kind in ("name", "role", "relation", "likes", "habit", "place"):
+        for person in ((None,) if kind == "place" else (tags.parse("<voice_3>"), tags.parse("<voice_4>"))):
+            for value in values:
+                assert _grounding_problem(kind, person, value, (memory,)), (kind, person, value)
+
+
+def test_the_prompt_shows_the_sentences_that_may_state_a_fact() -> None:
+    from m3agent.memorize.consolidate_facts import prompt_fields, shown_memories
+
+    long = said("Why didn't you do it? Because I was a senator with a Republican president. Oh really?", 3)
+    reply = said("Yes, really.", 4)
+    shown = prompt_fields(shown_memories([long, reply, said("Why didn't you do it?", 4)], []))["memories"]
+    assert shown == '[m1] <voice_3> says: "Because I was a senator with a Republican president."\n' \
+                    '[m2] <voice_4> says: "Yes, really."', "named a Republican: the next speaker's answer is context"
+    whole = prompt_fields(shown_memories([long], [], whole=True))["memories"]
+    assert "Why didn't you do it?" in whole, "the pre-check off: memories whole"
 
 
 def test_presence_on_screen_text_and_sounds_hold_no_fact() -> None:

@@ -120,7 +120,7 @@ def test_after_an_ingest_job_the_server_consolidates_when_idle(jfk: Path, tmp_pa
         wanted = place_replies(client)
         assert len(wanted) >= 2, wanted
         replies.write_text(json.dumps([{"facts": [{"person": "none", "kind": "place", "value": word,
-                                                   "sources": ["m1"], "confidence": "medium"}]}
+                                                   "sources": ["m1"]}]}
                                        for word, _ in wanted.values()]))  # m1: each unit's first memory
         status = until(client, "/api/consolidation", lambda s: s["state"] == "idle" and s["pending_clips"] == 0)
     assert status["units_done"] == CLIPS and status["failures"] == [] and status["video_id"] == VIDEO

@@ -8,7 +8,8 @@ every stored clip and the consolidation records stay intact.
 
 Protocol (stdout carries only protocol lines; anything native code prints goes to stderr):
 the first line in is ``{"model_path", "n_ctx", "n_threads", "seed"}`` (optionally ``n_threads_batch``,
-``n_batch``, ``n_ubatch``, ``prompt_cache_mb``, ``adapt_threads``, and ``state_dir`` with ``prompt_states_mb``:
+``n_batch``, ``n_ubatch``, ``prompt_cache_mb``, ``adapt_threads``, ``lazy_grammar`` (default on:
+:mod:`m3agent.llm.lazy_grammar`), and ``state_dir`` with ``prompt_states_mb``:
 the on-disk states of fixed prompt prefixes, :mod:`m3agent.llm.prefix_states`), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; then each
 ``{"messages", "grammar_schema" | null, "max_tokens", "temperature"}`` is answered by
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from m3agent.llm import lazy_grammar
 from m3agent.llm.prefix_states import PrefixStates, folder_for
 
 CONTEXT_OPTIONS = ("n_threads_batch", "n_batch", "n_ubatch")
@@ -112,6 +114,8 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         llama = llama_cpp.Llama(model_path=str(init["model_path"]), verbose=False, **options)
     except (ValueError, RuntimeError, OSError) as exc:
         return None, {"error": "load", "message": str(exc)}
+    if int(init.get("lazy_grammar", 1)):  # greedy replies under a grammar check only the chosen token
+        lazy_grammar.install(llama_cpp, llama)
     cache_mb = int(init.get("prompt_cache_mb", 0))
     if cache_mb > 0:  # states by prompt prefix: alternating system prompts are each evaluated once
         llama.set_cache(_prefix_cache(llama_cpp, cache_mb << 20))
@@ -228,7 +232,7 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init:
     prompt_evaluated = int(perf.n_p_eval) + int(perf.n_eval) - completion
     return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
             "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated)),
-            "timings": _timings(perf) | threads | prefix}
+            "timings": _timings(perf) | threads | prefix | lazy_grammar.counts(llama)}
 
 
 def _timings(perf: Any) -> dict[str, float]:

@@ -184,7 +184,7 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
     from m3agent.llm.prompts import load_prompt_set
 
     prompts = load_prompt_set(cf.PROMPT)
-    shown = cf.shown_memories(new, _known_facts(store, new, last))
+    shown = cf.shown_memories(new, _known_facts(store, new, last), whole=not options.precheck)
     try:
         reply = chat.chat(_messages(shown), schema=cf.reply_schema(prompts.schema, shown),
                           max_tokens=options.max_tokens)
@@ -205,15 +205,17 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
 
 
 def _messages(shown: cf.Shown) -> list[Message]:
-    """The call's messages: the fixed instructions and worked example first (the same tokens on every call, so
+    """The call's messages: the fixed instructions and worked examples first (the same tokens on every call, so
     a local model keeps their state), then the unit's known facts and memories."""
     from m3agent.llm.prompts import load_prompt_set
 
     prompts = load_prompt_set(cf.PROMPT)
-    return [{"role": "system", "content": prompts.render("system")},
-            {"role": "user", "content": prompts.render("example_user")},  # one worked example (few-shot)
-            {"role": "assistant", "content": prompts.render("example_reply")},
-            {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
+    messages: list[Message] = [{"role": "system", "content": prompts.render("system")}]
+    for section in prompts.sections:  # the worked examples (few-shot), in file order
+        if section.startswith(("example_user", "example_reply")):
+            role = "user" if section.startswith("example_user") else "assistant"
+            messages.append({"role": role, "content": prompts.render(section)})
+    return [*messages, {"role": "user", "content": prompts.render("user", **cf.prompt_fields(shown))}]
 
 
 def _fact(draft: cf.Draft, last: Clip, model: str) -> Memory:

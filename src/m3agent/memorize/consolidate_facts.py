@@ -1,18 +1,20 @@
 """What the consolidation model is shown, what it may reply, and which of its facts are kept.
 
-The model sees the unit's new episodic memories that could hold a fact
-(:mod:`.fact_cues`: speech and descriptions), labelled ``m1``, ``m2`` ... in
-time order, and the known semantic facts of the same people (unlabelled: they
-are context, never a source). The fixed instructions and the worked example
-come first and are the same for every call, so a local model keeps their
-evaluated state and reads only the memories of each unit.
+The model sees the unit's new episodic memories that could state a fact
+(:mod:`.fact_cues`: speech cut to its sentences that may state one, and
+descriptions), labelled ``m1``, ``m2`` ... in time order, and the known
+semantic facts of the same people (unlabelled: they are context, never a
+source). The fixed instructions and the worked examples come first and are
+the same for every call, so a local model keeps their evaluated state and
+reads only the memories of each unit.
 
 Its reply (``prompts/memorize_consolidate.json``) lists facts as fields, not
 free sentences: the person (a tag of the shown memories, or ``none`` for the
-place), the kind, a short value, the labels of the memories that show it and a
-confidence. Under a grammar ``person`` and the ``sources``
-items are enums of exactly what was shown; a reply from an endpoint that names
-anything else is caught here. The sentence is written from the fields by
+place), the kind and a short value; its sources are the shown memories that
+hold the value (:func:`_holding`, or the labels the model gives, optionally),
+and its confidence follows from who said it (:data:`OWN_WORDS`). Under a
+grammar ``person`` and any ``sources`` are enums of exactly what was shown; a
+reply from an endpoint that names anything else is caught here. The sentence is written from the fields by
 :data:`TEMPLATES` (``<voice_4>'s name is Jack.``), so equal facts read alike and
 the write rules see a name or a role as an attribute slot (reinforced by the
 same value, contradicted by another).
@@ -22,7 +24,9 @@ A fact is kept only when (otherwise it is dropped with a note saying why):
 - every source is a shown label (ids that were not shown are never stored);
 - its person and any tag in its value are entities of the shown memories, and
   only a ``place`` fact is about nobody;
-- its value shares a content word with its sources and does not quote them;
+- its value shares a content word with its sources and does not quote them, in
+  a sentence that may state a fact (:func:`.fact_cues.may_state`: what the
+  pre-check shows);
 - a name occurs in its sources, and not only in the person's own words unless
   they introduce themselves ("names from how others address them": a speaker
   saying "thanks, Jack" is not Jack);
@@ -43,7 +47,19 @@ from pydantic import Field
 
 from m3agent import tags
 from m3agent.llm.replies import Content, Reply
-from m3agent.memorize.fact_cues import SPEECH, fact_bearing, readable
+from m3agent.memorize.fact_cues import (
+    FIRST_PERSON,
+    KIND_CUES,
+    SECOND_PERSON,
+    SENTENCE,
+    SPEECH,
+    has_proper_noun,
+    may_state,
+    readable,
+    sentences,
+    speech_quote,
+    stating_sentences,
+)
 from m3agent.text import SHORT_WORDS, STOPWORDS, self_names, stem
 
 if TYPE_CHECKING:
@@ -53,13 +69,13 @@ PROMPT = "memorize_consolidate"
 MAX_SHOWN = 16
 MAX_KNOWN = 12
 MAX_MEMORY_CHARS = 200
-CONFIDENCE = {"low": 0.4, "medium": 0.6, "high": 0.8}
+OWN_WORDS, OTHERS_WORDS = 0.8, 0.6
+"""A fact's confidence: stated by the person in their own words (or by a description), or only by others (a
+name they are called, a title, a place). The model reports none: its own guess of its certainty cost four
+tokens a fact and told nothing the sources do not."""
 _WORD = re.compile(r"[a-z0-9']+")
-_SENTENCE = re.compile(r"(?<=[.!?…])\s+")
 ABOUT_THE_SPEAKER = frozenset({"role", "relation", "likes", "habit"})
 """Fact kinds that describe their person; one they only say of "you" is about their listener."""
-SECOND_PERSON = frozenset({"you", "your", "you're", "yours", "yourself"})
-FIRST_PERSON = frozenset({"i", "i'm", "me", "my", "mine", "myself", "we", "our", "us"})
 
 
 TEMPLATES = {
@@ -79,8 +95,8 @@ class ConsolidatedFact(Reply):
     person: str
     kind: Literal["name", "role", "relation", "likes", "habit", "place"]
     value: Content
-    sources: tuple[str, ...] = Field(min_length=1, max_length=4)
-    confidence: Literal["low", "medium", "high"]
+    sources: tuple[str, ...] = Field(default=(), max_length=4)
+    """Labels of the memories that show it; none given: every shown memory holding the value (:func:`_holding`)."""
 
 
 class ConsolidationReply(Reply):
@@ -95,6 +111,7 @@ class Shown:
 
     memories: dict[str, Memory]
     known: tuple[Memory, ...]
+    whole: bool = False  # memories shown whole (the pre-check off), not cut to the sentences that may state
 
     @property
     def entity_ids(self) -> set[int]:
@@ -121,16 +138,35 @@ class Draft:
     confidence: float
 
 
-def shown_memories(new: list[Memory], known: list[Memory]) -> Shown:
-    """At most :data:`MAX_SHOWN` new memories that consolidation reads (:func:`.fact_cues.readable`: speech and
-    descriptions, not who is on screen, shots, sounds or on-screen text), the fact-bearing ones first, shown in
-    time order and labelled ``m1``, ``m2`` ... (short labels: fewer tokens to read and to write); the
-    :data:`MAX_KNOWN` weightiest known facts. A short prompt keeps a small model on task and fast."""
-    kept = sorted((m for m in new if readable(m)), key=lambda m: (not fact_bearing(m), m.clip_index, m.start_s, m.id))
-    kept = kept[:MAX_SHOWN]
-    kept.sort(key=lambda m: (m.clip_index, m.start_s, m.id))
+def shown_memories(new: list[Memory], known: list[Memory], *, whole: bool = False) -> Shown:
+    """At most :data:`MAX_SHOWN` new memories that could state a fact, in time order and labelled ``m1``,
+    ``m2`` ... (short labels: fewer tokens to read and to write), and the :data:`MAX_KNOWN` weightiest known
+    facts. A short prompt keeps a small model on task and fast.
+
+    Shown: speech with a sentence that may state a fact, or a description (:func:`.fact_cues.fact_bearing`;
+    never who is on screen, shots, sounds or on-screen text), and after a sentence naming someone the next
+    speaker's words, the likeliest answer of the person named ("Thanks, Jack." - "Glad you liked it."). With
+    ``whole`` (the pre-check off) every readable memory, whole."""
+    ordered = sorted((m for m in new if readable(m)), key=lambda m: (m.clip_index, m.start_s, m.id))
+    kept = ordered if whole else _stating_and_replies(ordered)
     strongest = sorted(known, key=lambda m: (-m.weight, m.id))[:MAX_KNOWN]
-    return Shown({f"m{i}": m for i, m in enumerate(kept, 1)}, tuple(sorted(strongest, key=lambda m: m.id)))
+    return Shown({f"m{i}": m for i, m in enumerate(kept[:MAX_SHOWN], 1)},
+                 tuple(sorted(strongest, key=lambda m: m.id)), whole)
+
+
+def _stating_and_replies(ordered: list[Memory]) -> list[Memory]:
+    kept: dict[int, Memory] = {}
+    for i, memory in enumerate(ordered):
+        stating = stating_sentences(memory)
+        if not stating:
+            continue
+        kept.setdefault(i, memory)
+        speaker = _speaker(memory)
+        if speaker is not None and any(has_proper_noun(s) for s in stating):
+            reply = next((j for j in range(i + 1, len(ordered)) if _speaker(ordered[j]) not in (None, speaker)), None)
+            if reply is not None:
+                kept.setdefault(reply, ordered[reply])
+    return [kept[i] for i in sorted(kept)]
 
 
 def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
@@ -153,15 +189,22 @@ def loose_schema(template: dict[str, Any]) -> dict[str, Any]:
 
 def prompt_fields(shown: Shown) -> dict[str, str]:
     """The ``$facts`` and ``$memories`` of the user section."""
-    lines = [f"[{label}] {_short(_line(m))}" for label, m in shown.memories.items()]
+    lines = [f"[{label}] {_short(_line(m, shown.whole))}" for label, m in shown.memories.items()]
     facts = [f"- {_short(m.text)}" for m in shown.known] or ["(none yet)"]
     return {"facts": "\n".join(facts), "memories": "\n".join(lines)}
 
 
-def _line(memory: Memory) -> str:
-    """A memory as the prompt shows it: speech without its clock (``<voice_3> says: "..."``), else its text."""
+def _line(memory: Memory, whole: bool = False) -> str:
+    """A memory as the prompt shows it: speech without its clock and, unless ``whole``, cut to the sentences
+    that may state a fact (a reply shown for who was named: its first sentence), else its text."""
     match = SPEECH.match(memory.text)
-    return f"{match.group('tag')} says: {match.group('quote')}" if match else memory.text
+    if not match:
+        return memory.text
+    quote = speech_quote(memory) or ""
+    parts = sentences(quote)
+    stating = [] if whole else stating_sentences(memory) or parts[:1]
+    shown = quote if whole or len(stating) == len(parts) else " … ".join(stating)
+    return f'{match.group("tag")} says: "{shown}"'
 
 
 def checked(reply: ConsolidationReply, shown: Shown) -> tuple[list[Draft], list[str]]:
@@ -190,8 +233,10 @@ def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
     unknown = [s for s in item.sources if s not in shown.memories]
     if unknown:
         return None, f"it names memory ids that were not shown ({', '.join(unknown)})"
-    sources = tuple(shown.memories[s] for s in dict.fromkeys(item.sources))
     value = " ".join(tags.canonical_spelling(item.value).split()).rstrip(".")
+    sources = tuple(shown.memories[s] for s in dict.fromkeys(item.sources)) or _holding(item.kind, value, shown)
+    if not sources:
+        return None, f"no shown memory holds {value!r}"
     person = tags.parse(item.person)
     if (person is None) != (item.kind == "place") or (person is None and item.person.strip() != NOBODY):
         return None, "only a place fact is about nobody" if person is None else "a place fact is about nobody"
@@ -204,7 +249,22 @@ def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
         return None, problem
     text = TEMPLATES[item.kind].format(person=person, value=value)
     text = text[0].upper() + text[1:]
-    return Draft(text, tags.entity_ids(text), sources, CONFIDENCE[item.confidence]), ""
+    return Draft(text, tags.entity_ids(text), sources, _confidence(person, sources)), ""
+
+
+def _holding(kind: str, value: str, shown: Shown) -> tuple[Memory, ...]:
+    """The shown memories a value stands in: a name's words all, another value's content words any. The model
+    names no sources (seven tokens a fact it would write, and pick less well than this)."""
+    lowered = value.lower()
+    if kind == "name":
+        return tuple(m for m in shown.memories.values() if _contains_words(m.text.lower(), lowered))
+    wanted = _content(lowered)
+    return tuple(m for m in shown.memories.values() if wanted & _content(m.text.lower()))
+
+
+def _confidence(person: tags.Tag | None, sources: tuple[Memory, ...]) -> float:
+    own = any(_speaker(m) in (None, str(person)) for m in sources) if person is not None else False
+    return OWN_WORDS if own else OTHERS_WORDS
 
 
 def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[Memory, ...]) -> str:
@@ -213,30 +273,26 @@ def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: 
     if len(_normal(lowered).split()) > 3 and _normal(lowered) in _normal(said):
         return "it copies an observation instead of stating a lasting fact"
     if kind == "name":
-        return _name_problem(person, value, sources)
+        return _name_problem(person, value, sources) or _unstated(lowered, sources)
     if not _content(lowered) & _content(said):
         return "it shares no word with its sources"
     if kind in ABOUT_THE_SPEAKER and person is not None:
         problem = _listener_problem(person, value, sources)
         if problem:
             return problem
-    return _cue_problem(kind, person, value, sources)
+    return _cue_problem(kind, person, value, sources) or _unstated(lowered, sources)
 
 
-_CUE_WORDS = {
-    "role": r"\b(?:i am|i'm|i was|i've been|i have been|i work|i worked|i used to be|as an?|as the|my job|my role"
-            r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
-            r"|serve|served|serving)\b",
-    "likes": r"\b(?:like|likes|liked|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
-             r"|preferred|into|fan of|fond of|passion|passionate)\b",
-    "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
-    "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
-                r"|partner|colleague|married|boyfriend|girlfriend|kid|kids|child|children|family|cousin|uncle"
-                r"|aunt|neighbou?r|coach|student|teacher|mentor)\b",
-}
-KIND_CUES = {kind: re.compile(cue) for kind, cue in _CUE_WORDS.items()}
-"""What a source sentence holding the value must also say, per kind: a role is stated ("I was a senator", "as a
-nurse"), a liking is a verb of liking, a habit a word of frequency, a relation a word of kinship."""
+def _unstated(value: str, sources: tuple[Memory, ...]) -> str:
+    """A value that only stands in spoken sentences which could state no fact (:func:`.fact_cues.may_state`:
+    no first-person cue, no proper noun). The pre-check skips and hides exactly those sentences, so it loses
+    no fact these checks would keep."""
+    wanted = _content(value)
+    for memory in sources:
+        quote = speech_quote(memory)
+        if quote is None or any(may_state(s) and wanted & _content(s.lower()) for s in sentences(quote)):
+            return ""
+    return "no source sentence that holds it could state a fact (no first-person cue, no proper noun)"
 
 
 def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[Memory, ...]) -> str:
@@ -248,7 +304,7 @@ def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[
     be in their own first-person sentence ("I was a senator" makes its speaker one, not whoever the model
     named), or, for a role, come before a name in anyone's ("Good morning, doctor Lee")."""
     wanted = _content(value.lower())
-    holding = [(m, sentence) for m in sources for sentence in _SENTENCE.split(_quoted(m.text))
+    holding = [(m, sentence) for m in sources for sentence in SENTENCE.split(_quoted(m.text))
                if wanted & _content(sentence.lower())]
     sentences = [sentence for _, sentence in holding]
     if kind == "place":
@@ -288,7 +344,7 @@ def _listener_problem(person: tags.Tag, value: str, sources: tuple[Memory, ...])
     own = [m for m in holding if _speaker(m) == str(person)]
     if not holding or len(own) < len(holding):
         return ""
-    sentences = [sentence for m in own for sentence in _SENTENCE.split(_quoted(m.text))
+    sentences = [sentence for m in own for sentence in SENTENCE.split(_quoted(m.text))
                  if wanted & _content(sentence.lower())]
     if sentences and all(_second_person(sentence) for sentence in sentences):
         return f"{person} says it of the person they speak to (\"{_short(sentences[0].strip())}\"), not of themselves"

@@ -1,27 +1,27 @@
-"""The cheap pre-check of consolidation: which episodic memories could carry a lasting fact about someone.
+"""The pre-check of consolidation: which sentences could carry a lasting fact about someone.
 
 Consolidation asks a language model for names, roles, relations, likes, habits
-and places. Most of a video's memories cannot hold one: who is on screen, a
-shot, a sound, an object, a line of on-screen text (nobody's statement), and
-speech without a cue ("Why didn't you do it?"). A unit of clips whose memories
-hold no cue is recorded as consolidated with a note and costs no model call;
-in the others only speech and descriptions are shown, so each call reads
-fewer tokens.
+and places, and keeps a fact only when a source sentence states it
+(:mod:`.consolidate_facts`). Most of a video's memories cannot: who is on
+screen, a shot, a sound, an object, a line of on-screen text (nobody's
+statement), and speech that states nothing about anyone ("Why didn't you do
+it?", "if you were an effective senator"). The pre-check asks the same
+question of every sentence before any call, with the checks' own vocabulary,
+so it is exact where the checks are strict: a speech sentence *may state a
+fact* (:func:`may_state`) when
 
-A memory is *fact-bearing* when it is
+- it is in the first person and carries a kind's cue (:data:`KIND_CUES`: "I was
+  a senator", "I love", "we go there every week", "my wife"), or
+- it holds a proper noun: inside the sentence, or opening it before a comma
+  (a name someone is called, a title before a name, a named place: "Thanks,
+  Jack", "Good morning, doctor Lee", "I'm in DC").
 
-- speech (``<tag> says: "..."``) with a cue: a first-person statement of being,
-  doing, liking or planning ("I was a senator", "I'm in DC", "I love", "I'll"),
-  "my ..." (my name, my wife, my job), a word of liking, kinship or habit ("favorite",
-  "wife", "friend", "every morning"), or a proper noun: inside a sentence, or
-  opening it before a comma (a name someone is called or a place: "Thanks, Jack",
-  "Ann, your tea", "in New Jersey"); or
-- a description that names someone and is not one of the perception senses'
-  fixed forms (a multimodal writer's "<face_1> pours coffee"): it is kept, as
-  no cheap rule judges free text.
-
-The check is deliberately generous (a cue is a reason to ask, not a fact):
-a missed cue loses a fact for good, an extra one only costs a call.
+Every fact the checks keep from speech rests on such a sentence (they drop
+the rest), so a unit without one is recorded as consolidated with a note and
+costs no model call, and the prompt shows only these sentences. A
+description that names someone and is not one of the perception senses' fixed
+forms (a multimodal writer's "<face_1> pours coffee") is always shown: no cheap
+rule judges free text.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from m3agent import tags
+from m3agent.memorize.perception_writer import CAPTIONED
 
 if TYPE_CHECKING:
     from m3agent.domain import Memory
@@ -42,17 +43,28 @@ SENSE_PROVENANCE = ("scene-senses/", )
 FIXED_FORMS = re.compile(rf"^{tags.pattern()} is on screen |^Shot |^On screen ")
 """The perception writer's presence and scene forms: who is seen where, never what they are."""
 
-_FIRST_PERSON = (r"\b(?:i|we)(?:'m| am| was| were|'ve been| have been| had been|'d been| used to| work| worked"
-                 r"| live| lived| grew up| come from| came from| moved| love| loved| like| liked| hate| enjoy"
-                 r"| enjoyed| prefer| play| played| teach| study| studied| will|'ll| plan| want| wanna| hope"
-                 r"| run| ran| own| started| became| got| met| married| have| had| always| never| usually)\b")
-_MY = r"\b(?:my|mine|myself|call me)\b"
-_WORDS = (r"\b(?:name|names|named|favou?rite|love|loves|hate|hates|prefer|prefers|wife|husband|son|daughter"
-          r"|mom|mother|dad|father|brother|sister|friend|friends|boss|partner|boyfriend|girlfriend|kids"
-          r"|children|family|job|work|works|lives|born|birthday|hometown|always|usually|often|every day"
-          r"|every morning|every night|every week|each day)\b")
-CUE = re.compile("|".join((_FIRST_PERSON, _MY, _WORDS)), re.IGNORECASE)
-_SENTENCES = re.compile(r"[.!?…]+\s*")
+FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'll", "i'd", "me", "my", "mine", "myself", "we", "we're", "we've",
+                          "our", "ours", "us"})
+SECOND_PERSON = frozenset({"you", "your", "you're", "yours", "yourself"})
+_CUE_WORDS = {
+    "role": r"\b(?:i am|i'm|i was|i've been|i have been|i work|i worked|i used to be|as an?|as the|my job|my role"
+            r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
+            r"|serve|served|serving)\b",
+    "likes": r"\b(?:like|likes|liked|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
+             r"|preferred|into|fan of|fond of|passion|passionate)\b",
+    "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
+    "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
+                r"|partner|colleague|married|boyfriend|girlfriend|kid|kids|child|children|family|cousin|uncle"
+                r"|aunt|neighbou?r|coach|student|teacher|mentor)\b",
+}
+KIND_CUES = {kind: re.compile(cue) for kind, cue in _CUE_WORDS.items()}
+"""What a sentence stating a fact of each kind also says (matched on the lower-cased sentence): a role is
+stated ("I was a senator", "as a nurse"), a liking is a verb of liking, a habit a word of frequency, a
+relation a word of kinship."""
+SENTENCE = re.compile(r"(?<=[.!?…])\s+")
+"""Where a quote splits into sentences (after end punctuation and the space that follows)."""
+_SPLIT = re.compile(r"[.!?…]+\s*")
+_LOWER_WORD = re.compile(r"[a-z0-9']+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _VOCATIVE = re.compile(r"^\W*[A-Z][a-z]+,")
 _NOT_PROPER_TEXT = """I I'm I've I'll I'd Oh Yeah Yes No Okay OK Ok Well So And But Or Because If When
@@ -63,25 +75,36 @@ _NOT_PROPER = frozenset(_NOT_PROPER_TEXT.split())
 
 
 def speech_quote(memory: Memory) -> str | None:
-    """The quoted words of a speech memory, or ``None`` for any other memory."""
+    """The quoted words of a speech memory (without the captions of the same words), or ``None`` for any other
+    memory."""
     match = SPEECH.match(memory.text)
-    return match.group("quote").strip().strip('"“”') if match else None
+    return match.group("quote").split(CAPTIONED, 1)[0].strip().strip('"“”') if match else None
 
 
-def fact_bearing(memory: Memory) -> bool:
-    """Whether ``memory`` could carry a lasting fact (see the module docstring): a description it reads, or
-    speech with a cue."""
-    if not readable(memory):
-        return False
-    quote = speech_quote(memory)
-    return quote is None or bool(CUE.search(quote)) or _has_proper_noun(quote)
+def sentences(quote: str) -> list[str]:
+    """The sentences of a quote, as written (empty ones dropped)."""
+    return [s for s in SENTENCE.split(quote) if s.strip()]
 
 
-def _has_proper_noun(quote: str) -> bool:
-    """A capitalised word that does not open a sentence (ASR capitalises names and places)."""
-    for sentence in _SENTENCES.split(quote):
+def may_state(sentence: str) -> bool:
+    """Whether a spoken ``sentence`` could state a fact the checks keep (see the module docstring)."""
+    if has_proper_noun(sentence):
+        return True
+    lowered = sentence.lower()
+    return first_person(lowered) and any(cue.search(lowered) for cue in KIND_CUES.values())
+
+
+def first_person(lowered: str) -> bool:
+    """Whether a lower-cased sentence speaks in the first person."""
+    return bool(set(_LOWER_WORD.findall(lowered)) & FIRST_PERSON)
+
+
+def has_proper_noun(text: str) -> bool:
+    """A capitalised word that does not open a sentence (ASR capitalises names and places), or one that
+    opens it before a comma ("Ann, your tea")."""
+    for sentence in _SPLIT.split(text):
         words = _WORD.findall(sentence)
-        if words and _VOCATIVE.match(sentence) and _is_proper(words[0]):  # "Ann, your tea is here"
+        if words and _VOCATIVE.match(sentence) and _is_proper(words[0]):
             return True
         if any(_is_proper(w) for w in words[1:]):  # the first word of a sentence is capitalised anyway
             return True
@@ -90,6 +113,21 @@ def _has_proper_noun(quote: str) -> bool:
 
 def _is_proper(word: str) -> bool:
     return len(word) > 1 and word[0].isupper() and word[1:].islower() and word not in _NOT_PROPER
+
+
+def stating_sentences(memory: Memory) -> list[str]:
+    """The sentences of ``memory`` that could state a fact: a speech memory's :func:`may_state` ones, a
+    readable description whole, nothing of anything else."""
+    if not readable(memory):
+        return []
+    quote = speech_quote(memory)
+    return [memory.text] if quote is None else [s for s in sentences(quote) if may_state(s)]
+
+
+def fact_bearing(memory: Memory) -> bool:
+    """Whether ``memory`` could carry a lasting fact: a description it reads, or speech with a sentence that
+    may state one."""
+    return bool(stating_sentences(memory))
 
 
 def worth_asking(memories: Iterable[Memory]) -> bool:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
 
 PROVENANCE = "perception-writer/1"
+CAPTIONED = " Captioned on screen: "
+"""What follows a speech memory's quote when the same words were on screen (read by consolidation's pre-check,
+which judges only what was said)."""
 
 
 class PerceptionWriter:
@@ -135,7 +138,7 @@ def _speech_memories(clip: Clip, said: Sequence[Utterance],
     for i, utterance in enumerate(said):
         line = f'At {clock(utterance.start_s)} {tags.voice(utterance.entity_id)} says: "{utterance.text}"'
         if captions.get(i):
-            line += " Captioned on screen: " + "; ".join(f'"{t.text}"' for t in captions[i]) + "."
+            line += CAPTIONED + "; ".join(f'"{t.text}"' for t in captions[i]) + "."
         out.append(_memory(clip, MemoryKind.EPISODIC, line, utterance.start_s, utterance.end_s,
                            [utterance.entity_id]))
     return out
