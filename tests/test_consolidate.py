@@ -141,9 +141,12 @@ def test_the_model_sees_only_its_clips_and_earlier_facts(talk: Path) -> None:
     assert "- <voice_1>'s name is Ann." in str(second[-1]["content"]), "known facts of the same people"
     schema = chat.schemas[1]
     assert schema is not None
-    item = schema["properties"]["facts"]["items"]["properties"]
+    (choice,) = schema["properties"]["facts"]["items"]["anyOf"]
+    item = choice["properties"]
     assert item["sources"]["items"]["enum"] == shown_labels(second)
-    assert item["person"]["enum"] == ["<voice_2>", "<voice_1>", "none"]
+    assert (item["person"], item["kind"]["enum"]) == ({"const": "<voice_1>"}, ["name", "habit"]), \
+        "the grammar offers what the words could state: a name (she is spoken to by it) and her own habit"
+    assert schema["properties"]["facts"]["maxItems"] == 2
 
 
 def test_clips_per_call_groups_clips_and_attaches_facts_to_the_last(talk: Path) -> None:
@@ -290,7 +293,9 @@ def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str,
 
 
 @pytest.mark.parametrize(("kind", "value", "line", "kept"), [
-    ("role", "member", "I'm currently in DC for my second week of new member orientation.", True),
+    ("role", "member", "I'm currently in DC for my second week of new member orientation.", False),  # far
+    ("role", "senator", "Because I was a senator with a Republican president.", True),
+    ("role", "Republican president", "Because I was a senator with a Republican president.", False),
     ("role", "university", "It began in New Jersey at Cain University and has grown to over 100 campuses.", False),
     ("likes", "Bernie", "Well, I loved Bernie. I loved him.", True),
     ("likes", "batonnels", "In addition to learning where things are and how to use batonnels,", False),
@@ -298,6 +303,7 @@ def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str,
     ("habit", "drinks tea", "I drink tea every morning.", True),
     ("relation", "<voice_2>'s wife", "My wife and I moved here last year.", True),
     ("place", "DC", "I'm currently in DC for my orientation.", True),
+    ("place", "New Jersey", "It began in New Jersey at Cain University.", False),  # nobody says they are there
     ("place", "Guitar Rings", "What's your favorite episode of Guitar Rings?", False),
 ])
 def test_a_fact_needs_a_sentence_that_says_so(kind: str, value: str, line: str, kept: bool) -> None:

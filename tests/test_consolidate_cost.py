@@ -81,12 +81,25 @@ def test_the_prompt_shows_the_sentences_that_may_state_a_fact() -> None:
     from m3agent.memorize.consolidate_facts import prompt_fields, shown_memories
 
     long = said("Why didn't you do it? Because I was a senator with a Republican president. Oh really?", 3)
-    reply = said("Yes, really.", 4)
-    shown = prompt_fields(shown_memories([long, reply, said("Why didn't you do it?", 4)], []))["memories"]
-    assert shown == '[m1] <voice_3> says: "Because I was a senator with a Republican president."\n' \
-                    '[m2] <voice_4> says: "Yes, really."', "named a Republican: the next speaker's answer is context"
+    shown = prompt_fields(shown_memories([long, said("Yes, really.", 4), said("Why didn't you do it?", 4)], []))
+    assert shown["memories"] == '[m1] <voice_3> says: "Because I was a senator with a Republican president."'
+    greeting = said("Hey Mel! Good to see you!", 1)
+    shown = prompt_fields(shown_memories([greeting, said("Good to see you too.", 2), said("Why?", 1)], []))
+    assert shown["memories"] == '[m1] <voice_1> says: "Hey Mel!"\n[m2] <voice_2> says: "Good to see you too."', \
+        "someone spoken to by name: the next speaker's words are shown, for who that is"
     whole = prompt_fields(shown_memories([long], [], whole=True))["memories"]
     assert "Why didn't you do it?" in whole, "the pre-check off: memories whole"
+
+
+@pytest.mark.parametrize(("sentence", "addressed"), [
+    ("Jack, what's your favorite episode?", True), ("Hey Mel!", True), ("Thanks, Ann.", True),
+    ("Did you go, Jon?", True), ("Good morning, doctor Lee.", True), ("I was a senator from New York.", False),
+    ("Because I was a senator with a Republican president.", False),
+])
+def test_speaking_to_someone_by_name(sentence: str, addressed: bool) -> None:
+    from m3agent.memorize.fact_cues import addresses_someone
+
+    assert addresses_someone(sentence) is addressed
 
 
 def test_presence_on_screen_text_and_sounds_hold_no_fact() -> None:

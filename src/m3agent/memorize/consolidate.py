@@ -43,7 +43,6 @@ from m3agent.errors import MalformedReplyError
 from m3agent.llm import Usage
 from m3agent.llm.schema import parse_reply
 from m3agent.memorize import consolidate_facts as cf
-from m3agent.memorize.fact_cues import worth_asking
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -53,7 +52,8 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 VERSION = "consolidate/1"
-NOTHING_TO_ASK = "no memory that could hold a fact (no speech with a cue, no description of someone); no call"
+NOTHING_TO_ASK = ("nothing that could state a fact (no first-person sentence with a cue, no one spoken to by name, no "
+                  "named place, no description of someone); no call")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,7 @@ def consolidate_unit(store: MemoryStore, chat: ChatModel, embedder: Embedder, un
     new = _new_memories(store, unit)
     drafts: list[cf.Draft] = []
     notes: list[str] = []
-    if new and options.precheck and not worth_asking(new):  # the pre-check: nothing could hold a fact, no call
+    if new and options.precheck and not cf.offered(cf.shown_memories(new, [])):  # the pre-check: no call
         notes.append(f"clip {last.index}: {NOTHING_TO_ASK}")
         report.skipped += len(unit)
     elif new:

@@ -53,7 +53,8 @@ from m3agent.memorize.fact_cues import (
     SECOND_PERSON,
     SENTENCE,
     SPEECH,
-    has_proper_noun,
+    addresses_someone,
+    first_person,
     may_state,
     readable,
     sentences,
@@ -144,8 +145,8 @@ def shown_memories(new: list[Memory], known: list[Memory], *, whole: bool = Fals
     facts. A short prompt keeps a small model on task and fast.
 
     Shown: speech with a sentence that may state a fact, or a description (:func:`.fact_cues.fact_bearing`;
-    never who is on screen, shots, sounds or on-screen text), and after a sentence naming someone the next
-    speaker's words, the likeliest answer of the person named ("Thanks, Jack." - "Glad you liked it."). With
+    never who is on screen, shots, sounds or on-screen text), and after a sentence speaking to someone by name
+    the next speaker's words, the likeliest answer of the person named ("Thanks, Jack." - "Glad you liked it."). With
     ``whole`` (the pre-check off) every readable memory, whole."""
     ordered = sorted((m for m in new if readable(m)), key=lambda m: (m.clip_index, m.start_s, m.id))
     kept = ordered if whole else _stating_and_replies(ordered)
@@ -162,19 +163,75 @@ def _stating_and_replies(ordered: list[Memory]) -> list[Memory]:
             continue
         kept.setdefault(i, memory)
         speaker = _speaker(memory)
-        if speaker is not None and any(has_proper_noun(s) for s in stating):
+        if speaker is not None and any(addresses_someone(s) for s in stating):
             reply = next((j for j in range(i + 1, len(ordered)) if _speaker(ordered[j]) not in (None, speaker)), None)
             if reply is not None:
                 kept.setdefault(reply, ordered[reply])
     return [kept[i] for i in sorted(kept)]
 
 
+PEOPLE_KINDS = ("name", "role", "relation", "likes", "habit")
+_NAMED_PLACE = re.compile(r"\b(?:in|at|from|into|near|around)\s+(?:the\s+)?[A-Z][A-Za-z]+")
+
+
+def offered(shown: Shown) -> dict[str, tuple[str, ...]]:
+    """Per person (a tag, or ``none`` for the place), the kinds of fact the shown words could state.
+
+    A speaker's own first-person sentence offers the kinds whose cue it carries ("I was a senator": role) and
+    a name they give themselves; a sentence speaking to someone by name offers a name of the next speaker; a
+    named place after "in", "at", "from" offers a place; a description offers every kind of whom it names.
+    The checks keep nothing else, so the reply grammar offers nothing else (no tokens spent on facts that
+    would be dropped), and a unit with nothing offered costs no call. Shown ``whole``: everything."""
+    if shown.whole:
+        return {**dict.fromkeys(shown.tags, PEOPLE_KINDS), NOBODY: ("place",)}
+    offer: dict[str, set[str]] = {}
+    memories = list(shown.memories.values())
+    for i, memory in enumerate(memories):
+        speaker = _speaker(memory)
+        if speaker is None:  # a description: no cheap rule judges free text
+            for tag in tags.find_tags(memory.text):
+                if tag.kind in tags.ENTITY_KINDS and tag.id in memory.entity_ids:
+                    offer.setdefault(str(tag), set()).update(PEOPLE_KINDS)
+            offer.setdefault(NOBODY, set()).add("place")
+            continue
+        for sentence in stating_sentences(memory):
+            _offer_sentence(offer, sentence, speaker, _next_speaker(memories, i, speaker))
+    order = (*PEOPLE_KINDS, "place")
+    return {person: tuple(k for k in order if k in kinds) for person, kinds in offer.items() if kinds}
+
+
+def _offer_sentence(offer: dict[str, set[str]], sentence: str, speaker: str, listener: str | None) -> None:
+    lowered = sentence.lower()
+    if first_person(lowered):
+        offer.setdefault(speaker, set()).update(kind for kind, cue in KIND_CUES.items() if cue.search(lowered))
+        if self_names(sentence):
+            offer[speaker].add("name")
+    if listener is not None and addresses_someone(sentence):
+        offer.setdefault(listener, set()).add("name")
+    if _NAMED_PLACE.search(sentence) and first_person(lowered):  # "I'm in DC", not "it began in New Jersey"
+        offer.setdefault(NOBODY, set()).add("place")
+
+
+def _next_speaker(memories: list[Memory], index: int, speaker: str) -> str | None:
+    return next((s for m in memories[index + 1:] if (s := _speaker(m)) not in (None, speaker)), None)
+
+
 def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
-    """The reply schema whose ``person`` may only be a shown tag (or ``none``) and ``sources`` a shown label."""
+    """The reply schema offering only what :func:`offered` finds, each person with their kinds; ``sources``
+    (optional) a shown label; at most as many facts as there are offered (person, kind) pairs."""
     schema = copy.deepcopy(template)
-    item = schema["properties"]["facts"]["items"]["properties"]
-    item["sources"]["items"]["enum"] = list(shown.memories)
-    item["person"]["enum"] = [*shown.tags, NOBODY]
+    facts = schema["properties"]["facts"]
+    item = facts.pop("items")
+    item["properties"]["sources"]["items"]["enum"] = list(shown.memories)
+    offer = offered(shown)
+    choices = []
+    for person, kinds in offer.items():
+        choice = copy.deepcopy(item)
+        choice["properties"]["person"] = {"const": person}
+        choice["properties"]["kind"] = {"type": "string", "enum": list(kinds)}
+        choices.append(choice)
+    facts["items"] = {"anyOf": choices} if choices else item
+    facts["maxItems"] = min(facts.get("maxItems", 3), sum(len(k) for k in offer.values()))
     return schema
 
 
@@ -247,6 +304,8 @@ def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
     problem = _grounding_problem(item.kind, person, value, sources)
     if problem:
         return None, problem
+    if item.kind not in offered(shown).get(str(person) if person else NOBODY, ()):  # a reply under no grammar
+        return None, f"none of the shown words could state a {item.kind} of {person or 'the place'}"
     text = TEMPLATES[item.kind].format(person=person, value=value)
     text = text[0].upper() + text[1:]
     return Draft(text, tags.entity_ids(text), sources, _confidence(person, sources)), ""
@@ -310,17 +369,39 @@ def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[
     if kind == "place":
         words = _WORD.findall(value.lower())
         at = rf"\b(?:in|at|from|to|into|near|around)\s+(?:the\s+)?{re.escape(words[0] if words else value)}\b"
-        return "" if any(re.search(at, s.lower()) for s in sentences) else f"no source says anything is in {value!r}"
+        said_here = [s for m, s in holding if _speaker(m) is None or first_person(s.lower())]  # "I'm in DC"
+        return "" if any(re.search(at, s.lower()) for s in said_here) else f"no one says they are in {value!r}"
     cue = KIND_CUES.get(kind)
     if cue is None:
         return ""
     if kind == "role" and any(re.search(rf"(?i:\b{re.escape(value)})\s+[A-Z][a-z]", s) for s in sentences):
         return ""  # addressed by the title: "Good morning, doctor Lee"
-    stated = [s for m, s in holding if cue.search(s.lower()) and _states_it(m, s, person)]
+    stated = [s for m, s in holding if _near_cue(kind, cue, s.lower(), value) and _states_it(m, s, person)]
     if stated:
         return ""
     quoted = _short(sentences[0].strip()) if sentences else ""
     return f"no source sentence states it as {person or 'its'} {kind} (\"{quoted}\")"
+
+
+CUE_REACH = 4
+"""Words after a role's or liking's cue where the value's last word must stand ("I was a senator with a
+Republican president" states a senator, not a president), and around a habit's where one of its words must
+("I drink it every morning")."""
+
+
+def _near_cue(kind: str, cue: re.Pattern[str], lowered: str, value: str) -> bool:
+    """Whether ``value`` stands by a ``cue`` of ``lowered`` (see :data:`CUE_REACH`)."""
+    head = [stem(w) for w in _WORD.findall(tags.rewrite(value.lower(), lambda _tag: " ")) if w not in STOPWORDS]
+    if kind == "relation" or not head:
+        return cue.search(lowered) is not None  # a relation's cue is its own word ("my wife")
+    words = [stem(w) for w in _WORD.findall(lowered)]
+    for match in cue.finditer(lowered):
+        at = len(_WORD.findall(lowered[: match.start()]))
+        low = max(0, at - CUE_REACH) if kind == "habit" else at
+        window = set(words[low : at + len(_WORD.findall(match.group())) + CUE_REACH])
+        if (window & set(head)) if kind == "habit" else head[-1] in window:
+            return True
+    return False
 
 
 def _states_it(memory: Memory, sentence: str, person: tags.Tag | None) -> bool:

@@ -111,6 +111,22 @@ def has_proper_noun(text: str) -> bool:
     return False
 
 
+_TITLE = r"(?:(?i:doctor|dr|mr|mrs|ms|miss|professor|sir|madam|coach|officer|captain|aunt|uncle)\.?\s+)?"
+_GREETING = re.compile(r"\b(?i:hey|hi|hello|thanks|thank you|morning|good morning|evening|good evening|bye|dear"
+                       r"|welcome|congratulations|congrats|sorry),?\s+" + _TITLE + r"(?P<name>[A-Z][a-z]+)")
+_CLOSING = re.compile(r",\s+" + _TITLE + r"(?P<name>[A-Z][a-z]+)\W*$")
+
+
+def addresses_someone(sentence: str) -> bool:
+    """Whether ``sentence`` speaks to someone by name ("Jack, what's ...", "Hey Mel!", "Thanks, Ann.", "..., Jon?"):
+    the one named is then the person spoken to, likely the next to speak."""
+    words = _WORD.findall(sentence)
+    if words and _VOCATIVE.match(sentence) and _is_proper(words[0]):
+        return True
+    found = [m.group("name") for m in (_GREETING.search(sentence), _CLOSING.search(sentence)) if m]
+    return any(_is_proper(name) for name in found)
+
+
 def _is_proper(word: str) -> bool:
     return len(word) > 1 and word[0].isupper() and word[1:].islower() and word not in _NOT_PROPER
 
