@@ -51,7 +51,7 @@ _CUE_WORDS = {
             r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
             r"|serve|served|serving)\b",
     "likes": r"\b(?:like|likes|liked|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
-             r"|preferred|into|fan of|fond of|passion|passionate)\b",
+             r"|preferred|(?:'m|am|are|'re|was|were|really|so|totally|big) into|fan of|fond of|passion|passionate)\b",
     "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
     "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
                 r"|partner|colleague|married|boyfriend|girlfriend|kid|kids|child|children|family|cousin|uncle"
