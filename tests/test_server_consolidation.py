@@ -131,7 +131,7 @@ def test_after_an_ingest_job_the_server_consolidates_when_idle(jfk: Path, tmp_pa
     # with its reason (facts written with their sources: tests/test_consolidate.py, the same unit code)
     assert report["facts_written"] == 0 and report["model"] == "scripted"
     assert len(report["dropped"]) == len(wanted), report
-    assert all("no source says anything is in" in note for note in report["dropped"]), report["dropped"]
+    assert all("no one says they are in" in note for note in report["dropped"]), report["dropped"]
     chat = app.state.ctx._consolidation_chat
     assert isinstance(chat, ScriptedChat) and len(chat.calls) == len(wanted) and chat.remaining == 0, "loaded once"
     assert consolidated(db) == list(range(CLIPS))

@@ -50,6 +50,7 @@ from m3agent.llm.replies import Content, Reply
 from m3agent.memorize.fact_cues import (
     FIRST_PERSON,
     KIND_CUES,
+    NAMED_PLACE,
     SECOND_PERSON,
     SENTENCE,
     SPEECH,
@@ -171,7 +172,6 @@ def _stating_and_replies(ordered: list[Memory]) -> list[Memory]:
 
 
 PEOPLE_KINDS = ("name", "role", "relation", "likes", "habit")
-_NAMED_PLACE = re.compile(r"\b(?:in|at|from|into|near|around)\s+(?:the\s+)?[A-Z][A-Za-z]+")
 
 
 def offered(shown: Shown) -> dict[str, tuple[str, ...]]:
@@ -208,7 +208,7 @@ def _offer_sentence(offer: dict[str, set[str]], sentence: str, speaker: str, lis
             offer[speaker].add("name")
     if listener is not None and addresses_someone(sentence):
         offer.setdefault(listener, set()).add("name")
-    if _NAMED_PLACE.search(sentence) and first_person(lowered):  # "I'm in DC", not "it began in New Jersey"
+    if NAMED_PLACE.search(sentence) and first_person(lowered):  # "I'm in DC", not "it began in New Jersey"
         offer.setdefault(NOBODY, set()).add("place")
 
 

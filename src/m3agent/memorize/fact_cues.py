@@ -7,14 +7,14 @@ screen, a shot, a sound, an object, a line of on-screen text (nobody's
 statement), and speech that states nothing about anyone ("Why didn't you do
 it?", "if you were an effective senator"). The pre-check asks the same
 question of every sentence before any call, with the checks' own vocabulary,
-so it is exact where the checks are strict: a speech sentence *may state a
-fact* (:func:`may_state`) when
+so it is exact where the checks are strict: a speech sentence *may state a fact*
+(:func:`may_state`) when
 
 - it is in the first person and carries a kind's cue (:data:`KIND_CUES`: "I was
-  a senator", "I love", "we go there every week", "my wife"), or
-- it holds a proper noun: inside the sentence, or opening it before a comma
-  (a name someone is called, a title before a name, a named place: "Thanks,
-  Jack", "Good morning, doctor Lee", "I'm in DC").
+  a senator", "I love", "we go there every week", "my wife") or a named place
+  ("I'm in DC"), or
+- it speaks to someone by name ("Thanks, Jack", "Good morning, doctor Lee",
+  "Hey Mel!"), or the speaker gives their own name ("I'm Ann").
 
 Every fact the checks keep from speech rests on such a sentence (they drop
 the rest), so a unit without one is recorded as consolidated with a note and
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from m3agent import tags
 from m3agent.memorize.perception_writer import CAPTIONED
+from m3agent.text import self_names
 
 if TYPE_CHECKING:
     from m3agent.domain import Memory
@@ -61,9 +62,10 @@ KIND_CUES = {kind: re.compile(cue) for kind, cue in _CUE_WORDS.items()}
 """What a sentence stating a fact of each kind also says (matched on the lower-cased sentence): a role is
 stated ("I was a senator", "as a nurse"), a liking is a verb of liking, a habit a word of frequency, a
 relation a word of kinship."""
+NAMED_PLACE = re.compile(r"\b(?:in|at|from|into|near|around)\s+(?:the\s+)?[A-Z][A-Za-z]+")
+"""A named place after a preposition of where ("in DC", "from New Jersey")."""
 SENTENCE = re.compile(r"(?<=[.!?…])\s+")
 """Where a quote splits into sentences (after end punctuation and the space that follows)."""
-_SPLIT = re.compile(r"[.!?…]+\s*")
 _LOWER_WORD = re.compile(r"[a-z0-9']+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _VOCATIVE = re.compile(r"^\W*[A-Z][a-z]+,")
@@ -88,10 +90,12 @@ def sentences(quote: str) -> list[str]:
 
 def may_state(sentence: str) -> bool:
     """Whether a spoken ``sentence`` could state a fact the checks keep (see the module docstring)."""
-    if has_proper_noun(sentence):
+    if addresses_someone(sentence) or self_names(sentence):
         return True
     lowered = sentence.lower()
-    return first_person(lowered) and any(cue.search(lowered) for cue in KIND_CUES.values())
+    if not first_person(lowered):
+        return False
+    return any(cue.search(lowered) for cue in KIND_CUES.values()) or NAMED_PLACE.search(sentence) is not None
 
 
 def first_person(lowered: str) -> bool:
@@ -99,21 +103,10 @@ def first_person(lowered: str) -> bool:
     return bool(set(_LOWER_WORD.findall(lowered)) & FIRST_PERSON)
 
 
-def has_proper_noun(text: str) -> bool:
-    """A capitalised word that does not open a sentence (ASR capitalises names and places), or one that
-    opens it before a comma ("Ann, your tea")."""
-    for sentence in _SPLIT.split(text):
-        words = _WORD.findall(sentence)
-        if words and _VOCATIVE.match(sentence) and _is_proper(words[0]):
-            return True
-        if any(_is_proper(w) for w in words[1:]):  # the first word of a sentence is capitalised anyway
-            return True
-    return False
-
-
 _TITLE = r"(?:(?i:doctor|dr|mr|mrs|ms|miss|professor|sir|madam|coach|officer|captain|aunt|uncle)\.?\s+)?"
 _GREETING = re.compile(r"\b(?i:hey|hi|hello|thanks|thank you|morning|good morning|evening|good evening|bye|dear"
-                       r"|welcome|congratulations|congrats|sorry),?\s+" + _TITLE + r"(?P<name>[A-Z][a-z]+)")
+                       r"|welcome|congratulations|congrats|sorry|okay|ok|yeah|oh|listen|look),?\s+" + _TITLE
+                       + r"(?P<name>[A-Z][a-z]+)")
 _CLOSING = re.compile(r",\s+" + _TITLE + r"(?P<name>[A-Z][a-z]+)\W*$")
 
 
