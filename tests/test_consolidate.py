@@ -141,11 +141,12 @@ def test_the_model_sees_only_its_clips_and_earlier_facts(talk: Path) -> None:
     assert "- <voice_1>'s name is Ann." in str(second[-1]["content"]), "known facts of the same people"
     schema = chat.schemas[1]
     assert schema is not None
-    (choice,) = schema["properties"]["facts"]["items"]["anyOf"]
-    item = choice["properties"]
-    assert item["sources"]["items"]["enum"] == shown_labels(second)
-    assert (item["person"], item["kind"]["enum"]) == ({"const": "<voice_1>"}, ["name", "habit"]), \
-        "the grammar offers what the words could state: a name (she is spoken to by it) and her own habit"
+    habit, name = (choice["properties"] for choice in schema["properties"]["facts"]["items"]["anyOf"])
+    assert habit["sources"]["items"]["enum"] == name["sources"]["items"]["enum"] == shown_labels(second)
+    assert (habit["person"], habit["kind"]["enum"]) == ({"const": "<voice_1>"}, ["habit"]), "her own habit"
+    offered_name = (name["person"], name["kind"]["enum"], name["value"]["enum"])
+    assert offered_name == ({"const": "<voice_1>"}, ["name"], ["Ann"]), \
+        "a name only as she is spoken to ('Ann, your tea is here'), for whoever answers"
     assert schema["properties"]["facts"]["maxItems"] == 2
 
 
@@ -302,6 +303,7 @@ def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str,
     ("likes", "LCD display", "So you've got a little LCD display.", False),
     ("likes", "remote control design", "I wonder if incorporating that into the design of a remote control.", False),
     ("likes", "jazz", "I'm really into jazz.", True),
+    ("likes", "spiked wings", "I feel like someone spiked my wings.", False),  # a comparison, no liking
     ("habit", "drinks tea", "I drink tea every morning.", True),
     ("relation", "<voice_2>'s wife", "My wife and I moved here last year.", True),
     ("place", "DC", "I'm currently in DC for my orientation.", True),

@@ -54,6 +54,7 @@ from m3agent.memorize.fact_cues import (
     SECOND_PERSON,
     SENTENCE,
     SPEECH,
+    addressed_names,
     addresses_someone,
     first_person,
     may_state,
@@ -174,42 +175,47 @@ def _stating_and_replies(ordered: list[Memory]) -> list[Memory]:
 PEOPLE_KINDS = ("name", "role", "relation", "likes", "habit")
 
 
-def offered(shown: Shown) -> dict[str, tuple[str, ...]]:
-    """Per person (a tag, or ``none`` for the place), the kinds of fact the shown words could state.
+def offered(shown: Shown) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per person (a tag, or ``none`` for the place), the kinds of fact the shown words could state, each with
+    the values it may take (empty: any words).
 
     A speaker's own first-person sentence offers the kinds whose cue it carries ("I was a senator": role) and
-    a name they give themselves; a sentence speaking to someone by name offers a name of the next speaker; a
-    named place after "in", "at", "from" offers a place; a description offers every kind of whom it names.
-    The checks keep nothing else, so the reply grammar offers nothing else (no tokens spent on facts that
-    would be dropped), and a unit with nothing offered costs no call. Shown ``whole``: everything."""
+    a name they give themselves; a sentence speaking to someone by name offers that name to the next speaker
+    ("Hey Mel!": Mel, for whoever answers); a place someone says they are in ("I'm in DC") offers a place; a
+    description offers every kind of whom it names. The checks keep nothing else, so the reply grammar offers
+    nothing else (no tokens spent on facts that would be dropped, no name given to the wrong one of two
+    people greeting each other), and a unit with nothing offered costs no call. Shown ``whole``: everything."""
     if shown.whole:
-        return {**dict.fromkeys(shown.tags, PEOPLE_KINDS), NOBODY: ("place",)}
-    offer: dict[str, set[str]] = {}
+        return {**{tag: dict.fromkeys(PEOPLE_KINDS, ()) for tag in shown.tags}, NOBODY: {"place": ()}}
+    offer: dict[str, dict[str, set[str]]] = {}
     memories = list(shown.memories.values())
     for i, memory in enumerate(memories):
         speaker = _speaker(memory)
         if speaker is None:  # a description: no cheap rule judges free text
             for tag in tags.find_tags(memory.text):
                 if tag.kind in tags.ENTITY_KINDS and tag.id in memory.entity_ids:
-                    offer.setdefault(str(tag), set()).update(PEOPLE_KINDS)
-            offer.setdefault(NOBODY, set()).add("place")
+                    offer.setdefault(str(tag), {}).update({k: set() for k in PEOPLE_KINDS})
+            offer.setdefault(NOBODY, {})["place"] = set()
             continue
         for sentence in stating_sentences(memory):
             _offer_sentence(offer, sentence, speaker, _next_speaker(memories, i, speaker))
     order = (*PEOPLE_KINDS, "place")
-    return {person: tuple(k for k in order if k in kinds) for person, kinds in offer.items() if kinds}
+    return {person: {k: tuple(sorted(kinds[k])) for k in order if k in kinds} for person, kinds in offer.items()
+            if kinds}
 
 
-def _offer_sentence(offer: dict[str, set[str]], sentence: str, speaker: str, listener: str | None) -> None:
+def _offer_sentence(offer: dict[str, dict[str, set[str]]], sentence: str, speaker: str, listener: str | None) -> None:
     lowered = sentence.lower()
     if first_person(lowered):
-        offer.setdefault(speaker, set()).update(kind for kind, cue in KIND_CUES.items() if cue.search(lowered))
-        if self_names(sentence):
-            offer[speaker].add("name")
-    if listener is not None and addresses_someone(sentence):
-        offer.setdefault(listener, set()).add("name")
+        for kind, cue in KIND_CUES.items():
+            if cue.search(lowered):
+                offer.setdefault(speaker, {}).setdefault(kind, set())
+        if names := self_names(sentence):
+            offer.setdefault(speaker, {}).setdefault("name", set()).update(names)
+    if listener is not None and (names := addressed_names(sentence)):
+        offer.setdefault(listener, {}).setdefault("name", set()).update(names)
     if NAMED_PLACE.search(sentence) and first_person(lowered):  # "I'm in DC", not "it began in New Jersey"
-        offer.setdefault(NOBODY, set()).add("place")
+        offer.setdefault(NOBODY, {}).setdefault("place", set())
 
 
 def _next_speaker(memories: list[Memory], index: int, speaker: str) -> str | None:
@@ -217,8 +223,8 @@ def _next_speaker(memories: list[Memory], index: int, speaker: str) -> str | Non
 
 
 def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
-    """The reply schema offering only what :func:`offered` finds, each person with their kinds; ``sources``
-    (optional) a shown label; at most as many facts as there are offered (person, kind) pairs."""
+    """The reply schema offering only what :func:`offered` finds: per person their kinds (a name only among the
+    names offered), ``sources`` (optional) a shown label; at most as many facts as there are offered kinds."""
     schema = copy.deepcopy(template)
     facts = schema["properties"]["facts"]
     item = facts.pop("items")
@@ -226,13 +232,22 @@ def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
     offer = offered(shown)
     choices = []
     for person, kinds in offer.items():
-        choice = copy.deepcopy(item)
-        choice["properties"]["person"] = {"const": person}
-        choice["properties"]["kind"] = {"type": "string", "enum": list(kinds)}
-        choices.append(choice)
+        free = [kind for kind, values in kinds.items() if not values]
+        if free:
+            choices.append(_choice(item, person, free))
+        choices += [_choice(item, person, [kind], values) for kind, values in kinds.items() if values]
     facts["items"] = {"anyOf": choices} if choices else item
     facts["maxItems"] = min(facts.get("maxItems", 3), sum(len(k) for k in offer.values()))
     return schema
+
+
+def _choice(item: dict[str, Any], person: str, kinds: list[str], values: tuple[str, ...] = ()) -> dict[str, Any]:
+    choice = copy.deepcopy(item)
+    choice["properties"]["person"] = {"const": person}
+    choice["properties"]["kind"] = {"type": "string", "enum": kinds}
+    if values:
+        choice["properties"]["value"] = {"type": "string", "enum": list(values)}
+    return choice
 
 
 def loose_schema(template: dict[str, Any]) -> dict[str, Any]:
@@ -304,8 +319,9 @@ def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
     problem = _grounding_problem(item.kind, person, value, sources)
     if problem:
         return None, problem
-    if item.kind not in offered(shown).get(str(person) if person else NOBODY, ()):  # a reply under no grammar
-        return None, f"none of the shown words could state a {item.kind} of {person or 'the place'}"
+    kinds = offered(shown).get(str(person) if person else NOBODY, {})  # a reply under no grammar
+    if item.kind not in kinds or (kinds[item.kind] and value not in kinds[item.kind]):
+        return None, f"none of the shown words could state this {item.kind} of {person or 'the place'}"
     text = TEMPLATES[item.kind].format(person=person, value=value)
     text = text[0].upper() + text[1:]
     return Draft(text, tags.entity_ids(text), sources, _confidence(person, sources)), ""

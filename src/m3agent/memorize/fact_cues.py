@@ -51,7 +51,9 @@ _CUE_WORDS = {
     "role": r"\b(?:i am|i'm|i was|i've been|i have been|i work|i worked|i used to be|as an?|as the|my job|my role"
             r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
             r"|serve|served|serving)\b",
-    "likes": r"\b(?:like|likes|liked|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
+    "likes": r"\b(?:(?<!feel )(?<!feels )(?<!felt )(?<!look )(?<!looks )(?<!sound )(?<!sounds )(?<!seem )"
+             r"(?<!seems )(?<!it's )(?<!was )(?<!is )(?<!be )(?<!just )(?<!more )(?<!'d )(?<!would )like|likes|liked"
+             r"|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
              r"|preferred|(?:'m|am|are|'re|was|were|really|so|totally|big) into|fan of|fond of|passion|passionate)\b",
     "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
     "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
@@ -110,14 +112,18 @@ _GREETING = re.compile(r"\b(?i:hey|hi|hello|thanks|thank you|morning|good mornin
 _CLOSING = re.compile(r",\s+" + _TITLE + r"(?P<name>[A-Z][a-z]+)\W*$")
 
 
-def addresses_someone(sentence: str) -> bool:
-    """Whether ``sentence`` speaks to someone by name ("Jack, what's ...", "Hey Mel!", "Thanks, Ann.", "..., Jon?"):
-    the one named is then the person spoken to, likely the next to speak."""
+def addressed_names(sentence: str) -> list[str]:
+    """The names ``sentence`` speaks to someone by ("Jack, what's ...", "Hey Mel!", "Thanks, Ann.", "..., Jon?",
+    "Good morning, doctor Lee"): the one named is the person spoken to, likely the next to speak."""
     words = _WORD.findall(sentence)
-    if words and _VOCATIVE.match(sentence) and _is_proper(words[0]):
-        return True
-    found = [m.group("name") for m in (_GREETING.search(sentence), _CLOSING.search(sentence)) if m]
-    return any(_is_proper(name) for name in found)
+    found = [words[0]] if words and _VOCATIVE.match(sentence) else []
+    found += [m.group("name") for m in (_GREETING.search(sentence), _CLOSING.search(sentence)) if m]
+    return list(dict.fromkeys(name for name in found if _is_proper(name)))
+
+
+def addresses_someone(sentence: str) -> bool:
+    """Whether ``sentence`` speaks to someone by name (:func:`addressed_names`)."""
+    return bool(addressed_names(sentence))
 
 
 def _is_proper(word: str) -> bool:
