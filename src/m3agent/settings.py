@@ -220,8 +220,10 @@ class MemorizeSettings(BaseModel):
         "speed and `m3agent consolidate` (or the server, while idle) writes the facts later from the store's record "
         "of clips not consolidated yet")
     consolidate_precheck: bool = Field(
-        True, description="skip, without a model call, units of clips with no memory that could hold a fact (no "
-        "speech with a cue such as 'I was', 'my', a name; memorize/fact_cues.py); false: ask about every unit")
+        True, description="skip, without a model call, units whose speech offers nothing the checks could keep (no "
+        "first-person sentence with a cue such as 'I was', 'I love', 'my wife', no one spoken to by name, no place "
+        "someone says they are in; memorize/fact_cues.py), and show the model only those sentences; false: ask "
+        "about every unit, memories whole")
 
 
 class ControlSettings(BaseModel):
