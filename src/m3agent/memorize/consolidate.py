@@ -146,7 +146,7 @@ def consolidate_unit(store: MemoryStore, chat: ChatModel, embedder: Embedder, un
     new = _new_memories(store, unit)
     drafts: list[cf.Draft] = []
     notes: list[str] = []
-    if new and options.precheck and not cf.offered(cf.shown_memories(new, [])):  # the pre-check: no call
+    if new and options.precheck and not cf.shown_memories(new, []).offer:  # the pre-check: nothing offered, no call
         notes.append(f"clip {last.index}: {NOTHING_TO_ASK}")
         report.skipped += len(unit)
     elif new:

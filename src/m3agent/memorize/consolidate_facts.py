@@ -39,6 +39,7 @@ A fact is kept only when (otherwise it is dropped with a note saying why):
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -108,13 +109,19 @@ class ConsolidationReply(Reply):
     facts: tuple[ConsolidatedFact, ...] = Field(max_length=3)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Shown:
-    """The memories one call shows: the new episodic ones by label, and the known facts."""
+    """The memories one call shows: the new episodic ones by label, and the known facts; :attr:`offer` is what
+    their words could state (computed once: the pre-check, the reply grammar and the checks all read it)."""
 
     memories: dict[str, Memory]
     known: tuple[Memory, ...]
     whole: bool = False  # memories shown whole (the pre-check off), not cut to the sentences that may state
+
+    @functools.cached_property
+    def offer(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """:func:`offered` of these memories."""
+        return offered(self)
 
     @property
     def entity_ids(self) -> set[int]:
@@ -166,7 +173,7 @@ def _stating_and_replies(ordered: list[Memory]) -> list[Memory]:
         kept.setdefault(i, memory)
         speaker = _speaker(memory)
         if speaker is not None and any(addresses_someone(s) for s in stating):
-            reply = next((j for j in range(i + 1, len(ordered)) if _speaker(ordered[j]) not in (None, speaker)), None)
+            reply = _reply_index(ordered, i, speaker)
             if reply is not None:
                 kept.setdefault(reply, ordered[reply])
     return [kept[i] for i in sorted(kept)]
@@ -197,8 +204,9 @@ def offered(shown: Shown) -> dict[str, dict[str, tuple[str, ...]]]:
                     offer.setdefault(str(tag), {}).update({k: set() for k in PEOPLE_KINDS})
             offer.setdefault(NOBODY, {})["place"] = set()
             continue
+        listener = _next_speaker(memories, i, speaker)
         for sentence in stating_sentences(memory):
-            _offer_sentence(offer, sentence, speaker, _next_speaker(memories, i, speaker))
+            _offer_sentence(offer, sentence, speaker, listener)
     order = (*PEOPLE_KINDS, "place")
     return {person: {k: tuple(sorted(kinds[k])) for k in order if k in kinds} for person, kinds in offer.items()
             if kinds}
@@ -218,8 +226,14 @@ def _offer_sentence(offer: dict[str, dict[str, set[str]]], sentence: str, speake
         offer.setdefault(NOBODY, {}).setdefault("place", set())
 
 
+def _reply_index(memories: list[Memory], index: int, speaker: str) -> int | None:
+    """The index of the first speech after ``index`` by someone other than ``speaker`` (who answers them)."""
+    return next((j for j in range(index + 1, len(memories)) if _speaker(memories[j]) not in (None, speaker)), None)
+
+
 def _next_speaker(memories: list[Memory], index: int, speaker: str) -> str | None:
-    return next((s for m in memories[index + 1:] if (s := _speaker(m)) not in (None, speaker)), None)
+    reply = _reply_index(memories, index, speaker)
+    return None if reply is None else _speaker(memories[reply])
 
 
 def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
@@ -229,7 +243,7 @@ def reply_schema(template: dict[str, Any], shown: Shown) -> dict[str, Any]:
     facts = schema["properties"]["facts"]
     item = facts.pop("items")
     item["properties"]["sources"]["items"]["enum"] = list(shown.memories)
-    offer = offered(shown)
+    offer = shown.offer
     choices = []
     for person, kinds in offer.items():
         free = [kind for kind, values in kinds.items() if not values]
@@ -319,7 +333,7 @@ def _check(item: ConsolidatedFact, shown: Shown) -> tuple[Draft | None, str]:
     problem = _grounding_problem(item.kind, person, value, sources)
     if problem:
         return None, problem
-    kinds = offered(shown).get(str(person) if person else NOBODY, {})  # a reply under no grammar
+    kinds = shown.offer.get(str(person) if person else NOBODY, {})  # a reply under no grammar
     if item.kind not in kinds or (kinds[item.kind] and value not in kinds[item.kind]):
         return None, f"none of the shown words could state this {item.kind} of {person or 'the place'}"
     text = TEMPLATES[item.kind].format(person=person, value=value)
@@ -360,14 +374,14 @@ def _grounding_problem(kind: str, person: tags.Tag | None, value: str, sources: 
 
 def _unstated(value: str, sources: tuple[Memory, ...]) -> str:
     """A value that only stands in spoken sentences which could state no fact (:func:`.fact_cues.may_state`:
-    no first-person cue, no proper noun). The pre-check skips and hides exactly those sentences, so it loses
+    no first-person cue, no one spoken to by name). The pre-check skips and hides exactly those sentences, so it loses
     no fact these checks would keep."""
     wanted = _content(value)
     for memory in sources:
         quote = speech_quote(memory)
         if quote is None or any(may_state(s) and wanted & _content(s.lower()) for s in sentences(quote)):
             return ""
-    return "no source sentence that holds it could state a fact (no first-person cue, no proper noun)"
+    return "no source sentence that holds it could state a fact (no first-person cue, no one spoken to by name)"
 
 
 def _cue_problem(kind: str, person: tags.Tag | None, value: str, sources: tuple[Memory, ...]) -> str:
