@@ -160,10 +160,11 @@ def test_intent_routing_is_not_by_substring(world: World) -> None:
     assert parse_query("what does Alice drink", index).intent is Intent.SEARCH
 
 
-def test_a_restricted_search_embeds_what_is_asked_without_who(world: World) -> None:
-    """Who is settled by the entity filter; the vector query keeps only the rest (alias variants of the names
-    as <face_i>/<voice_j> tags cost LoCoMo recall)."""
-    from m3agent.control.ranking import without_names
+def test_a_restricted_search_embeds_what_is_asked_in_own_words_and_without_who(world: World) -> None:
+    """Who is settled by the entity filter; the vector queries ask the rest as the person would (their speech is
+    stored in the first person) and without the names (alias variants of the names as <face_i>/<voice_j> tags
+    cost LoCoMo recall)."""
+    from m3agent.control.ranking import in_own_words, without_names
 
     asked: list[str] = []
     embed = world.embedder.embed
@@ -176,8 +177,25 @@ def test_a_restricted_search_embeds_what_is_asked_without_who(world: World) -> N
     alice = world.character(2)
     drink = searcher(world).search_memory("What coffee does Alice's friend Alice drink?", k=3)
     assert drink.hits[0].text == f"<character_{alice}> says she always drinks black coffee."
-    assert asked == ["What coffee does friend drink?"]
+    assert asked == ["What coffee does my friend I drink?", "What coffee does friend drink?"]
     asked.clear()
     searcher(world).search_memory("what did <character_1> buy at the bakery", k=3)
-    assert asked == ["what did buy at the bakery"]
+    assert asked == ["what did I buy at the bakery", "what did buy at the bakery"]
     assert without_names("Did ALICE's dog meet Alicent?", ["Alice"]) == "Did dog meet Alicent?"
+
+
+@pytest.mark.parametrize(("question", "names", "own"), [
+    ("What is Melanie's bowl a reminder of?", ["Melanie"], "What is my bowl a reminder of?"),
+    ("Did ALICE's dog meet Alicent?", ["Alice"], "Did my dog meet Alicent?"),
+    ("Where did she take her kids, Caroline?", ["Caroline"], "Where did I take my kids, I?"),
+    ("What did Sam offer Evan for his yoga?", ["Evan", "Sam"], "What did I offer you for his yoga?"),
+    ("Did <character_1> give <character_2>'s cat to Bob?", ["Bob"], "Did I give your cat to ?"),
+    ("What does <voice_3> think of himself?", [], "What does I think of myself?"),
+    ("What did Alice buy?", ["Zed"], "What did Alice buy?"),
+])
+def test_a_question_in_the_named_persons_own_words(question: str, names: list[str], own: str) -> None:
+    """The first person named speaks ("I", "my"), a second is spoken to ("you", "your"), others drop out;
+    pronouns turn first person only when one person is named (with two, "his" could be either)."""
+    from m3agent.control.ranking import in_own_words
+
+    assert in_own_words(question, names) == own
