@@ -164,7 +164,7 @@ def test_a_restricted_search_embeds_what_is_asked_in_own_words_and_without_who(w
     """Who is settled by the entity filter; the vector queries ask the rest as the person would (their speech is
     stored in the first person) and without the names (alias variants of the names as <face_i>/<voice_j> tags
     cost LoCoMo recall)."""
-    from m3agent.control.ranking import in_own_words, without_names
+    from m3agent.control.ranking import without_names
 
     asked: list[str] = []
     embed = world.embedder.embed
