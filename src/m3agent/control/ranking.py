@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 MAX_VARIANTS = 8
 RRF_K = 4
-"""Small: the first few ranks of either list dominate (60, the usual constant, flattened them; 10 gave 3 points
+"""Small: the first few ranks of either list dominate (60, the usual constant, flattened them; 10 gave 2.5 points
 less LoCoMo recall@5 once restricted searches asked in the person's own words)."""
 KEYWORD_WEIGHT = 0.7
 """BM25's share against the vector ranking's 1.0 in the fusion."""
