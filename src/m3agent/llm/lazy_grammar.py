@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib
+import math
 from typing import Any
 
 NEUTRAL = {"repeat_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "mirostat_mode": 0}
@@ -30,7 +30,8 @@ class LazyGrammarSampler:
     the grammar sampler is accepted the chosen token, as the sampler chain would."""
 
     def __init__(self, llama_cpp: Any, llama: Any, grammar: Any) -> None:
-        self._np = np = importlib.import_module("numpy")  # imported here: importing this module does nothing
+        import numpy as np  # here, not at the top: importing this module does nothing
+
         self._lib = llama_cpp
         self._n_vocab = int(llama.n_vocab())
         self._grammar = llama_cpp.llama_sampler_init_grammar(
@@ -46,7 +47,8 @@ class LazyGrammarSampler:
 
     def sample(self, ctx: Any, idx: int) -> int:
         """The next token after the logits at ``idx`` of ``ctx`` (a llama-cpp-python ``LlamaContext``)."""
-        np = self._np
+        import numpy as np
+
         pointer = self._lib.llama_get_logits_ith(ctx.ctx, idx)
         logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
         token = int(np.argmax(logits))  # a NaN anywhere is its own maximum
@@ -63,10 +65,12 @@ class LazyGrammarSampler:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
         self._one_array.size, self._one_array.selected = 1, -1
         self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
-        return bool(self._np.isfinite(self._one[0].logit))
+        return bool(math.isfinite(self._one[0].logit))
 
     def _best_allowed(self, logits: Any) -> int:
-        np, view = self._np, self._all_view
+        import numpy as np
+
+        view = self._all_view
         view["id"] = np.arange(self._n_vocab, dtype=view["id"].dtype)
         view["logit"] = logits
         view["p"] = 0.0
