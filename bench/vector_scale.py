@@ -1,7 +1,8 @@
-"""Vector search alone at scale: ``store.vector_search`` over the calls the API's searches make, by phase.
+"""Vector search alone at scale: the store's vector search over the calls the API's searches make, by phase.
 
 For each size N (the stores of :mod:`search_scale`, copied) it runs the bench's questions through
-``m3agent.open(path).search`` once, recording every ``vector_search(vector, k, filter)`` the searcher makes
+``m3agent.open(path).search`` once, recording every ``vector_search_best(vectors, k, filter)`` (code before it:
+``vector_search(vector, k, filter)``) the searcher makes
 (the embedded variants; the character filters of ``character``, the video scope of ``video``), then replays
 them on a fresh store with its graph built: p50/p95 per kind of the whole call (wall clock and CPU) and of
 its phases (CPU: resolving the filter, the index's candidates, the unsynced tail, the exact re-scoring in
@@ -35,8 +36,20 @@ Call = tuple[Any, int, Any]
 
 
 def record_calls(path: Path, queries: dict[str, list[Any]]) -> dict[str, list[Call]]:
-    """The ``vector_search`` calls of each kind's API searches."""
-    return record_store_calls(path, queries, "vector_search", lambda query: np.asarray(query, np.float32).copy())
+    """The vector search calls of each kind's API searches (each query a float32 matrix, one vector per row)."""
+    from m3agent.store.sqlite import SQLiteStore
+
+    if hasattr(SQLiteStore, "vector_search_best"):
+        return record_store_calls(path, queries, "vector_search_best",
+                                  lambda found: np.asarray(found, np.float32).reshape(len(found), -1).copy())
+    return record_store_calls(path, queries, "vector_search", lambda query: np.asarray(query, np.float32)[None].copy())
+
+
+def search(store: Any, queries: Any, k: int, flt: Any) -> Any:
+    """One recorded call, through the method the code measured has."""
+    if hasattr(store, "vector_search_best"):
+        return store.vector_search_best(list(queries), k, flt)
+    return store.vector_search(queries[0], k, flt)
 
 
 class Phases:
@@ -91,7 +104,7 @@ def replay(path: Path, calls: dict[str, list[Call]], check: bool) -> dict[str, A
         try:
             for kind, items in calls.items():
                 for q, k, f in items[:3]:
-                    store.vector_search(q, k, f)
+                    search(store, q, k, f)
                 seconds: list[float] = []
                 cpu: list[float] = []
                 by_phase: dict[str, list[float]] = {n: [] for n in Phases.NAMES}
@@ -102,7 +115,7 @@ def replay(path: Path, calls: dict[str, list[Call]], check: bool) -> dict[str, A
                         store._linked_memo = ((), {})
                     phases.now = {}
                     begin, begin_cpu = time.perf_counter(), time.thread_time()
-                    store.vector_search(q, k, f)
+                    search(store, q, k, f)
                     seconds.append(time.perf_counter() - begin)
                     cpu.append(time.thread_time() - begin_cpu)
                     for n in Phases.NAMES:
@@ -131,10 +144,11 @@ def _check(store: Any, items: list[Call]) -> int:
     db = store._db
     bad = 0
     for q, k, f in items:
-        got = store.vector_search(q, k, f)
+        got = search(store, q, k, f)
         all_ids = [int(r[0]) for r in db.execute("SELECT id FROM memories")]
-        q_norm = np.asarray(q, np.float32) / np.linalg.norm(q)
-        want = sqlite_search._exact_rows(db, all_ids, q_norm, f, k)
+        q_norm = q / np.linalg.norm(q, axis=1, keepdims=True)
+        exact = q_norm if hasattr(store, "vector_search_best") else q_norm[0]  # the code before took one vector
+        want = sqlite_search._exact_rows(db, all_ids, exact, f, k)
         if [(s.memory.id, round(s.score, 5)) for s in got] != [(s.memory.id, round(s.score, 5)) for s in want]:
             bad += 1
     return bad

@@ -106,12 +106,13 @@ def test_person_scoped_search_is_exact(locomo: tuple[Path, list[str]], path_take
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A person's filter (alone, or with a video, clip bound, time range and excluded clips) returns the
     exact top-k of that person's memories: over the mirror rows of their memory ids, and with the graph
-    (EXACT_LIMIT lowered so that the filter keeps more rows than it)."""
+    (EXACT_LIMIT lowered so that the filter keeps more rows than it, and graph hits made free)."""
     path, questions = locomo
     monkeypatch.setattr(memory_vectors, "ANN_MIN_ROWS", 500)
     monkeypatch.setattr(memory_vectors, "WAITED_BUILD_THREADS", 1)
     if path_taken == "graph":
         monkeypatch.setattr(memory_vectors, "EXACT_LIMIT", 50)
+        monkeypatch.setattr(memory_vectors, "GRAPH_HIT_ROWS", 0)
     graph_searches: list[int] = []
     original = memory_vectors.MemoryVectors._ann_search
 

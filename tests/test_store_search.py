@@ -77,6 +77,32 @@ def test_vector_search_is_exact_and_best_first_on_a_small_store(
     assert top.memory.id == ids[123] and top.score == pytest.approx(1.0, abs=1e-5)
 
 
+def best_of_queries(vectors: np.ndarray, ids: list[int], queries: np.ndarray, allowed: set[int], k: int) -> list[int]:
+    scores = (vectors @ queries.T).max(axis=1)
+    order = [i for i in np.argsort(-scores, kind="stable") if ids[i] in allowed]
+    return [ids[i] for i in order[:k]]
+
+
+def test_a_search_with_several_queries_ranks_by_each_memorys_best_cosine(
+    small: tuple[MemoryStore, np.ndarray, list[int]],
+) -> None:
+    store, vectors, ids = small
+    flt = SearchFilter(video_ids=("a", "c"), before_clip=3)
+    allowed = {m.id for m in store.memories(flt=flt)}
+    for seed in range(5):
+        queries = unit_vectors(3, seed=200 + seed)
+        got = store.vector_search_best(list(queries), 12, flt)
+        assert [s.memory.id for s in got] == best_of_queries(vectors, ids, queries, allowed, 12)
+        assert np.allclose([s.score for s in got],
+                           [float((queries @ vectors[ids.index(s.memory.id)]).max()) for s in got], atol=1e-5)
+    one = unit_vectors(1, seed=7)[0]
+    def pairs(found: list[Any]) -> list[tuple[int, float]]:
+        return [(s.memory.id, s.score) for s in found]
+
+    assert pairs(store.vector_search_best([one], 10)) == pairs(store.vector_search(one, 10))
+    assert store.vector_search_best([], 10) == [] and store.vector_search_best([one], 0) == []
+
+
 def test_filters_follow_their_semantics_everywhere(small: tuple[MemoryStore, np.ndarray, list[int]]) -> None:
     store, vectors, ids = small
     everything = store.memories()
@@ -171,6 +197,22 @@ def test_ann_agrees_with_exact_search(ann_store: tuple[SQLiteStore, np.ndarray, 
         got = [s.memory.id for s in store.vector_search(query, 10)]
         recalls.append(recall(got, exact_top(vectors, ids, query, everything, 10)))
     assert np.mean(recalls) >= 0.95
+
+
+def test_ann_search_with_several_queries_finds_each_querys_neighbours(
+    ann_store: tuple[SQLiteStore, np.ndarray, list[int]],
+) -> None:
+    store, vectors, ids = ann_store
+    everything = set(ids)
+    for flt, allowed in ((None, everything), (SearchFilter(before_clip=12), {m.id for m in store.memories(
+            flt=SearchFilter(before_clip=12))})):
+        recalls = []
+        for seed in range(20):
+            queries = unit_vectors(2, seed=4000 + seed)
+            got = [s.memory.id for s in store.vector_search_best(list(queries), 10, flt)]
+            assert set(got) <= allowed
+            recalls.append(recall(got, best_of_queries(vectors, ids, queries, allowed, 10)))
+        assert np.mean(recalls) >= 0.95
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from m3agent.domain import SearchFilter
 from m3agent.store import memory_vectors, open_store
 from m3agent.store.sqlite import SQLiteStore
 from store_helpers import clip_of, fill, memory, new_store, unit_vectors
@@ -175,3 +176,34 @@ def test_a_writer_killed_mid_build_or_after_writes_leaves_a_consistent_index(tmp
         after = unit_vectors(30, seed=77)
         assert top_ids(reopened, after[4], 1) == [2005]
     reopened.close()
+
+
+def test_membership_by_binary_search_agrees_with_isin() -> None:
+    from m3agent.store.vectors import member_of
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 5000, 20_000)
+    for ids in (np.unique(rng.integers(0, 5000, 700)), rng.integers(0, 5000, 700), np.empty(0, np.int64),
+                np.asarray([4999]), np.asarray([7, 7, 9])):
+        assert np.array_equal(member_of(values, ids), np.isin(values, ids))
+
+
+def test_a_selective_filter_is_scored_exactly_where_the_graph_would_cost_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_vectors, "ANN_MIN_ROWS", 1000)
+    monkeypatch.setattr(memory_vectors, "EXACT_LIMIT", 10)  # below every filter here: the cost decides
+    store = new_store(tmp_path)
+    vectors = unit_vectors(3000, seed=5)
+    fill(store, vectors, videos=("a", "b", "c"), per_clip=50)
+    store.build_vector_index()
+    index = store._synced_vectors()
+    assert index is not None and index.ann is not None
+    graph_calls: list[int] = []
+    original = index.ann.search
+    monkeypatch.setattr(index.ann, "search", lambda q, count: graph_calls.append(count) or original(q, count))
+    query = unit_vectors(1, seed=9)[0]
+    found = store.vector_search(query, 10, SearchFilter(video_ids=("a",), before_clip=1))  # 100 rows of 3,000
+    assert graph_calls == [] and len(found) == 10
+    store.vector_search(query, 10)  # no filter: the graph
+    assert graph_calls

@@ -161,13 +161,8 @@ def hybrid_rank(
 ) -> list[Ranked]:
     """Fuse vector ranking over ``queries`` and BM25 over ``keywords``; best first."""
     vectors = embedder.embed(list(queries))
-    best: dict[int, tuple[Memory, float]] = {}
-    for vector in vectors:
-        for scored in store.vector_search(vector, pool, flt):
-            known = best.get(scored.memory.id)
-            if known is None or scored.score > known[1]:
-                best[scored.memory.id] = (scored.memory, scored.score)
-    by_vector = sorted(best.values(), key=lambda pair: -pair[1])
+    # each memory scored by its best cosine over the query texts, in one pass over the rows
+    by_vector = [(s.memory, s.score) for s in store.vector_search_best(list(vectors), pool, flt)]
     by_keyword = [s.memory for s in store.keyword_search(keywords, pool, flt)] if keywords else []
     return _fuse(by_vector, by_keyword, rrf_k)
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.store.per_file import PerFile
-from m3agent.store.vectors import MirrorFilter
+from m3agent.store.vectors import MirrorFilter, member_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -501,7 +501,7 @@ class KeywordIndex:
         if flt.kinds is not None:
             keep &= np.isin(self.col("kind")[rows], np.asarray(flt.kinds, np.int8))
         if flt.memory_ids is not None:
-            keep &= np.isin(self.col("ids")[rows], flt.memory_ids)
+            keep &= member_of(self.col("ids")[rows], np.asarray(flt.memory_ids, np.int64))
         if flt.exclude:
             clip = self.col("clip")[rows]
             for code, index in flt.exclude:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import EntityKind, ScoredMemory, SearchFilter
+from m3agent.domain import EntityKind, Memory, ScoredMemory, SearchFilter
 from m3agent.errors import ConfigError, StoreError
 from m3agent.store import pg_schema
 from m3agent.store.dialect import Dialect
@@ -210,19 +210,24 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         db.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
         db.execute("CREATE INDEX memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
 
-    def _nearest(self, query: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
-        """HNSW candidates under the filter (iterative scan), re-ranked by exact cosine."""
+    def _nearest(self, queries: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
+        """Per query, HNSW candidates under the filter (iterative scan); all re-ranked by their best exact cosine."""
+        import numpy as np
+
         where, params = self._rows.filter_sql(flt)
         columns, want = self._rows.memory_columns, max(2 * k, k + 16)
+        found: dict[int, Memory] = {}
         with self._read() as db:
             db.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan',"
                        " 'relaxed_order', true)", (str(max(EF_SEARCH_MIN, 4 * k)),))
-            rows = db.execute(
-                f"WITH c AS MATERIALIZED (SELECT m.id FROM memories m WHERE {where}"
-                f" ORDER BY m.embedding <=> %s LIMIT %s)"
-                f" SELECT {columns} FROM memories m WHERE m.id IN (SELECT id FROM c)", [*params, query, want]
-            ).fetchall()
-        scored = [ScoredMemory(m, float(as_array(m.embedding) @ query)) for m in map(self._rows.memory_from_row, rows)]
+            for query in queries:
+                rows = db.execute(
+                    f"WITH c AS MATERIALIZED (SELECT m.id FROM memories m WHERE {where}"
+                    f" ORDER BY m.embedding <=> %s LIMIT %s)"
+                    f" SELECT {columns} FROM memories m WHERE m.id IN (SELECT id FROM c)", [*params, query, want]
+                ).fetchall()
+                found.update((m.id, m) for m in map(self._rows.memory_from_row, rows))
+        scored = [ScoredMemory(m, float(np.max(queries @ as_array(m.embedding)))) for m in found.values()]
         scored.sort(key=lambda s: (-s.score, s.memory.id))
         return scored[:k]
 

@@ -333,6 +333,11 @@ class MemoryStore(Protocol):
         """Top-``k`` memories by cosine similarity that pass ``flt``, best first."""
         ...
 
+    def vector_search_best(self, queries: Sequence[Vector], k: int,
+                           flt: SearchFilter | None = None) -> list[ScoredMemory]:
+        """Top-``k`` memories by their best cosine over ``queries`` that pass ``flt``, best first."""
+        ...
+
     def keyword_search(self, query: str, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
         """Top-``k`` memories by BM25 (FTS5 / tsvector) that pass ``flt``, best first."""
         ...

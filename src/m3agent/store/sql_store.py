@@ -153,7 +153,8 @@ class SQLStore(ABC, Generic[C]):
         """Inside the transaction that records a new embedding model: fit the vector column or index to it."""
 
     @abstractmethod
-    def _nearest(self, query: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]: ...
+    def _nearest(self, queries: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
+        """Top-``k`` by the best cosine over the rows of ``queries`` (unit vectors, one per row)."""
 
     @abstractmethod
     def _keyword_rows(self, db: C, counts: dict[str, int]) -> int:
@@ -714,13 +715,23 @@ class SQLStore(ABC, Generic[C]):
     @guarded
     def vector_search(self, query: Vector, k: int, flt: SearchFilter | None = None) -> list[ScoredMemory]:
         """Top-``k`` memories by exact cosine that pass ``flt``, best first (ties by id)."""
+        return self.vector_search_best([query], k, flt)
+
+    @guarded
+    def vector_search_best(self, queries: Sequence[Vector], k: int,
+                           flt: SearchFilter | None = None) -> list[ScoredMemory]:
+        """Top-``k`` memories by their best exact cosine over ``queries`` that pass ``flt``, best first (ties by
+        id): a question asked two ways costs one pass over the rows, not two."""
+        import numpy as np
+
         dim = self._dim()
-        if dim is None:
+        if dim is None or k <= 0 or not queries:
             return []
-        q = normalized(query)
-        if len(q) != dim:
-            raise IntegrityError(f"query has {len(q)} dimensions, the store uses {dim}")
-        return self._nearest(q, k, flt) if k > 0 else []
+        qs = [normalized(q) for q in queries]
+        for q in qs:
+            if len(q) != dim:
+                raise IntegrityError(f"query has {len(q)} dimensions, the store uses {dim}")
+        return self._nearest(np.stack(qs), k, flt)
 
     @guarded
     def reembed_memories(

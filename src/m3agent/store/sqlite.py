@@ -187,10 +187,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         db.execute("DELETE FROM vector_snapshots")
         self._vectors = None
 
-    def _nearest(self, query: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
+    def _nearest(self, queries: Vector, k: int, flt: SearchFilter | None) -> list[ScoredMemory]:
         index = self._synced_vectors()
         assert index is not None  # the caller found a model recorded
-        return sqlite_search.vector_search(self._db, index, query, k, flt, self._mirror_filter(flt))
+        return sqlite_search.vector_search(self._db, index, queries, k, flt, self._mirror_filter(flt))
 
     def _mirror_filter(self, flt: SearchFilter | None) -> MirrorFilter | None:
         """``flt`` in the index's terms, kept while nothing commits: a question's alias variants search with

@@ -40,20 +40,21 @@ FETCH_BATCH = 500
 
 
 def vector_search(
-    db: sqlite3.Connection, index: MemoryVectors, query: FloatArray, k: int, flt: SearchFilter | None,
+    db: sqlite3.Connection, index: MemoryVectors, queries: FloatArray, k: int, flt: SearchFilter | None,
     mirror: MirrorFilter | None = None,
 ) -> list[ScoredMemory]:
-    """Top-``k`` memories by exact cosine among the index candidates and the unsynced tail (``mirror``:
-    ``mirror_filter(db, flt)`` when the caller has it)."""
+    """Top-``k`` memories by their best exact cosine over ``queries`` (unit vectors, one per row) among the index
+    candidates and the unsynced tail (``mirror``: ``mirror_filter(db, flt)`` when the caller has it)."""
     import numpy as np
 
     if k <= 0:
         return []
+    queries = np.atleast_2d(queries)
     want = max(2 * k, k + 16)
-    ids, watermark = index.candidates(query, want, mirror if mirror is not None else mirror_filter(db, flt))
-    tail = _tail_ids(db, watermark, query, want, flt)
+    ids, watermark = index.candidates(queries, want, mirror if mirror is not None else mirror_filter(db, flt))
+    tail = _tail_ids(db, watermark, queries, want, flt)
     found = np.unique(np.concatenate([ids, tail]))
-    return _exact_rows(db, [int(i) for i in found], query, flt, k)
+    return _exact_rows(db, [int(i) for i in found], queries, flt, k)
 
 
 def mirror_filter(
@@ -114,7 +115,7 @@ def _video_codes(db: sqlite3.Connection, video_ids: set[str]) -> dict[str, int]:
 
 
 def _tail_ids(
-    db: sqlite3.Connection, watermark: int, query: FloatArray, want: int, flt: SearchFilter | None
+    db: sqlite3.Connection, watermark: int, queries: FloatArray, want: int, flt: SearchFilter | None
 ) -> IntArray:
     """Best ids among memories newer than the index watermark (normally none: then one O(1) look)."""
     import numpy as np
@@ -128,21 +129,27 @@ def _tail_ids(
     ).fetchall()
     if not rows:
         return np.empty(0, np.int64)
-    vectors = np.frombuffer(b"".join(r[1] for r in rows), "<f4").reshape(len(rows), -1)
-    scores = vectors @ query
+    scores = best_scores(b"".join(r[1] for r in rows), queries)
     best = np.argsort(-scores, kind="stable")[:want]
     return np.asarray([rows[i][0] for i in best], np.int64)
 
 
+def best_scores(blobs: bytes, queries: FloatArray) -> FloatArray:
+    """Each stored float32 vector's (the rows of ``blobs``, joined) best dot product over ``queries``."""
+    import numpy as np
+
+    vectors = np.frombuffer(blobs, "<f4").reshape(-1, queries.shape[1])
+    return (vectors @ queries.T).max(axis=1)  # type: ignore[no-any-return]
+
+
 def _exact_rows(
-    db: sqlite3.Connection, ids: list[int], query: FloatArray, flt: SearchFilter | None, k: int
+    db: sqlite3.Connection, ids: list[int], queries: FloatArray, flt: SearchFilter | None, k: int
 ) -> list[ScoredMemory]:
-    """The best ``k`` rows of ``ids`` that (still) pass ``flt`` by exact cosine, best first (ties by id).
+    """The best ``k`` rows of ``ids`` that (still) pass ``flt`` by their best exact cosine over ``queries``,
+    best first (ties by id).
 
     Scores from (id, vector) first, whole rows for the ``k`` winners only: building a memory costs more than
     scoring it, and most candidates lose."""
-    import numpy as np
-
     where, params = filter_sql(flt, probe=True)
     scores: list[tuple[float, int]] = []
     for start in range(0, len(ids), FETCH_BATCH):
@@ -150,15 +157,17 @@ def _exact_rows(
         rows = db.execute(
             f"SELECT m.id, m.embedding FROM memories m WHERE m.id IN ({placeholders(len(batch))}) AND {where}",
             [*batch, *params],
-        )
-        scores += [(-float(np.dot(np.frombuffer(blob, "<f4"), query)), int(i)) for i, blob in rows]
+        ).fetchall()
+        if rows:
+            batch_scores = best_scores(b"".join(blob for _, blob in rows), queries)
+            scores += [(-float(score), int(i)) for (i, _), score in zip(rows, batch_scores, strict=True)]
     best = sorted(scores)[:k]
     if not best:
         return []
-    rows = db.execute(
+    found = db.execute(
         f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({placeholders(len(best))})", [i for _, i in best]
     )
-    by_id = {m.id: m for m in map(memory_from_row, rows)}
+    by_id = {m.id: m for m in map(memory_from_row, found)}
     return [ScoredMemory(by_id[i], -negative) for negative, i in best if i in by_id]
 
 
