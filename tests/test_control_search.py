@@ -199,3 +199,24 @@ def test_a_question_in_the_named_persons_own_words(question: str, names: list[st
     from m3agent.control.ranking import in_own_words
 
     assert in_own_words(question, names) == own
+
+
+def test_a_memory_beside_a_strong_hit_of_its_clip_moves_up() -> None:
+    """Each memory gains a share of the best score among the *other* memories of its clip near the top; a
+    clip's best memory gains its runner-up's; memories of clips with no hit near the top keep their score."""
+    from m3agent.control.ranking import Ranked, with_clip_context
+    from m3agent.domain import Memory, MemoryKind
+
+    def ranked(mid: int, clip: int, score: float) -> Ranked:
+        memory = Memory(MemoryKind.EPISODIC, f"m{mid}", "v", clip, 0.0, 1.0, id=mid)
+        return Ranked(memory, score, None, False)
+
+    items = [ranked(1, 0, 1.0), ranked(2, 1, 0.9), ranked(3, 2, 0.8), ranked(4, 0, 0.4), ranked(5, 2, 0.5),
+             ranked(6, 3, 0.7), ranked(7, 1, 0.1)]
+    out = with_clip_context(items, weight=0.5, window=3)  # clips 0, 1, 2 lend; clip 3 (6th) does not
+    scores = {r.memory.id: round(r.score, 6) for r in out}
+    assert scores == {1: 1.0, 2: 0.9, 3: 0.8, 4: 0.9, 5: 0.9, 6: 0.7, 7: 0.55}
+    assert [r.memory.id for r in out] == [1, 2, 4, 5, 3, 6, 7]  # ties by id
+    wider = {r.memory.id: round(r.score, 6) for r in with_clip_context(items, weight=0.5, window=5)}
+    assert wider[1] == 1.2 and wider[4] == 0.9 and wider[3] == 1.05  # the runner-up lends to its clip's best
+    assert with_clip_context(items, weight=0.0) == items and with_clip_context([]) == []

@@ -14,6 +14,10 @@ A search restricted to named people asks the vector index in their own words
 paint for my mother?"), since what a person says is stored as their quoted,
 first-person speech, and also without the names (:func:`without_names`), the
 form of what is said about them.
+
+The fused ranking is then read with each clip's context (:func:`with_clip_context`):
+a memory beside a strong hit of its own clip (a conversation session, a 30-second
+clip) moves up.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from m3agent import tags
@@ -39,6 +43,10 @@ RRF_K = 4
 less LoCoMo recall@5 once restricted searches asked in the person's own words)."""
 KEYWORD_WEIGHT = 0.7
 """BM25's share against the vector ranking's 1.0 in the fusion."""
+CLIP_CONTEXT_WEIGHT = 0.3
+"""A memory gains this share of the best fused score among the other memories of its clip near the top."""
+CLIP_CONTEXT_WINDOW = 10
+"""How many of the first fused results lend their score to the rest of their clip."""
 _WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
@@ -183,3 +191,27 @@ def _fuse(by_vector: list[tuple[Memory, float]], by_keyword: list[Memory], rrf_k
         keyword_ids.add(memory.id)
     order = sorted(scores, key=lambda mid: (-scores[mid], mid))
     return [Ranked(memories[m], scores[m], similarity.get(m), m in keyword_ids) for m in order]
+
+
+def with_clip_context(ranked: list[Ranked], weight: float = CLIP_CONTEXT_WEIGHT,
+                      window: int = CLIP_CONTEXT_WINDOW) -> list[Ranked]:
+    """``ranked`` re-scored with its clips' context, best first: each memory gains ``weight`` x the best score
+    among the *other* memories of its clip in the first ``window``.
+
+    What answers a question tends to sit together (the turns of one conversation session, the lines of one
+    30-second clip): a memory beside a strong hit is likelier to matter than its own words show. Measured on
+    LoCoMo (chosen on conversations 0-4, 5-9 held out): recall@10 +2.0 points chosen, +2.9 held out; summing the
+    clip's scores instead of taking the best, or larger weights, let one clip crowd the first ranks."""
+    if weight <= 0 or not ranked:
+        return ranked
+    best: dict[tuple[str, int], list[Ranked]] = {}
+    for item in ranked[:window]:  # best first: a clip's first entry is its best, the second its runner-up
+        found = best.setdefault((item.memory.video_id, item.memory.clip_index), [])
+        if len(found) < 2:
+            found.append(item)
+    rescored = []
+    for item in ranked:
+        lenders = [r for r in best.get((item.memory.video_id, item.memory.clip_index), ()) if r is not item]
+        bonus = weight * lenders[0].score if lenders else 0.0
+        rescored.append(replace(item, score=item.score + bonus) if bonus else item)
+    return sorted(rescored, key=lambda r: (-r.score, r.memory.id))

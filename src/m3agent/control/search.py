@@ -25,7 +25,15 @@ from m3agent import tags
 from m3agent.control import mapping
 from m3agent.control.characters import CharacterIndex, build_index
 from m3agent.control.query import Intent, ParsedQuery, parse_query
-from m3agent.control.ranking import Ranked, alias_variants, hybrid_rank, in_own_words, keyword_text, without_names
+from m3agent.control.ranking import (
+    Ranked,
+    alias_variants,
+    hybrid_rank,
+    in_own_words,
+    keyword_text,
+    with_clip_context,
+    without_names,
+)
 from m3agent.control.results import ClipCache, ClipHits, ClipRef, Hit, SearchResult
 from m3agent.domain import Memory, SearchFilter
 from m3agent.errors import ConfigError, M3AgentError
@@ -146,7 +154,8 @@ class MemorySearcher:
         keywords = keyword_text(parsed.text, drop=parsed.names if restricted else ())
         pool = self.pool + len(self.shown)  # shown memories are filtered after ranking
         ranked = hybrid_rank(self.store, self.embedder, variants, keywords, flt, pool=pool)
-        return [r for r in ranked if self.visible(r.memory) and (restricted or self._relevant(r))]
+        # only what may be shown lends its clip context (not bookkeeping, nothing past the question's time)
+        return with_clip_context([r for r in ranked if self.visible(r.memory) and (restricted or self._relevant(r))])
 
     def _relevant(self, item: Ranked) -> bool:
         return item.keyword or item.similarity is None or item.similarity >= self.min_similarity
