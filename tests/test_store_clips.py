@@ -49,6 +49,8 @@ def test_clip_commits_everything_and_marks_done(make_store: Callable[[], Any]) -
         w.set_link(FaceVoiceLink(face.id, voice.id, 0.8, LinkSource.AV, "on screen"))
         w.record_timing("perception", 2.5)
     assert store.clips("v1") == [(clip, ClipStatus.DONE, "")]
+    assert store.recorded_clip("v1", 0) == clip and store.recorded_clip("v1", 1) is None
+    assert store.recorded_clip("nope", 0) is None
     got = store.get_memory(mid)
     assert got.entity_ids == (face.id, voice.id) and got.last_clip_index == 0
     assert [(f.crop_jpeg, f.mouth_motion) for f in store.faces("v1", 0)] == [(b"jpeg", 0.25)]
@@ -74,8 +76,10 @@ def test_an_exception_rolls_the_whole_clip_back(make_store: Callable[[], Any]) -
         raise RuntimeError("model crashed")
     assert store.counts() == before
     assert [c.index for c, _, _ in store.clips("v1")] == [0]
+    assert store.recorded_clip("v1", 1) is None  # rolled back: no row
     store.mark_clip(clip, ClipStatus.FAILED, "model crashed")
     assert store.clips("v1")[1] == (clip, ClipStatus.FAILED, "model crashed")
+    assert store.recorded_clip("v1", 1) == clip  # recorded, as failed
     with store.clip(clip) as w:  # a failed clip can be written again
         w.add_memory(memory(clip, "second try", unit_vectors(1)[0]))
     assert store.clips("v1")[1][1] is ClipStatus.DONE

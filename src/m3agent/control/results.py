@@ -34,10 +34,10 @@ class ClipRef:
 
 @dataclass
 class ClipCache:
-    """Clip spans and dates by video, read from the store once and shared by the searchers of one state of
+    """Clip spans (read clip by clip) and dates by video, kept and shared by the searchers of one state of
     the memory (a server's requests, the API's calls) until it changes."""
 
-    spans: dict[str, dict[int, ClipRef]] = field(default_factory=dict)
+    spans: dict[str, dict[int, ClipRef | None]] = field(default_factory=dict)  # None: no clip row
     dates: dict[str, dict[str, str]] = field(default_factory=dict)
 
 

@@ -199,6 +199,11 @@ class MemoryStore(Protocol):
         """Recorded clips of a video in index order, with status and reason."""
         ...
 
+    def recorded_clip(self, video_id: str, index: int) -> Clip | None:
+        """Clip ``index`` of a video if it is recorded (not pending), else None: one row, where :meth:`clips`
+        reads them all (a search shows a few clips of videos that may have thousands)."""
+        ...
+
     def delete_video(self, video_id: str) -> None:
         """Remove the video and every row and blob derived from it."""
         ...

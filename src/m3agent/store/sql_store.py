@@ -413,6 +413,14 @@ class SQLStore(ABC, Generic[C]):
             return [(Clip(video_id, r[0], r[1], r[2]), ClipStatus(r[3]), r[4]) for r in rows]
 
     @guarded
+    def recorded_clip(self, video_id: str, index: int) -> Clip | None:
+        """Clip ``index`` of a video if it is recorded (not pending), else None."""
+        with self._read() as db:
+            row = self._run(db, "SELECT start_s, end_s FROM clips WHERE video_id = ? AND clip_index = ?"
+                            " AND status <> 'pending'", (video_id, index)).fetchone()
+        return None if row is None else Clip(video_id, index, row[0], row[1])
+
+    @guarded
     def clip_timings(self, video_id: str) -> dict[int, dict[str, float]]:
         """Recorded stage seconds per clip index of ``video_id``."""
         timings: dict[int, dict[str, float]] = {}
