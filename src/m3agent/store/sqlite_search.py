@@ -25,7 +25,7 @@ from m3agent.store.sqlite_rows import (
     phrases_query,
     placeholders,
 )
-from m3agent.store.vectors import KIND_CODES, MirrorFilter
+from m3agent.store.vectors import KIND_CODES, MirrorFilter, is_ascending
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,7 +49,6 @@ def vector_search(
 
     if k <= 0:
         return []
-    queries = np.atleast_2d(queries)
     want = max(2 * k, k + 16)
     ids, watermark = index.candidates(queries, want, mirror if mirror is not None else mirror_filter(db, flt))
     tail = _tail_ids(db, watermark, queries, want, flt)
@@ -102,7 +101,7 @@ def ascending(ids: IntArray) -> IntArray:
     without ``np.unique``'s sort."""
     import numpy as np
 
-    return ids if bool(np.all(ids[1:] > ids[:-1])) else np.unique(ids)
+    return ids if is_ascending(ids) else np.unique(ids)
 
 
 def _video_codes(db: sqlite3.Connection, video_ids: set[str]) -> dict[str, int]:

@@ -203,7 +203,7 @@ class VectorMirror:
             return np.flatnonzero(self.mask(flt))
         found = self.rows_of(np.asarray(flt.memory_ids, np.int64))
         rows = found[found >= 0]  # the alive ones
-        if not bool(np.all(rows[1:] > rows[:-1])):  # ids not given ascending and distinct
+        if not is_ascending(rows):  # ids not given ascending and distinct
             rows = np.unique(rows)
         return rows[self._passes(flt, rows)]  # type: ignore[no-any-return]
 
@@ -292,13 +292,20 @@ class VectorMirror:
         return mirror
 
 
+def is_ascending(ids: IntArray) -> bool:
+    """Whether ``ids`` are strictly ascending (sorted and distinct): one pass, no sort."""
+    import numpy as np
+
+    return bool(np.all(ids[1:] > ids[:-1]))
+
+
 def member_of(values: IntArray, ids: IntArray) -> BoolArray:
     """Which ``values`` are among ``ids``: by binary search when ``ids`` are ascending and distinct (a person's
     memories, as :func:`~m3agent.store.sqlite_search.linked_memory_ids` gives them), without the sort or hash
     of ``np.isin`` over both arrays (4 ms a keyword search over a person's 40,000 memories at 10^6)."""
     import numpy as np
 
-    if len(ids) == 0 or not bool(np.all(ids[1:] > ids[:-1])):
+    if len(ids) == 0 or not is_ascending(ids):
         return np.isin(values, ids)
     at = np.minimum(np.searchsorted(ids, values), len(ids) - 1)
     return ids[at] == values  # type: ignore[no-any-return]
