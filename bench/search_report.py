@@ -238,7 +238,8 @@ def render(runs: dict[str, Any]) -> str:
     for label, n, e in _entries(runs):
         server = e.get("server")
         if server:
-            lines.append(f"| {label} | {n:,} | {server['first_answer_s']} | "
+            warm = f" (indexes built after {server['warm_s']})" if "warm_s" in server else ""
+            lines.append(f"| {label} | {n:,} | {server['first_answer_s']}{warm} | "
                          + " | ".join(_pair(server, k) for k in KINDS)
                          + f" | {_load(server.get('clients'))} | {_load(server.get('workers'))} |")
     lines += ["", NOTES, "", ANALYSIS, "", *_keyword_lines(), *_vector_lines(), CHARACTER_INDEX, "",

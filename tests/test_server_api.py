@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,42 @@ def test_off_loopback_needs_a_token_and_then_answers_401_without_it(tmp_path: Pa
         assert httpx.get(f"{url}/api/videos").status_code == 401
         assert httpx.get(f"{url}/api/videos", headers={"authorization": f"Bearer {token}"}).status_code == 200
         assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_start_leaves_the_index_and_the_query_model_loaded(tmp_path: Path, built: Built) -> None:
+    """The first search after start reads nothing the start already read: the vector index the start loaded stays
+    with the read stores (an index is freed with the last store holding it), and the query embedder is loaded."""
+    from m3agent.server.context import ServerContext
+    from m3agent.store.memory_vectors import shared_vectors
+
+    settings = make_settings(tmp_path)
+    ctx = ServerContext(settings)
+    ctx.start()
+    try:
+        assert settings.memory.path is not None
+        index = shared_vectors(settings.memory.path, "hash-256", 256)
+        assert index.loaded and index.mirror.n_alive > 0  # the start's index, not a new empty one
+        assert ctx._embedder is not None
+        with ctx.stores.read() as store:
+            assert ctx.embedder(store) is ctx._embedder
+    finally:
+        ctx.stop()
+
+
+def test_ready_lists_the_search_indexes_still_building(tmp_path: Path, built: Built) -> None:
+    """``/ready`` names the background builds searches are waiting for, and none once they are done."""
+    from m3agent.store.keyword_index import shared_keywords
+
+    app = create_app(make_settings(tmp_path), mcp=False, inspector=False)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        assert client.get("/ready").json()["indexes_building"] == []  # a small memory: FTS5, no graph
+        keywords = shared_keywords(Path(str(app.state.ctx.settings.memory.path)))
+        hold = threading.Event()
+        keywords._builder = threading.Thread(target=hold.wait)  # a build in progress, as a big memory has
+        keywords._builder.start()
+        try:
+            assert client.get("/ready").json()["indexes_building"] == ["keyword index"]
+        finally:
+            hold.set()
+            keywords._builder.join()
+        assert client.get("/ready").json()["indexes_building"] == []

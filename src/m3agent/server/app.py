@@ -102,7 +102,9 @@ def _add_health(app: FastAPI) -> None:
         jobs = ctx.require_jobs().all()
         with ctx.stores.read(wait_s=ctx.settings.server.ready_wait_s) as store:
             model = store.embedding_model()
+            building = getattr(store, "indexes_building", None)
             return schemas.Readiness(ready=True, memory=store.url, videos=len(store.videos()),
+                                     indexes_building=list(building()) if callable(building) else [],
                                      embedding_model=None if model is None else f"{model[0]}/{model[1]}",
                                      jobs_active=sum(1 for j in jobs if j.state in ACTIVE),
                                      search_workers=ctx.search_pool.workers if ctx.search_pool else 0)

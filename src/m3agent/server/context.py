@@ -127,15 +127,23 @@ class ServerContext:
         from m3agent.store import open_memory
 
         with open_memory(self.settings, create=True) as store:
+            model = store.embedding_model()
+            warming = threading.Thread(target=self._warm_embedder, args=(model,), name="m3agent-warm-embedder",
+                                       daemon=True)
+            warming.start()  # the query model loads on the other core while the rows do
             build_index = getattr(store, "build_vector_index", None)  # SQLite: the snapshot read stores share
             if callable(build_index):
                 build_index(wait=False)
+            with self.stores.read() as reader:  # warm: the index (joined while the writable store still holds
+                join_index = getattr(reader, "build_vector_index", None)  # it: freed with the last holder), the
+                if callable(join_index):  # whole-memory character index and the keyword index (SQLite: built
+                    join_index(wait=False)  # in the background)
+                self.character_index(reader, None, None)
+                start_keywords = getattr(reader, "start_keyword_index", None)
+                if callable(start_keywords):
+                    start_keywords()
+            warming.join()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.stores.read() as reader:  # warm: the index snapshot, the whole-memory character index, and
-            self.character_index(reader, None, None)  # the keyword index (SQLite: built in the background)
-            start_keywords = getattr(reader, "start_keyword_index", None)
-            if callable(start_keywords):
-                start_keywords()
         self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed, idle=self.consolidator)
         self.jobs.start()
         if self.settings.server.search_workers:
@@ -220,9 +228,18 @@ class ServerContext:
 
     def embedder(self, store: MemoryStore) -> Embedder:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""
+        return self._embedder_for(store.embedding_model())
+
+    def _warm_embedder(self, recorded: tuple[str, int] | None) -> None:
+        """Load the query embedder ahead of the first search (a failure is reported by that search instead)."""
+        try:
+            self._embedder_for(recorded)
+        except Exception:  # the first search that needs it raises the same error to its caller
+            log.warning("the query embedder could not be loaded at start", exc_info=True)
+
+    def _embedder_for(self, recorded: tuple[str, int] | None) -> Embedder:
         from m3agent.embed import embedder_for_store
 
-        recorded = store.embedding_model()
         with self._models_lock:
             current = self._embedder
             if current is None or (recorded is not None and recorded != (current.name, current.dim)):

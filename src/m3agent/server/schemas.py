@@ -51,6 +51,9 @@ class Readiness(BaseModel):
     jobs_active: int = Field(description="ingest jobs queued or running")
     search_workers: int = Field(0, description="search worker processes answering searches now "
                                 "(server.search_workers, started once the vector index is saved)")
+    indexes_building: list[str] = Field(default_factory=list, description="search indexes still being built in "
+                                        "the background (\"vector graph\", \"keyword index\"); searches are "
+                                        "answered meanwhile, only slower")
 
 
 class VideoOut(BaseModel):

@@ -250,6 +250,15 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         would (FTS5 answers until it is built; a server calls this at start so its first searches do not wait)."""
         self._synced_keywords()
 
+    def indexes_building(self) -> tuple[str, ...]:
+        """The process's search indexes of the file still being built in the background (``"vector graph"``,
+        ``"keyword index"``): searches answer meanwhile, exactly over the vectors and through FTS5, only slower."""
+        model = self.embedding_model()
+        vectors = self._vectors if self._vectors is not None or model is None else shared_vectors(self.path, *model)
+        keywords = self._keywords if self._keywords is not None else shared_keywords(self.path)
+        building = [("vector graph", vectors), ("keyword index", keywords)]
+        return tuple(name for name, index in building if index is not None and index.building)
+
     # maintenance -----------------------------------------------------------
     @guarded
     def build_vector_index(self, *, wait: bool = True) -> int:
