@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,23 +127,17 @@ class ServerContext:
         from m3agent.server.jobs import JobRunner
         from m3agent.store import open_memory
 
-        with open_memory(self.settings, create=True) as store:
-            model = store.embedding_model()
-            warming = threading.Thread(target=self._warm_embedder, args=(model,), name="m3agent-warm-embedder",
-                                       daemon=True)
-            warming.start()  # the query model loads on the other core while the rows do
-            build_index = getattr(store, "build_vector_index", None)  # SQLite: the snapshot read stores share
-            if callable(build_index):
-                build_index(wait=False)
-            with self.stores.read() as reader:  # warm: the index (joined while the writable store still holds
-                join_index = getattr(reader, "build_vector_index", None)  # it: freed with the last holder), the
-                if callable(join_index):  # whole-memory character index and the keyword index (SQLite: built
-                    join_index(wait=False)  # in the background)
-                self.character_index(reader, None, None)
-                start_keywords = getattr(reader, "start_keyword_index", None)
-                if callable(start_keywords):
-                    start_keywords()
-            warming.join()
+        with open_memory(self.settings, create=True) as store, self.stores.read() as reader:
+            # both cores: the rows' index here, the query model and the scopes' indexes on a read store beside it
+            with ThreadPoolExecutor(1, thread_name_prefix="m3agent-warm") as beside:
+                warmed = beside.submit(self._warm_searches, reader, store.embedding_model())
+                build_index = getattr(store, "build_vector_index", None)  # SQLite: the snapshot read stores share
+                if callable(build_index):
+                    build_index(wait=False)
+                warmed.result()
+            join_index = getattr(reader, "build_vector_index", None)  # the read stores hold the index from now on
+            if callable(join_index):  # (it is freed with the last store holding it: this writable one, next)
+                join_index(wait=False)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed, idle=self.consolidator)
         self.jobs.start()
@@ -230,12 +225,18 @@ class ServerContext:
         """The embedder of the store's recorded model (queries must match the stored vectors), kept loaded."""
         return self._embedder_for(store.embedding_model())
 
-    def _warm_embedder(self, recorded: tuple[str, int] | None) -> None:
-        """Load the query embedder ahead of the first search (a failure is reported by that search instead)."""
+    def _warm_searches(self, reader: MemoryStore, recorded: tuple[str, int] | None) -> None:
+        """What the first searches would wait for: the query embedder (a failure is left to the first search that
+        needs it, which reports it), the whole memory's character index and the keyword index (SQLite: built in
+        the background)."""
         try:
             self._embedder_for(recorded)
         except Exception:  # the first search that needs it raises the same error to its caller
             log.warning("the query embedder could not be loaded at start", exc_info=True)
+        self.character_index(reader, None, None)
+        start_keywords = getattr(reader, "start_keyword_index", None)
+        if callable(start_keywords):
+            start_keywords()
 
     def _embedder_for(self, recorded: tuple[str, int] | None) -> Embedder:
         from m3agent.embed import embedder_for_store
