@@ -123,3 +123,25 @@ def test_the_default_state_folder_is_the_users_cache_not_a_folder_named_tilde() 
     assert isinstance(chat, LlamaCppChat)
     folder = Path(str(chat._options["state_dir"]))
     assert folder.is_absolute() and "~" not in folder.parts and folder.name == STATES_FOLDER
+
+
+@pytest.mark.llm
+def test_alternating_prompts_restore_their_states_from_ram_unchanged(tmp_path: Path) -> None:
+    """The worker's RAM cache of states (kept after every completion, one logits row each) serves a prompt that
+    comes back after another, and the reply is the one a fresh context gives."""
+    smollm2()
+    other_system = "You are a terse assistant. Answer with one word. " * 6
+    chat: Any = create_chat_model("llamacpp:smollm2?prompt_states_mb=0", cache_dir=tmp_path)
+    try:
+        def say(system: str, question: str) -> tuple[str, Any]:
+            reply = chat.chat([{"role": "system", "content": system}, {"role": "user", "content": question}],
+                              max_tokens=12)
+            return reply.text, reply.usage
+
+        first, cold = say(SYSTEM, "What colour is the sky?")
+        say(other_system, "Name a fruit.")
+        again, warm = say(SYSTEM, "What colour is the sky?")
+    finally:
+        chat.close()
+    assert cold.cached_tokens == 0 and warm.cached_tokens >= warm.prompt_tokens - 3, (cold, warm)  # all but the tail
+    assert again == first
