@@ -65,7 +65,7 @@ def test_what_the_pre_check_skips_no_check_would_keep(line: str) -> None:
     """The pre-check and the checks share one rule (:func:`fact_cues.may_state`): for speech it skips, every
     value of every kind drawn from its words, about the speaker, the listener or the place, is dropped."""
     from m3agent import tags
-    from m3agent.memorize.consolidate_facts import _grounding_problem
+    from m3agent.memorize.fact_checks import _grounding_problem
 
     memory = said(line)
     assert not fact_bearing(memory)

@@ -43,6 +43,7 @@ from m3agent.errors import MalformedReplyError
 from m3agent.llm import Usage
 from m3agent.llm.schema import parse_reply
 from m3agent.memorize import consolidate_facts as cf
+from m3agent.memorize import fact_checks
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -200,7 +201,7 @@ def _ask(store: MemoryStore, chat: ChatModel, new: list[Memory], last: Clip, opt
         parsed = cf.ConsolidationReply.read(reply)
     except MalformedReplyError as exc:
         return [], [f"clip {last.index}: the reply was unusable ({exc.message}); no facts written"]
-    drafts, notes = cf.checked(parsed, shown)
+    drafts, notes = fact_checks.checked(parsed, shown)
     return drafts, [f"clip {last.index}: {note}" for note in notes]
 
 
