@@ -168,6 +168,14 @@ phase "the portable llama-cpp-python wheel ($LLAMA_DIR)"
 pip install -q --no-cache-dir --no-deps --force-reinstall "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
 pip install -q ${C[@]+"${C[@]}"} --find-links "$LLAMA_DIR" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec,train]"
 
+# Compiled modules (.pyc) of everything installed and of src, once: pip ran with --no-compile above, and Python
+# writes them on first import only where it may. Under PYTHONDONTWRITEBYTECODE (set in many container images, and
+# on our CI machine) every process compiled the modules it imports again: measured on the 2-core EPYC,
+# `m3agent --help` 2.2 s instead of 0.5, a model worker's imports 1.45 s instead of 0.35, the server's 4.6 s
+# instead of 2.3. A file some package ships that does not compile (old test fixtures) is skipped.
+phase "compiled modules (.pyc)"
+"$VENV/bin/python" -m compileall -q -j 0 "$VENV/lib" src >/dev/null 2>&1 || true
+
 echo "$want" > "$STAMP"
 pull_model
 check_runtime
