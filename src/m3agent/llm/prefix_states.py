@@ -3,7 +3,7 @@
 Every prompt of m3agent starts with a fixed system text (the answer instructions, the query plan's, the
 consolidation's): 250-500 tokens that llama.cpp evaluates at 40-50 tokens/s on 2 cores, 5-10 s before the first
 reply of each new process (each ``m3agent ask``, each ingest run). The worker's RAM cache
-(:func:`m3agent.llm.worker._prefix_cache`) saves that within one process only. Here the state of the context
+(:func:`m3agent.llm.worker._lean_save_state`) saves that within one process only. Here the state of the context
 holding exactly the fixed part (the chat template up to the last user message's content: the system text and a
 few-shot prompt's worked example) is written once per model and setting, and loaded (milliseconds) by later processes.
 

@@ -118,7 +118,7 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         lazy_grammar.install(llama_cpp, llama)
     cache_mb = int(init.get("prompt_cache_mb", 0))
     if cache_mb > 0:  # states by prompt prefix: alternating system prompts are each evaluated once
-        llama.set_cache(_prefix_cache(llama_cpp, cache_mb << 20))
+        llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=cache_mb << 20))
         llama.save_state = _lean_save_state(llama_cpp, llama)
     info = llama_cpp.llama_print_system_info()
     ready = {"load_s": round(time.perf_counter() - started, 3), "version": getattr(llama_cpp, "__version__", "?"),
@@ -127,26 +127,13 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return llama, {"ready": ready}
 
 
-def _prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
-    """llama-cpp-python's RAM cache of model states, keeping one row of each state's logits.
-
-    A saved state carries a copy of the logits of up to a batch of tokens (512 x the vocabulary: 311 MB for
-    Qwen2.5), which the cache's size does not count: a few states took the worker from 2 to 3.7 GB. A restored
-    state is decoded again before anything is sampled, so one row is all it needs (the row is broadcast back).
-    """
-
-    class PrefixCache(llama_cpp.LlamaRAMCache):  # type: ignore[misc,name-defined]
-        def __setitem__(self, key: Any, value: Any) -> None:
-            value.scores = value.scores[-1:].copy()
-            super().__setitem__(key, value)
-
-    return PrefixCache(capacity_bytes=capacity_bytes)
-
-
 def _lean_save_state(llama_cpp: Any, llama: Any) -> Any:
-    """``llama.save_state`` without its copy of every logits row: the cache keeps one row (:func:`_prefix_cache`),
-    and llama-cpp-python saves the state after every completion, so the copy of all of them (a batch of 512 x the
-    vocabulary, 311 MB for Qwen2.5) cost 0.29 s a call on 2 cores, the cache's only use of it."""
+    """``llama.save_state`` keeping one row of the logits, for the worker's RAM cache of model states.
+
+    llama-cpp-python saves the state after every completion, with a copy of its whole logits buffer (a batch of
+    512 x the vocabulary: 311 MB for Qwen2.5, 0.29 s a call on 2 cores), which the cache's size does not count:
+    a few states took the worker from 2 to 3.7 GB. A restored state is decoded again before anything is sampled,
+    so one row is all it needs (the row is broadcast back)."""
     import ctypes
 
     def save_state() -> Any:

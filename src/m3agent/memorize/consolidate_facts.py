@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -57,7 +56,6 @@ OWN_WORDS, OTHERS_WORDS = 0.8, 0.6
 """A fact's confidence: stated by the person in their own words (or by a description), or only by others (a
 name they are called, a title, a place). The model reports none: its own guess of its certainty cost four
 tokens a fact and told nothing the sources do not."""
-_WORD = re.compile(r"[a-z0-9']+")
 ABOUT_THE_SPEAKER = frozenset({"role", "relation", "likes", "habit"})
 """Fact kinds that describe their person; one they only say of "you" is about their listener."""
 

@@ -25,7 +25,7 @@ from m3agent.store.sqlite_rows import (
     phrases_query,
     placeholders,
 )
-from m3agent.store.vectors import KIND_CODES, MirrorFilter, is_ascending
+from m3agent.store.vectors import KIND_CODES, MirrorFilter, ascending
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,14 +94,6 @@ def linked_memory_ids(db: sqlite3.Connection, entity_ids: tuple[int, ...]) -> In
     ids = ascending(ids)
     ids.flags.writeable = False
     return ids
-
-
-def ascending(ids: IntArray) -> IntArray:
-    """``ids`` sorted and distinct; as they are when they already are (one entity's links come in key order),
-    without ``np.unique``'s sort."""
-    import numpy as np
-
-    return ids if is_ascending(ids) else np.unique(ids)
 
 
 def _video_codes(db: sqlite3.Connection, video_ids: set[str]) -> dict[str, int]:

@@ -202,9 +202,7 @@ class VectorMirror:
         if flt is None or flt.memory_ids is None:
             return np.flatnonzero(self.mask(flt))
         found = self.rows_of(np.asarray(flt.memory_ids, np.int64))
-        rows = found[found >= 0]  # the alive ones
-        if not is_ascending(rows):  # ids not given ascending and distinct
-            rows = np.unique(rows)
+        rows = ascending(found[found >= 0])  # the alive ones, in order once (ids may come in any order)
         return rows[self._passes(flt, rows)]  # type: ignore[no-any-return]
 
     def _passes(self, flt: MirrorFilter, at: slice | IntArray) -> BoolArray:
@@ -297,6 +295,14 @@ def is_ascending(ids: IntArray) -> bool:
     import numpy as np
 
     return bool(np.all(ids[1:] > ids[:-1]))
+
+
+def ascending(ids: IntArray) -> IntArray:
+    """``ids`` sorted and distinct; as they are when they already are (one entity's links come in key order),
+    without ``np.unique``'s sort."""
+    import numpy as np
+
+    return ids if is_ascending(ids) else np.unique(ids)
 
 
 def member_of(values: IntArray, ids: IntArray) -> BoolArray:
