@@ -172,6 +172,58 @@ def test_a_dense_window_is_transcribed_to_its_end(tmp_path: Path, jfk: np.ndarra
     assert result.segments[-1].end_s > len(debate) / 16000 + 8.0
 
 
+@pytest.mark.media
+def test_a_window_that_loops_is_decoded_again_without_repeats(tmp_path: Path, media_dir: Path,
+                                                              whisper_parts: None) -> None:
+    """Two men talking over each other: greedy decoding loops on "No, I did not." to the end of the window and
+    the quality gate drops it all; the second pass, which may not repeat a 4-gram, keeps what they say."""
+    from m3agent.media import read_audio
+    from m3agent.perception.asr import Transcriber
+
+    audio = read_audio(media_dir / "video" / "visualvoice_interview_2spk.mp4")
+    result = Transcriber("base", tmp_path, threads=2).transcribe(audio, [(0.0, len(audio) / 16000)])
+    text = " ".join(normalise_words(" ".join(s.text for s in result.segments)))
+    assert "interviewing you" in text
+    assert "speak my piece" in text
+    assert sum(s.end_s - s.start_s for s in result.segments) > 10.0
+    assert result.language == "en"
+    texts = [s.text for s in result.segments]
+    assert max(texts.count(t) for t in texts) <= 2  # the loop ("No, I didn't." x7) is gone
+
+
+def test_the_generation_limit_doubles_the_budget_as_ctranslate2_halves_it() -> None:
+    from m3agent.perception.asr import generation_limit, token_budget
+
+    assert generation_limit(token_budget(13.4)) == 2 * token_budget(13.4)
+    assert generation_limit(224) == 440  # prompt + max_new_tokens stay within 448
+
+
+@pytest.mark.media
+def test_the_language_is_read_from_the_window_decoded_with_one_encoding(
+        tmp_path: Path, media_dir: Path, whisper_parts: None) -> None:
+    """No language given: the window is encoded once (faster-whisper's own detection encodes it twice) and the
+    result still names the language it detected."""
+    from m3agent.media import read_audio
+    from m3agent.perception.asr import Transcriber
+
+    audio = read_audio(media_dir / "video" / "iianet_debate_trump_clinton.mp4")
+    transcriber = Transcriber("base", tmp_path, threads=2)
+    model = transcriber._load()
+    encodings = 0
+    encode = model.encode
+
+    def counted(features: object) -> object:
+        nonlocal encodings
+        encodings += 1
+        return encode(features)
+
+    model.encode = counted
+    result = transcriber.transcribe(audio, [(0.0, len(audio) / 16000)])
+    assert encodings == 1
+    assert result.language == "en" and result.language_probability > 0.5
+    assert "senator with a republican president" in " ".join(normalise_words(result.segments[3].text))
+
+
 def test_only_a_long_enough_unheard_tail_is_decoded_again() -> None:
     from m3agent.perception.asr import AsrSegment, unheard_tail
 

@@ -21,6 +21,8 @@ import importlib.util
 import os
 import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,33 +194,110 @@ class Transcriber:
         regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
         language: str | None,
     ) -> AsrResult:
+        """One greedy pass; a second one that may not repeat itself when the first looped.
+
+        Whisper loops on overlapped speech ("No, I did not." to the end of the window) and the quality gate
+        then drops the whole window (measured: every word of the two-speaker interview was lost). Temperature
+        fallback is random and looped again in half the seeds; forbidding a repeated 4-gram gave the
+        interview's words and costs a second pass only where the first looped. It is not the first pass's
+        setting because it also rewrites real repeats ("Why didn't you do it?" twice in the debate).
+        """
         speech, chunk_map = _join_regions(audio, regions)
         if len(speech) < RATE // 10:
             return AsrResult(())
-        from threadpoolctl import threadpool_limits
-
         model = self._load()
         lang = "en" if self._english_only else language
+        first = self._pass(model, speech, chunk_map, lang, repeat_guard=0)
+        if not first.looped:
+            return first.result
+        second = self._pass(model, speech, chunk_map, lang or first.result.language or None,
+                            repeat_guard=REPEAT_GUARD_NGRAM)
+        return second.result if _heard_s(second.result) > _heard_s(first.result) else first.result
+
+    def _pass(self, model: Any, speech: npt.NDArray[np.float32], chunk_map: _ChunkMap, language: str | None,
+              repeat_guard: int) -> _Pass:
+        from threadpoolctl import threadpool_limits
+
         # One decoding pass with a token budget: Whisper's temperature fallback re-decodes hard
         # audio up to five more times, and on wind or crowd noise it loops ("a, a, a, ...") to
         # its 448-token limit; together that cost ~20 s per 30 s clip. Segments Whisper itself
         # scores as unreliable are dropped.
         # BLAS threads (numpy's mel filterbank) follow `threads` too: the float sums, and so the
         # words, must not depend on the process's default (a Ray task of 1 CPU gets 1 thread).
-        with threadpool_limits(limits=self.threads, user_api="blas"):
+        # Without a language each window's language is read from the encoding it is decoded from
+        # (`multilingual`): faster-whisper's own detection encodes the first window a second time
+        # (3.0 of 8.8 s on the debate, one thread).
+        detect = language is None and bool(model.model.is_multilingual)
+        with threadpool_limits(limits=self.threads, user_api="blas"), _recording_languages(model) as heard:
             segments, info = model.transcribe(
                 speech,
-                language=lang,
+                language="en" if detect else language,
+                multilingual=detect,
                 beam_size=self.beam,
                 temperature=0.0,
-                max_new_tokens=token_budget(len(speech) / RATE),
+                no_repeat_ngram_size=repeat_guard,
+                max_new_tokens=generation_limit(token_budget(len(speech) / RATE)),
                 word_timestamps=True,
                 vad_filter=False,
                 condition_on_previous_text=False,
             )
-            kept = (seg for seg in segments if _reliable(seg))
-            out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
-        return AsrResult(out, str(info.language or ""), float(info.language_probability or 0.0))
+            listed = list(segments)
+        kept = (seg for seg in listed if _reliable(seg))
+        out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
+        lang, probability = heard[0] if detect and heard else (str(info.language or ""),
+                                                               float(info.language_probability or 0.0))
+        looped = any(seg.compression_ratio > MAX_COMPRESSION_RATIO for seg in listed)
+        return _Pass(AsrResult(out, lang, probability), looped)
+
+
+REPEAT_GUARD_NGRAM = 4  # the second pass after a loop may not repeat any 4 tokens in a row
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    result: AsrResult
+    looped: bool  # some window was too repetitive to keep (Whisper's compression-ratio gate)
+
+
+def _heard_s(result: AsrResult) -> float:
+    return sum(s.end_s - s.start_s for s in result.segments)
+
+
+class _LanguageRecorder:
+    """Stands in for a faster-whisper model's CTranslate2 model and records the languages it detects.
+
+    faster-whisper reports only the language it was given when it detects each window's language itself;
+    every other call passes through unchanged.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._heard = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def detect_language(self, *args: Any, **kwargs: Any) -> Any:
+        results = self._inner.detect_language(*args, **kwargs)
+        record = getattr(self._heard, "record", None)
+        if record is not None and results and results[0]:
+            token, probability = results[0][0]
+            record.append((str(token).strip("<|>"), float(probability)))
+        return results
+
+
+@contextmanager
+def _recording_languages(model: Any) -> Iterator[list[tuple[str, float]]]:
+    """The ``(language, probability)`` of each window ``model`` decodes in this thread within the block."""
+    if not isinstance(model.model, _LanguageRecorder):
+        model.model = _LanguageRecorder(model.model)
+    recorder: _LanguageRecorder = model.model
+    heard: list[tuple[str, float]] = []
+    recorder._heard.record = heard
+    try:
+        yield heard
+    finally:
+        recorder._heard.record = None
 
 
 MIN_TAIL_S = 1.5  # speech after the last segment shorter than this is not decoded again
@@ -243,6 +322,20 @@ WINDOW_S = 30.0
 def token_budget(speech_s: float) -> int:
     """Most tokens one 30 s Whisper window may produce for ``speech_s`` seconds of speech."""
     return int(min(224, 16 + TOKENS_PER_SECOND * min(speech_s, WINDOW_S)))
+
+
+PROMPT_ROOM = 8  # faster-whisper refuses prompt + max_new_tokens > 448; its prompt is 3-4 tokens here
+
+
+def generation_limit(budget: int) -> int:
+    """The ``max_new_tokens`` that lets a window produce ``budget`` tokens.
+
+    CTranslate2's Whisper decoder stops at half the length it is given (``min(total / 2, total - prompt)``, as
+    OpenAI's ``sample_len``; CTranslate2 issue 1856): given the budget itself, dense speech ran out at half of
+    it, and each 30 s window was encoded and decoded two or three times (measured: debate 13.4 s, 3 decodes and
+    13.4 s of CPU against 1 decode and 5.6 s).
+    """
+    return min(2 * budget, 448 - PROMPT_ROOM)
 
 
 MIN_AVG_LOGPROB = -1.0
