@@ -119,7 +119,9 @@ def test_the_floor_keeps_text_that_stayed_read_cleanly_or_is_a_sentence(words: N
     dropped = [line("the form", 4.5, 5.0, 0.932, 1), line("while evil", 6.5, 7.5, 0.942, 2),
                line("its found a", 2.5, 2.5, 0.967, 1), line("such", 5.5, 6.0, 0.962, 2),  # glimpsed lettering
                line("PBS", 0.0, 17.0, 0.996, 10),  # too short
-               line("ation on such pri", 6.5, 9.5, 0.941, 4), line("KI PP A MP", 21.0, 21.0, 0.97, 3)]  # pieces
+               line("ation on such pri", 6.5, 9.5, 0.941, 4), line("KI PP A MP", 21.0, 21.0, 0.97, 3),  # pieces
+               line("ple to alter", 7.5, 11.0, 0.903, 4),  # lettering half hidden for seconds: read, not cleanly
+               line("ying its found at i", 0.0, 5.0, 0.909, 5)]  # ...and no sentence: "i" is a stray stroke
     assert [t.text for t in kept if worth_keeping(t)] == [t.text for t in kept]
     assert [t.text for t in dropped if worth_keeping(t)] == []
 
@@ -130,6 +132,7 @@ def test_word_checks_count_two_letter_pieces_and_put_back_short_lost_spaces(word
     assert not readable("KI PP A MP") and not readable("n such pr inc if") and not readable("will di ct ate")
     assert readable("why didn't you do it") and readable("Snow Tub i ng") and readable("PBS NEWS HOUR")
     assert common_words("why didn't you do it") == 5 and common_words("md trans i on") == 3
+    assert common_words("ying its found at i", min_letters=2) == 3
     assert respace("why didn't you doit") == "why didn't you do it" and respace("Right ofthe") == "Right of the"
     assert respace("Kipp") == "Kipp" and respace("tubing") == "tubing" and respace("Doit") == "Doit", \
         "names, rare words and capitalised runs are left alone"

@@ -55,8 +55,10 @@ MIN_CHARS = 4
 REJOIN_PERIODS = 2.0  # a line comes back across a cut at most this many detection intervals after it ended
 SAME_LINE = 0.9  # letter similarity of two readings of one text (distinct debate captions: 0.49 at most)
 PERSISTENT = 3  # detections reading a line that show it stays on screen
+PERSISTENT_CONFIDENCE = 0.95  # a line on screen that long reads this cleanly (signs: 0.972+, hidden lettering: 0.915-)
 SURE = 0.98  # mean character probability of a clean read (hidden-lettering fragments: 0.97 at most)
 SENTENCE_WORDS = 4  # common words that make a line read once a caption rather than a glimpse of lettering
+SENTENCE_WORD_LETTERS = 2  # ...each of 2+ letters: a stray stroke reads as "i" or "a"
 TOGETHER = 0.6  # time overlap (of the union) of lines shown together
 ROW_OVERLAP = 0.5  # vertical overlap (of the lower line's height) of two lines on one row
 ROW_GAP = 1.0  # letter heights between the words of one row that detection split
@@ -196,13 +198,17 @@ def screen_lines(lines: Sequence[ScreenText], shots: Sequence[Shot], interval_s:
 def worth_keeping(line: ScreenText) -> bool:
     """The quality floor: ``MIN_CHARS`` letters or digits, words rather than pieces of words
     (:func:`~m3agent.perception.words.readable`), and evidence that it was shown rather than glimpsed:
-    read by ``PERSISTENT`` detections (a sign, a logo), read cleanly (mean character probability
-    ``SURE``), or ``SENTENCE_WORDS`` common words (a caption shown once). Lettering partly hidden
-    behind people reads as short runs of real words ("the form", "such") on one or two detections at
-    lower confidence, which none of the three lets through (docs/benchmarks.md, Perception: on-screen text)."""
+    read by ``PERSISTENT`` detections at ``PERSISTENT_CONFIDENCE`` (a sign, a logo), read cleanly (mean
+    character probability ``SURE``), or ``SENTENCE_WORDS`` common words of ``SENTENCE_WORD_LETTERS`` letters
+    (a caption shown once). Lettering partly hidden behind people reads as short runs of real words ("the
+    form", "such") at lower confidence, on one or two detections or, where it stays half hidden, on several
+    ("ple to alter", 0.903 over 4; "ying its found at i", 0.909 over 5), which none of the three lets through
+    (docs/benchmarks.md, Perception: on-screen text)."""
     if sum(c.isalnum() for c in line.text) < MIN_CHARS or not readable(line.text):
         return False
-    return line.sightings >= PERSISTENT or line.confidence >= SURE or common_words(line.text) >= SENTENCE_WORDS
+    shown = line.sightings >= PERSISTENT and line.confidence >= PERSISTENT_CONFIDENCE
+    sentence = common_words(line.text, SENTENCE_WORD_LETTERS) >= SENTENCE_WORDS
+    return shown or line.confidence >= SURE or sentence
 
 
 def _rejoined(lines: Sequence[ScreenText], shot_starts: Sequence[float], interval_s: float) -> list[ScreenText]:

@@ -44,10 +44,11 @@ def readable(text: str) -> bool:
     return len(known) * 3 >= 2 * len(tokens) and (len(long) >= 2 or any(len(w) >= 4 for w in long))
 
 
-def common_words(text: str) -> int:
-    """How many of the line's letter tokens are common words; every token counts when no word list is
-    installed (then nothing tells words from fragments, and a line is not dropped for it)."""
-    tokens = _tokens(text)
+def common_words(text: str, min_letters: int = 1) -> int:
+    """How many of the line's letter tokens of at least ``min_letters`` letters are common words; every such
+    token counts when no word list is installed (then nothing tells words from fragments, and a line is not
+    dropped for it)."""
+    tokens = [w for w in _tokens(text) if len(w) >= min_letters]
     ranks = word_ranks()
     return sum(1 for w in tokens if _is_word(w, ranks)) if ranks else len(tokens)
 
