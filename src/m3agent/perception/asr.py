@@ -165,7 +165,9 @@ class Transcriber:
         with self._lock:
             if self._model is None:
                 path, self._english_only = resolve_asr_model(self.model_name, self.cache_dir)
-                self._model = _open_whisper(path, self.threads)
+                model = _open_whisper(path, self.threads)
+                model.model = _LanguageRecorder(model.model)
+                self._model = model
         return self._model
 
     def transcribe(
@@ -288,9 +290,8 @@ class _LanguageRecorder:
 
 @contextmanager
 def _recording_languages(model: Any) -> Iterator[list[tuple[str, float]]]:
-    """The ``(language, probability)`` of each window ``model`` decodes in this thread within the block."""
-    if not isinstance(model.model, _LanguageRecorder):
-        model.model = _LanguageRecorder(model.model)
+    """The ``(language, probability)`` of each window ``model`` (loaded by :class:`Transcriber`) decodes in this
+    thread within the block."""
     recorder: _LanguageRecorder = model.model
     heard: list[tuple[str, float]] = []
     recorder._heard.record = heard
