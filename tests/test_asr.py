@@ -227,10 +227,62 @@ def test_the_language_is_read_from_the_windows_decoded_without_encoding_them_aga
     assert [s.text for s in detected.segments] == [s.text for s in given.segments]
 
 
-def test_only_a_long_enough_unheard_tail_is_decoded_again() -> None:
-    from m3agent.perception.asr import AsrSegment, unheard_tail
+def test_only_long_enough_unheard_speech_is_decoded_again() -> None:
+    """Speech before, between or after the segments Whisper wrote, 1.5 s or more of it in one stretch."""
+    from m3agent.perception.asr_gaps import unheard
 
-    said = (AsrSegment(0.0, 12.8, "if you were effective", (), ()),)
-    assert unheard_tail([(0.0, 15.8), (16.6, 17.9)], said) == [(pytest.approx(13.1), 15.8), (16.6, 17.9)]
-    assert unheard_tail([(0.0, 13.5)], said) == []  # 0.4 s after the last word: a pause, not lost speech
-    assert unheard_tail([(0.0, 30.0)], ()) == []  # nothing heard at all: no second try
+    said = ((0.0, 12.8),)
+    assert unheard([(0.0, 15.8), (16.6, 17.9)], said) == [((pytest.approx(13.1), 15.8), (16.6, 17.9))]
+    assert unheard([(0.0, 13.5)], said) == []  # 0.4 s after the last word: a pause, not lost speech
+    assert unheard([(0.0, 30.0)], ()) == []  # nothing heard at all: no second try
+    late = ((20.0, 25.1), (25.7, 26.7))  # the first words stamped 20 s in, as on the people-and-order episode
+    assert unheard([(0.0, 6.3), (6.6, 20.5), (20.5, 26.9)], late) == [((0.0, 6.3), (6.6, pytest.approx(19.7)))]
+    between = ((0.0, 4.0), (9.0, 12.0))
+    assert unheard([(0.0, 12.0)], between) == [((pytest.approx(4.3), pytest.approx(8.7)),)]
+    assert unheard([(0.0, 5.0), (8.0, 12.0)], between) == []  # 0.7 + 0.7 s in the hole: not enough
+
+
+def test_a_segment_stamped_late_gives_way_to_the_same_words_at_their_time() -> None:
+    from m3agent.perception.asr import AsrSegment
+    from m3agent.perception.asr_gaps import drop_jumped
+
+    def seg(start: float, text: str) -> AsrSegment:
+        return AsrSegment(start, start + 1.0, text, (), ())
+
+    first = (seg(21.0, "in some way if you want to be connected."), seg(25.2, "I'm waiting on you."))
+    again = (seg(0.0, "in some way if you wanna be connected."), seg(1.7, "Congressional District"))
+    stretch = [((0.0, 6.3), (6.6, 19.7))]
+    assert [s.text for s in drop_jumped(first, again, stretch)] == ["I'm waiting on you."]
+    other = (seg(0.0, "Well, you became a superstar."),)
+    assert drop_jumped(first, other, stretch) == first  # different words: both are speech
+    short = (seg(0.0, "Go ahead."),)
+    assert drop_jumped((seg(21.0, "Go ahead."),), short, stretch) == (seg(21.0, "Go ahead."),)  # too short to tell
+
+
+@pytest.mark.media
+def test_speech_whisper_skips_at_the_start_of_a_window_is_transcribed(tmp_path: Path, media_dir: Path,
+                                                                       whisper_parts: None) -> None:
+    """The people-and-order episode's fourth window: the end of a talk, a talking head, the start of an interview.
+    Whisper stamped the window's first words 21 s in and went on from there: 20 s of two people's speech were
+    lost. They are decoded on their own now, and the late copy of the first words is gone."""
+    from m3agent.media import read_audio
+    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.vad import GENEROUS, speech_probabilities, speech_regions
+
+    def part(name: str, start: float, end: float) -> np.ndarray:
+        audio = read_audio(media_dir / "video" / name)
+        return audio[round(start * 16000):round(end * 16000)]
+
+    audio = np.concatenate([part("videoagent_talking/segment_11.mp4", 4.52, 6.04),
+                            part("hdtf_talking_heads/WDA_KatieHill_000.mp4", 0.0, 8.0),
+                            part("visualvoice_interview_2spk.mp4", 0.0, 17.52),
+                            part("hdtf_talking_heads/WDA_EdMarkey0_000.mp4", 0.0, 2.96)]).astype(np.float32)
+    regions = speech_regions(speech_probabilities(audio), GENEROUS, len(audio) / 16000)
+    result = Transcriber("base", tmp_path, threads=2).transcribe(audio, regions)
+    text = " ".join(normalise_words(" ".join(s.text for s in result.segments)))
+    assert "new member orientation" in text  # the talking head, 1.5-9.5 s
+    assert "superstar" in text  # the interview's first words, 9.5 s
+    assert "rule of law" in text  # what the first pass kept
+    connected = [s for s in result.segments if "connected" in s.text]
+    assert len(connected) == 1 and connected[0].start_s < 1.0
+    assert [s.start_s for s in result.segments] == sorted(s.start_s for s in result.segments)

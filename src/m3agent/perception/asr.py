@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Word
 from m3agent.errors import MissingExtraError, ModelError
+from m3agent.perception.asr_gaps import drop_jumped, unheard
 from m3agent.perception.asr_models import resolve_asr_model
 
 if TYPE_CHECKING:
@@ -81,24 +82,29 @@ class Transcriber:
     ) -> AsrResult:
         """Transcribe the ``regions`` (seconds) of 16 kHz mono ``audio``; no regions, no result.
 
-        Whisper sometimes ends a window early (the token budget runs out on dense speech, or it stops after an
-        overlap) and never decodes the rest: the speech after its last segment is then decoded once more on its
-        own (measured: the last 17 s of a 30 s window of debate and a speech were lost without this).
+        Whisper sometimes skips speech and never decodes it: it ends a window early (the token budget runs out
+        on dense speech, or it stops after an overlap), or it stamps the first words of a window with a time
+        20 s later and goes on from there. Speech that no segment covers is decoded once more on its own
+        (measured: the last 17 s of a 30 s window of debate and a speech, and the first 20 s of a window of the
+        people-and-order episode, a talking head and an interview, were lost without this).
         """
         first = self._decode(audio, regions, language)
-        rest = unheard_tail(regions, first.segments)
-        if not rest:
-            return first
-        more = self._decode(audio, rest, language or first.language or None)
-        return AsrResult(first.segments + more.segments, first.language or more.language,
-                         first.language_probability or more.language_probability)
+        stretches = unheard(regions, first.spans)
+        if not stretches:
+            return first.result
+        more = self._decode(audio, [piece for stretch in stretches for piece in stretch],
+                            language or first.result.language or None).result
+        kept = drop_jumped(first.result.segments, more.segments, stretches)
+        segments = tuple(sorted(kept + more.segments, key=lambda s: s.start_s))
+        return AsrResult(segments, first.result.language or more.language,
+                         first.result.language_probability or more.language_probability)
 
     def _decode(
         self,
         audio: npt.NDArray[np.float32],
         regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
         language: str | None,
-    ) -> AsrResult:
+    ) -> _Pass:
         """One greedy pass; a second one that may not repeat itself when the first looped.
 
         Whisper loops on overlapped speech ("No, I did not." to the end of the window) and the quality gate
@@ -109,15 +115,15 @@ class Transcriber:
         """
         speech, chunk_map = _join_regions(audio, regions)
         if len(speech) < RATE // 10:
-            return AsrResult(())
+            return _Pass(AsrResult(()), looped=False)
         model = self._load()
         lang = "en" if self._english_only else language
         first = self._pass(model, speech, chunk_map, lang, repeat_guard=0)
         if not first.looped:
-            return first.result
+            return first
         second = self._pass(model, speech, chunk_map, lang or first.result.language or None,
                             repeat_guard=REPEAT_GUARD_NGRAM)
-        return second.result if _heard_s(second.result) > _heard_s(first.result) else first.result
+        return second if _heard_s(second.result) > _heard_s(first.result) else first
 
     def _pass(self, model: Any, speech: npt.NDArray[np.float32], chunk_map: _ChunkMap, language: str | None,
               repeat_guard: int) -> _Pass:
@@ -152,7 +158,8 @@ class Transcriber:
         lang, probability = heard[0] if detect and heard else (str(info.language or ""),
                                                                float(info.language_probability or 0.0))
         looped = any(_repetitive(seg) for seg in listed)
-        return _Pass(AsrResult(out, lang, probability), looped)
+        spans = tuple(chunk_map.original_bounds(seg.start, seg.end) for seg in listed)
+        return _Pass(AsrResult(out, lang, probability), looped, spans)
 
 
 REPEAT_GUARD_NGRAM = 4  # the second pass after a loop may not repeat any 4 tokens in a row
@@ -162,6 +169,7 @@ REPEAT_GUARD_NGRAM = 4  # the second pass after a loop may not repeat any 4 toke
 class _Pass:
     result: AsrResult
     looped: bool  # some window was too repetitive to keep (Whisper's compression-ratio gate)
+    spans: tuple[tuple[float, float], ...] = ()  # every segment Whisper wrote, kept or not, in the input's times
 
 
 def _heard_s(result: AsrResult) -> float:
@@ -199,21 +207,6 @@ class _LanguageRecorder:
             token, probability = results[0][0]
             record.append((str(token).strip("<|>"), float(probability)))
         return results
-
-
-MIN_TAIL_S = 1.5  # speech after the last segment shorter than this is not decoded again
-TAIL_SLACK_S = 0.3
-
-
-def unheard_tail(regions: list[tuple[float, float]] | tuple[tuple[float, float], ...],
-                 segments: tuple[AsrSegment, ...]) -> list[tuple[float, float]]:
-    """The parts of ``regions`` after the last transcribed segment, when they hold at least ``MIN_TAIL_S`` of
-    speech (all of them when nothing was transcribed from speech that long: no second try then)."""
-    if not segments:
-        return []
-    end = max(s.end_s for s in segments) + TAIL_SLACK_S
-    tail = [(max(a, end), b) for a, b in regions if b > end]
-    return tail if sum(b - a for a, b in tail) >= MIN_TAIL_S else []
 
 
 BASE_TOKENS = 8
@@ -290,6 +283,14 @@ class _ChunkMap:
 
     def _chunk(self, sample: int) -> int:
         return max(0, bisect.bisect_right(self.joined_starts, sample) - 1)
+
+    def original_bounds(self, start: float, end: float) -> tuple[float, float]:
+        """Original times of a joined-audio span's two ends, each in its own chunk: what a long segment that
+        crosses junctions covers (``original_span`` keeps a word inside one chunk)."""
+        a, b = round(start * RATE), max(round(start * RATE), round(end * RATE) - 1)
+        i, j = self._chunk(a), self._chunk(b)
+        return ((a + self.original_starts[i] - self.joined_starts[i]) / RATE,
+                (b + 1 + self.original_starts[j] - self.joined_starts[j]) / RATE)
 
     def original_span(self, start: float, end: float) -> tuple[float, float]:
         """Original ``(start, end)`` of a joined-audio span, kept inside one chunk.
