@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
-from m3agent.control.grounded import NOT_IN_MEMORY, is_abstention
+from m3agent.control.grounded import NOT_IN_MEMORY, is_abstention, restates
 from m3agent.llm import create_chat_model
 from test_control_select import Meeting, opened_meeting, scripted
 
@@ -169,6 +169,20 @@ def test_the_memory_does_not_say_when_nothing_answers(meeting: Meeting) -> None:
     assert answer.text == NOT_IN_MEMORY and answer.evidence == () and answer.model == "scripted"
     assert is_abstention("Not mentioned.") and is_abstention("the memory does not say")
     assert not is_abstention("Maria said nothing about the poster")
+
+
+def test_an_answer_that_restates_the_question_is_no_answer(meeting: Meeting) -> None:
+    """The 1.5B answered "What question does the man in the debate ask the woman?" with the question itself
+    when no memory shown held the answer: that is the memory not saying it, with the reason."""
+    question = "What question does the host ask about the budget?"
+    chat = scripted(lambda messages: json.dumps({"used": [shown_ids(messages)[0]], "answer": question}))
+    steps = list(answer_question(meeting.store, meeting.embedder, chat, question, config=GROUNDED))
+    assert any(isinstance(s, Observation) and s.error and "restated the question" in s.text for s in steps)
+    answer = steps[-1]
+    assert isinstance(answer, Answer) and answer.text == NOT_IN_MEMORY and answer.evidence == ()
+    assert restates(question, "what question does the host ask about?")
+    assert not restates("Who speaks first: the man or the woman?", "The woman")  # short: an answer
+    assert not restates(question, "what the budget is for the host's trip")  # words the question lacks
 
 
 def test_a_broken_reply_falls_back_with_the_reason(meeting: Meeting) -> None:

@@ -46,6 +46,7 @@ from m3agent.graph.operators import EntityGraph
 from m3agent.graph.references import Reference, fits_eyewear, fits_gender, window_of
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
+from m3agent.text import words as text_words
 
 if TYPE_CHECKING:
     from m3agent.control.graph_answers import GraphAnswer
@@ -240,8 +241,23 @@ def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False,
         parsed = GroundedReply.read(reply)
     except MalformedReplyError as exc:
         return _fallback(candidates, reply.text, f"the model's reply was unusable ({exc.message}); the reranker chose")
-    judged = _judge(run.chat.name if run.chat else RERANK, parsed, candidates, shown, reply.text)
+    if restates(run.question, parsed.answer):
+        return Grounded(NOT_IN_MEMORY, (), run.chat.name, reply.text, abstained=True,
+                        note="the model restated the question instead of answering it")
+    judged = _judge(run.chat.name, parsed, candidates, shown, reply.text)
     return replace(judged, text=who_answer(run.question, judged.text, judged.used)) if judged.used else judged
+
+
+ECHO_SHARE = 0.7
+"""An answer made only of the question's words, at least this share of them, restates the question."""
+
+
+def restates(question: str, answer: str) -> bool:
+    """True when ``answer`` only repeats ``question`` (the 1.5B did, when none of the memories shown held the
+    answer: "What question does the man in the debate ask the woman?" answered with itself). A short answer in
+    the question's words ("the woman", for "the man or the woman?") is an answer."""
+    asked, said = text_words(question), text_words(answer)
+    return len(said) >= 4 and set(said) <= set(asked) and len(said) >= ECHO_SHARE * len(asked)
 
 
 def who_answer(question: str, answer: str, cited: tuple[Candidate, ...]) -> str:
