@@ -107,6 +107,25 @@ def test_a_short_speaker_joins_a_similar_voice_at_a_lower_bar() -> None:
     assert sorted({t.speaker for t in kept.turns}) == [0, 1, 2]
 
 
+def test_the_identity_vector_leaves_out_turns_shorter_than_the_diarizers_window() -> None:
+    """A 1 s turn is labelled by windows that mostly hold other speech, so it may be someone else's: with 3 s of
+    longer turns, the speaker's vector for identity comes from those; the clip's speaker labels stay."""
+
+    class ByLevel:
+        def embed(self, audio: Any) -> Any:
+            out = np.zeros(campplus.EMBEDDING_DIM, dtype=np.float32)
+            out[round(float(np.mean(audio)) * 10)] = 1.0
+            return out
+
+    audio = np.concatenate([np.full(RATE, 0.3, np.float32), np.full(3 * RATE, 0.1, np.float32),
+                            np.full(RATE, 0.2, np.float32)])
+    turns = (SpeakerTurn(0.0, 1.0, 0), SpeakerTurn(1.0, 4.0, 0), SpeakerTurn(4.0, 5.0, 1))
+    kept = speaker_embeddings(audio, Diarization(turns, {}), ByLevel())  # type: ignore[arg-type]
+    assert kept.turns == (SpeakerTurn(0.0, 4.0, 0), SpeakerTurn(4.0, 5.0, 1))
+    assert int(kept.embeddings[0].argmax()) == 1  # all of speaker 0 would read level 0.15 -> 2
+    assert int(kept.embeddings[1].argmax()) == 2  # only short turns: all of them
+
+
 @pytest.fixture(scope="module")
 def embedder() -> campplus.CamppEmbedder:
     pytest.importorskip("torch")
@@ -158,3 +177,21 @@ def test_embedding_leaves_subnormal_floats_alone(embedder: campplus.CamppEmbedde
     torch.set_flush_denormal(False)
     embedder.embed(np.random.default_rng(0).standard_normal(RATE).astype(np.float32) * 0.1)
     assert not campplus._flushes_denormals()
+
+
+def test_a_strays_second_does_not_make_a_mans_voice_match_a_womans(embedder: campplus.CamppEmbedder,
+                                                                    media_dir: Path) -> None:
+    """The people-and-order episode: a woman's last second before a cut took the label of the man who spoke two
+    cuts later. Together they scored 0.48 against her voice elsewhere, over the 0.45 match bar: her voice and his
+    became one entity. His vector for identity is his own speech now."""
+    from m3agent.media import read_audio
+
+    video = media_dir / "video"
+    her = read_audio(video / "videoagent_talking" / "segment_11.mp4")
+    him = read_audio(video / "visualvoice_interview_2spk.mp4")[round(0.1 * RATE):round(4.0 * RATE)]
+    audio = np.concatenate([her[round(4.52 * RATE):round(5.65 * RATE)], him]).astype(np.float32)
+    turns = (SpeakerTurn(0.0, 1.13, 0), SpeakerTurn(1.13, len(audio) / RATE, 0))
+    kept = speaker_embeddings(audio, Diarization(turns, {}), embedder)
+    elsewhere = embedder.embed(read_audio(video / "videoagent_talking" / "segment_9.mp4"))
+    assert float(kept.embeddings[0] @ embedder.embed(him)) > 0.99
+    assert float(kept.embeddings[0] @ elsewhere) < PerceptionSettings().voice_match_similarity

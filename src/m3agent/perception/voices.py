@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 MAX_ATTRIBUTION_GAP_S = 1.0
 SHORT_SPEAKER_S = 2.0  # a speaker with less speech than this in a clip has a less reliable embedding
+LABELLED_TURN_S = 1.6
+"""The diarizer's window: a shorter turn is labelled by windows that mostly hold its neighbours' speech, so it may
+be someone else's (the people-and-order episode: a woman's last second before a cut took the label of a man who
+spoke two cuts later, and the two together scored 0.48 against her voice elsewhere, the man alone 0.20)."""
 
 
 class AudioModels:
@@ -104,7 +108,9 @@ def speaker_embeddings(
     audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder, merge_from: float = 1.0,
     short_merge_from: float = 1.0,
 ) -> Diarization:
-    """``diarization`` with each speaker's embedding taken by ``embedder`` over all its turns joined.
+    """``diarization`` with each speaker's embedding taken by ``embedder`` over its turns joined; the embedding kept
+    for identity across clips, over its turns at least ``LABELLED_TURN_S`` long when they hold ``SHORT_SPEAKER_S``
+    of speech.
 
     Then, while two speakers score at least ``merge_from`` (1: never), or at least ``short_merge_from`` when one of
     them spoke less than ``SHORT_SPEAKER_S``, the most similar such pair becomes one speaker (the d-vector
@@ -117,8 +123,12 @@ def speaker_embeddings(
 
     turns = list(diarization.turns)
 
-    def joined(speaker: int) -> npt.NDArray[np.float32]:
-        parts = [audio[round(t.start_s * RATE) : round(t.end_s * RATE)] for t in turns if t.speaker == speaker]
+    def joined(speaker: int, labelled: bool = False) -> npt.NDArray[np.float32]:
+        own = [t for t in turns if t.speaker == speaker]
+        long = [t for t in own if t.end_s - t.start_s >= LABELLED_TURN_S]
+        if labelled and sum(t.end_s - t.start_s for t in long) >= SHORT_SPEAKER_S:
+            own = long
+        parts = [audio[round(t.start_s * RATE) : round(t.end_s * RATE)] for t in own]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
     heard = {k: joined(k) for k in dict.fromkeys(t.speaker for t in turns)}
@@ -141,7 +151,9 @@ def speaker_embeddings(
         seconds[keep] += seconds.pop(gone)
         vectors[keep] = embedder.embed(joined(keep))
     order = {old: new for new, old in enumerate(dict.fromkeys(t.speaker for t in turns))}
-    embeddings = {order[k]: v for k, v in vectors.items()}
+    labelled = {k: joined(k, labelled=True) for k in vectors}
+    embeddings = {order[k]: v if len(labelled[k]) == len(joined(k)) else embedder.embed(labelled[k])
+                  for k, v in vectors.items()}
     renumbered: list[SpeakerTurn] = []
     for t in turns:
         speaker = order[t.speaker]
