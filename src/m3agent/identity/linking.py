@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
+from m3agent.intervals import union
 from m3agent.perception.vad import GENEROUS
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ class SpeechClock:
         """The clock of the union of ``pieces`` (``(start, end)``, any order, overlaps allowed)."""
         import numpy as np
 
-        merged = _union(sorted(pieces))
+        merged = union(pieces)
         starts = np.array([a for a, _ in merged], dtype=np.float64)
         lengths = np.array([b - a for a, b in merged], dtype=np.float64)
         spoken = np.concatenate([[0.0], np.cumsum(lengths)[:-1]])
@@ -280,17 +281,6 @@ def speech_clocks(spans: Sequence[Span]) -> dict[int, SpeechClock]:
         if end > start:
             by_voice[voice_id].append((start, end))
     return {voice_id: SpeechClock.of(pieces) for voice_id, pieces in by_voice.items()}
-
-
-def _union(pieces: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Sorted intervals with overlaps joined."""
-    merged: list[tuple[float, float]] = []
-    for start, end in pieces:
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def _pearson(a: Any, b: Any) -> float | None:

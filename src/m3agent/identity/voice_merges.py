@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from m3agent import tags
 from m3agent.domain import FaceVoiceLink
+from m3agent.intervals import union
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,8 @@ def _merges_of_face(face: int, voices: list[int], spans_by_video: Mapping[str, S
 
 def _overlap(spans: Sequence[Span], group: Sequence[int], voice: int) -> float:
     """Seconds in which ``voice`` and any member of ``group`` are heard at once in one video."""
-    mine = _union(sorted((a, b) for a, b, v in spans if v == voice))
-    theirs = _union(sorted((a, b) for a, b, v in spans if v in group))
+    mine = union((a, b) for a, b, v in spans if v == voice)
+    theirs = union((a, b) for a, b, v in spans if v in group)
     total, j = 0.0, 0
     for start, end in mine:
         while j < len(theirs) and theirs[j][1] <= start:
@@ -109,13 +110,3 @@ def _overlap(spans: Sequence[Span], group: Sequence[int], voice: int) -> float:
             total += max(0.0, min(end, theirs[k][1]) - max(start, theirs[k][0]))
             k += 1
     return total
-
-
-def _union(pieces: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for start, end in pieces:
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        elif end > start:
-            merged.append((start, end))
-    return merged

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
+from m3agent.intervals import union
 from m3agent.text import words as text_words
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def unheard(regions: list[tuple[float, float]] | tuple[tuple[float, float], ...]
     """
     if not spans:
         return []
-    covered = _merged(sorted((a - COVER_SLACK_S, b + COVER_SLACK_S) for a, b in spans))
+    covered = union((a - COVER_SLACK_S, b + COVER_SLACK_S) for a, b in spans)
     open_at = -float("inf")
     stretches = []
     for closed_from, closed_to in [*covered, (float("inf"), float("inf"))]:
@@ -43,16 +44,6 @@ def unheard(regions: list[tuple[float, float]] | tuple[tuple[float, float], ...]
             stretches.append(pieces)
         open_at = closed_to
     return stretches
-
-
-def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in intervals:
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 def drop_jumped(first: tuple[AsrSegment, ...], again: tuple[AsrSegment, ...],
