@@ -123,15 +123,14 @@ def speaker_embeddings(
 
     turns = list(diarization.turns)
 
-    def joined(speaker: int, labelled: bool = False) -> npt.NDArray[np.float32]:
-        own = [t for t in turns if t.speaker == speaker]
-        long = [t for t in own if t.end_s - t.start_s >= LABELLED_TURN_S]
-        if labelled and sum(t.end_s - t.start_s for t in long) >= SHORT_SPEAKER_S:
-            own = long
-        parts = [audio[round(t.start_s * RATE) : round(t.end_s * RATE)] for t in own]
+    def joined(selected: list[SpeakerTurn]) -> npt.NDArray[np.float32]:
+        parts = [audio[round(t.start_s * RATE) : round(t.end_s * RATE)] for t in selected]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
-    heard = {k: joined(k) for k in dict.fromkeys(t.speaker for t in turns)}
+    def own(speaker: int) -> list[SpeakerTurn]:
+        return [t for t in turns if t.speaker == speaker]
+
+    heard = {k: joined(own(k)) for k in dict.fromkeys(t.speaker for t in turns)}
     vectors = {k: embedder.embed(speech) for k, speech in heard.items() if len(speech)}
     seconds = {k: len(speech) / RATE for k, speech in heard.items()}
     turns = [t for t in turns if t.speaker in vectors]
@@ -149,11 +148,13 @@ def speaker_embeddings(
         turns = [SpeakerTurn(t.start_s, t.end_s, keep) if t.speaker == gone else t for t in turns]
         del vectors[gone]
         seconds[keep] += seconds.pop(gone)
-        vectors[keep] = embedder.embed(joined(keep))
+        vectors[keep] = embedder.embed(joined(own(keep)))
     order = {old: new for new, old in enumerate(dict.fromkeys(t.speaker for t in turns))}
-    labelled = {k: joined(k, labelled=True) for k in vectors}
-    embeddings = {order[k]: v if len(labelled[k]) == len(joined(k)) else embedder.embed(labelled[k])
-                  for k, v in vectors.items()}
+    embeddings = {}
+    for k, vector in vectors.items():
+        mine = own(k)
+        labelled = labelled_turns(mine)
+        embeddings[order[k]] = vector if len(labelled) == len(mine) else embedder.embed(joined(labelled))
     renumbered: list[SpeakerTurn] = []
     for t in turns:
         speaker = order[t.speaker]
@@ -162,6 +163,13 @@ def speaker_embeddings(
         else:
             renumbered.append(SpeakerTurn(t.start_s, t.end_s, speaker))
     return dataclasses.replace(diarization, turns=tuple(renumbered), embeddings=embeddings)
+
+
+def labelled_turns(turns: list[SpeakerTurn]) -> list[SpeakerTurn]:
+    """The turns of one speaker its identity vector is taken over: those at least ``LABELLED_TURN_S`` long when
+    they hold ``SHORT_SPEAKER_S`` of speech, else all of them."""
+    long = [t for t in turns if t.end_s - t.start_s >= LABELLED_TURN_S]
+    return long if sum(t.end_s - t.start_s for t in long) >= SHORT_SPEAKER_S else turns
 
 
 def _clip_audio(media: ClipMedia) -> npt.NDArray[np.float32] | None:
