@@ -23,7 +23,8 @@ PACKAGE = Path(m3agent.__file__).parent
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundation: values, errors, settings and the parsers they use (store.location: the memory spec)
-    ("domain", "errors", "intervals", "registry", "settings", "store.location", "tags", "terminal", "text"),
+    ("domain", "errors", "intervals", "packages", "registry", "settings", "store.location", "tags", "terminal",
+     "text"),
     # infrastructure, siblings: storage, media decoding, embedders, chat models with their prompts and replies
     ("embed", "llm", "media", "store"),
     ("perception",),

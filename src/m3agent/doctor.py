@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from m3agent.packages import package_dir
 from m3agent.store.location import StoreLocation, parse_location
 
 PIP = ".venv/bin/pip install"
@@ -85,10 +86,10 @@ def _landmarks68() -> Path:
 
 
 def _package_dir(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_dir(module)
+    if folder is None:
         raise FileNotFoundError(f"package {module!r} not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
+    return folder
 
 
 def _sqlite_check() -> Check:

@@ -13,11 +13,12 @@ at all was compiled some other way: its flags are unknown.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from m3agent.packages import package_dir
 
 GENERIC_ARCH = re.compile(r"^(x86-64(-v[234])?|i[3-6]86|armv\d+(\.\d+)?-a(\+[a-z0-9]+)*|rv64\w*)$")
 """``-march`` values that name an instruction-set level, not a CPU. GCC records ``-march=native`` expanded to
@@ -107,10 +108,8 @@ class RuntimeBuild:
 
 def runtime_folder() -> Path | None:
     """Where llama-cpp-python keeps its shared libraries (found, not imported), or ``None``."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "lib"
+    folder = package_dir("llama_cpp")
+    return folder / "lib" if folder is not None else None
 
 
 def inspect_runtime(folder: Path | None = None) -> RuntimeBuild | None:

