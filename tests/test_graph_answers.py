@@ -305,3 +305,43 @@ def test_the_plan_gives_glasses_to_the_person_who_can_wear_them() -> None:
     assert (counted.wears, counted.occurrence) == ("glasses", 2)
     assert plan("Is the man in sunglasses at 0:10 seen again?", "seen_again",
                 ref(kind="man", time="0:10")).person.wears == "any"  # sunglasses are not what the measure reads
+
+
+def test_a_voice_heard_while_people_are_seen_is_unmatched_not_unseen(make_store: Callable[[], Any]) -> None:
+    """A voice linked to no face but heard while someone is on screen in live video may be theirs (lips not matched
+    over overlapped speech): it is "a voice not matched to a face", and "is it anyone seen?" is not known, with the
+    people on screen named. A voice heard with nobody on screen stays unseen (test_order_counts_and_voices)."""
+    from m3agent.control.graph_answers import describe_people
+    from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, VoiceSegment
+    from m3agent.graph.references import fits_gender
+
+    store = make_store()
+    ids = build(store)
+    with store.clip(Clip("v1", 2, 60.0, 90.0)) as w:
+        for k in range(8):
+            w.add_face(FaceObservation(2, 60.0 + k / 2, BBox(100, 200, 300, 460), 0.99, entity_id=ids["a"]))
+        shouted = w.add_entity(EntityKind.VOICE, [[0.0, 0.6, 0.8]]).id
+        w.add_voice(VoiceSegment(2, 61.0, 63.0, "why not", entity_id=shouted))
+        w.add_voice(VoiceSegment(2, 63.5, 64.5, "because", entity_id=ids["voice_a"]))
+        w.add_attribute(EntityAttribute(ids["a"], "v1", 2, "apparent_gender", "male", 0.99, 3))
+        for voice_id in (shouted, ids["voice_c"]):
+            w.add_attribute(EntityAttribute(voice_id, "v1", 2, "voice_register", "high", 0.6, 1.2))
+    g = EntityGraph(store)
+    voice, face = g.person_of_entity(shouted), g.person_of_entity(ids["a"])
+    assert describe_people(g, [f"{voice.label} says"]) == [f"{voice.label} (a high voice not matched to a face) says"]
+    # a raised voice reads "high"; matched to no face while a man is seen, it may still be the man's
+    assert fits_gender(g, voice, "man") and fits_gender(g, voice, "woman")
+    alone = g.person_of_entity(ids["voice_c"])  # heard with nobody on screen: the register is all there is
+    assert not fits_gender(g, alone, "man") and fits_gender(g, alone, "woman")
+    q = "Is the voice at 1:02 the voice of anyone seen on screen?"
+    answer = graph_answer(g, "v1", plan(q, "ever_seen", ref(kind="voice", time="1:02")))
+    assert answer is not None and answer.text.startswith("Not known: no face is matched to the voice at")
+    assert face.label in answer.text and "never seen" not in answer.text
+    q = "Who is speaking at 1:02?"
+    speaking = graph_answer(g, "v1", plan(q, "who_speaks", ref(kind="speaker", time="1:02")))
+    assert speaking is not None and f"no face is matched to {voice.label}, heard while one person is on screen" \
+        in speaking.text
+    q = "How many different people speak at 1:03?"
+    count = graph_answer(g, "v1", plan(q, "count_people", ref(time="1:03"), sense="heard"))
+    assert count is not None and count.text.startswith(f"One to two (1:02–1:04): the man ({face.label}); ")
+    assert f"one voice not matched to a face ({voice.label}), which may be people already counted" in count.text

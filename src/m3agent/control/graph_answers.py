@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from m3agent import tags
 from m3agent.control.graph_facts import quote
 from m3agent.errors import NotFoundError
-from m3agent.graph.references import Reference, Resolved, fits_gender, resolve
+from m3agent.graph.references import Reference, Resolved, fits_gender, resolve, seen_while_heard
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.perception.attributes.position import PLACE_WORDS
@@ -98,15 +98,18 @@ def who(graph: EntityGraph, person: Person, sighting: Sighting | None = None) ->
 
 
 def described(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
-    """``the man on the left`` / ``the woman with glasses on the right`` / ``an unseen speaker with a high voice``:
-    :func:`who` without the label."""
+    """``the man on the left`` / ``the woman with glasses on the right`` / ``an unseen speaker with a high voice``
+    (heard with nobody on screen, or over a still picture) / ``a high voice not matched to a face`` (heard while
+    people are seen: :data:`UNMATCHED`): :func:`who` without the label."""
     profile = graph.profile(person)
     gender = profile.attribute("apparent gender")
     noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= 0.5 else "", "person")
     if not person.face_ids:
         register = profile.attribute("voice")
-        pitch = f" with a {register[0]} voice" if register and register[0] in ("high", "low") else ""
-        return f"an unseen speaker{pitch}"
+        pitch = register[0] if register and register[0] in ("high", "low") else ""
+        if seen_while_heard(graph, person):
+            return f"a {pitch} {UNMATCHED}" if pitch else f"a {UNMATCHED}"
+        return f"{UNSEEN} with a {pitch} voice" if pitch else UNSEEN
     eyewear = profile.attribute("eyewear")
     noun += " with glasses" if eyewear is not None and eyewear[0] == "glasses" and eyewear[1] >= 0.5 else ""
     place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
@@ -114,6 +117,13 @@ def described(graph: EntityGraph, person: Person, sighting: Sighting | None = No
     if sighting is not None and sighting.depth == "background":
         where += " in the background"
     return f"the {noun}{where}"
+
+
+UNSEEN = "an unseen speaker"
+UNMATCHED = "voice not matched to a face"
+"""A voice linked to no face is "unseen" only when nobody live is on screen while it speaks (a narrator over a
+photo or a dark screen); heard while people are seen, it may be one of them whose lips were not matched to it (a
+shouted line over someone else's speech), and calling it unseen would say what the memory does not know."""
 
 
 def describe_people(graph: EntityGraph, texts: list[str]) -> list[str]:
@@ -258,7 +268,7 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
-        f"{found.person.label} is never seen on screen"
+        _unseen(run.graph, found.person)
     said = found.utterance
     run.spans.append((said.start_s, said.end_s))
     verb = "says it" if ref.quote else "is speaking"
@@ -288,6 +298,10 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     if faces:
         return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
+    seen_meanwhile = seen_while_heard(run.graph, found.person)
+    if seen_meanwhile:
+        listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)
+        return run.answer("ever_seen_unmatched", span=span, who=found.person.label, people=listed)
     return run.answer("ever_seen_no", span=span, who=who(run.graph, found.person))
 
 
@@ -299,13 +313,40 @@ def _count_people(run: _Run) -> GraphAnswer | None:
     if found is None:
         return None
     if run.plan.sense == "heard":
-        people = run.graph.count_people(run.video_id, *found.window).heard
-        listed = [who(run.graph, p) for p in people]
-    else:
-        moment = run.graph.at(run.video_id, *found.window)
-        listed = [who(run.graph, s.person, s) for s in moment.on_screen]
+        return _count_heard(run, found.window)
+    moment = run.graph.at(run.video_id, *found.window)
+    listed = [who(run.graph, s.person, s) for s in moment.on_screen]
     return run.answer("count", number=_number(len(listed)), span=span_text(*found.window),
                       people=", ".join(listed) or "nobody")
+
+
+def _count_heard(run: _Run, window: tuple[float, float]) -> GraphAnswer:
+    """The people heard in ``window``, as a range when some voices are matched to no face but heard while people
+    are seen: each may be one of the people already counted (a diarizer splits a shouting voice in overlapped
+    speech), so the memory knows the fewest and the most, not the number."""
+    people = run.graph.count_people(run.video_id, *window).heard
+    unmatched = [p for p in people if not p.face_ids and seen_while_heard(run.graph, p)]
+    sure = [who(run.graph, p) for p in people if p not in unmatched]
+    number = _number(len(people))
+    listed = ", ".join(sure)
+    if unmatched:
+        fewest = max(len(sure), 1)
+        number = f"{_number(fewest)} to {number}" if fewest < len(people) else number
+        voices = ", ".join(p.label for p in unmatched)
+        more = f"{_number(len(unmatched))} {'voice' if len(unmatched) == 1 else 'voices'} not matched to a face " \
+               f"({voices}), which may be people already counted"
+        listed = f"{listed}; {more}" if listed else more
+    return run.answer("count", number=number, span=span_text(*window), people=listed or "nobody")
+
+
+def _unseen(graph: EntityGraph, person: Person) -> str:
+    """What the graph knows of the face of ``person``, who is matched to none: never seen, or heard while people
+    were on screen (and so perhaps one of them)."""
+    meanwhile = seen_while_heard(graph, person)
+    if not meanwhile:
+        return f"{person.label} is never seen on screen"
+    return f"no face is matched to {person.label}, heard while {_number(len(meanwhile))} " \
+           f"{'person is' if len(meanwhile) == 1 else 'people are'} on screen"
 
 
 def _count_so_far(run: _Run) -> GraphAnswer | None:

@@ -202,8 +202,9 @@ def _by_gender(graph: EntityGraph, items: list[T], kind: str, person_of: Callabl
 
 
 def fits_gender(graph: EntityGraph, person: Person, kind: str) -> bool:
-    """Whether ``person`` reads as a ``man`` / ``woman``: by measured apparent gender, else by voice register;
-    an unmeasured person fits either, and everyone fits a kind that names no gender."""
+    """Whether ``person`` reads as a ``man`` / ``woman``: by measured apparent gender, else by voice register (a
+    voice matched to no face also fits when someone seen while it speaks does: :func:`seen_while_heard`); an
+    unmeasured person fits either, and everyone fits a kind that names no gender."""
     if kind not in _GENDER:
         return True
     profile = graph.profile(person)
@@ -211,9 +212,27 @@ def fits_gender(graph: EntityGraph, person: Person, kind: str) -> bool:
     if gender is not None and gender[0] in ("male", "female"):
         return gender[0] == _GENDER[kind]
     register = profile.attribute("voice")
-    if register is not None and register[0] in ("low", "high"):
-        return register[0] == _REGISTER[kind]
-    return True
+    if register is None or register[0] not in ("low", "high") or register[0] == _REGISTER[kind]:
+        return True
+    # a voice matched to no face may be that of someone seen while it speaks: a raised voice reads "high"
+    return not person.face_ids and any(fits_gender(graph, p, kind) for p in seen_while_heard(graph, person))
+
+
+def seen_while_heard(graph: EntityGraph, person: Person) -> list[Person]:
+    """The people on screen in live video (not a still picture) while ``person`` is heard, in order of first
+    sighting; the candidates for the face of a voice the links did not match (its lips were not read over
+    overlapped speech, or it was shouted off the beat)."""
+    seen: dict[int, Person] = {}
+    for heard in graph.appearances(person):
+        if heard.role == Role.FACE:
+            continue
+        shot = graph.shot_at(heard.video_id, (heard.start_s + heard.end_s) / 2)
+        if shot is not None and shot.kind == "still":
+            continue
+        for sighting in graph.at(heard.video_id, heard.start_s, heard.end_s).on_screen:
+            if sighting.person.character_id != person.character_id:
+                seen.setdefault(sighting.person.character_id, sighting.person)
+    return list(seen.values())
 
 
 def _distance(start: float, end: float, t: float) -> float:
