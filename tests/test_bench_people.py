@@ -79,3 +79,20 @@ def test_the_section_has_a_row_per_run() -> None:
     assert "| baseline | 2026-11-26 06:00 UTC / abc | grounded | – | 0.2 (0.1) |" in text
     assert text.count("\n| ") == 3 and "| 0.5 | – | 9.5 | 1 |" in text  # no plan before plans existed
     assert "| 0.5 | 0.9 | 9.5 | 1 |" in text
+
+
+def test_a_new_row_keeps_the_readings_written_under_the_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from m3agent.bench.people_doc import HEADING, record_run
+
+    doc, scores = tmp_path / "benchmarks.md", tmp_path / "people_eval.jsonl"
+    env = {"date": "2026-11-28", "git_commit": "abc", "machine": {"cpu": "EPYC", "cores": 2}}
+    result = {"overall": {"keyword_accuracy": 0.5}, "by_type": {}, "leaked_ids": {}, "mode": "grounded"}
+    record_run(scores, doc, result, "first", env)
+    text = doc.read_text() + "\nWhy the first run missed S5.\n\n## Next\n\nother\n"
+    doc.write_text(text)
+    record_run(scores, doc, result, "second", env)
+    text = doc.read_text()
+    section = text[text.index(f"## {HEADING}"):text.index("## Next")]
+    assert "| first |" in section and "| second |" in section
+    assert section.index("| second |") < section.index("Why the first run missed S5.")  # rows above, notes below
+    assert text.count("Why the first run missed S5.") == 1 and text.endswith("## Next\n\nother\n")

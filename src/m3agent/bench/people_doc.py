@@ -7,6 +7,7 @@ section shows before and after a change side by side; the section is rewritten f
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,19 @@ def record_run(scores: Path, doc: Path, result: dict[str, Any], label: str, env:
     with scores.open("a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")
     rows = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines() if line.strip()]
-    replace_section(doc, HEADING, render(rows))
+    notes = notes_below_table(doc.read_text(encoding="utf-8")) if doc.exists() else ""
+    replace_section(doc, HEADING, render(rows) + (f"\n\n{notes}" if notes else ""))
+
+
+def notes_below_table(text: str) -> str:
+    """What the section of ``text`` holds after its table: the readings written by hand beside the rows, which a
+    new row must not erase."""
+    section = re.search(rf"^## {re.escape(HEADING)}[ \t]*\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    if section is None:
+        return ""
+    lines = section.group(1).splitlines()
+    last_row = max((i for i, line in enumerate(lines) if line.startswith("|")), default=-1)
+    return "\n".join(lines[last_row + 1:]).strip() if last_row >= 0 else ""
 
 
 def render(rows: list[dict[str, Any]]) -> str:
