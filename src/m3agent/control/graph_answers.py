@@ -15,13 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from m3agent import tags
 from m3agent.control.graph_facts import quote
-from m3agent.errors import NotFoundError
+from m3agent.control.people_words import (
+    KIND_TEXT,
+    QUOTE_CHARS,
+    number_word,
+    place_words,
+    shot_content,
+    shot_kind,
+    unseen,
+    who,
+)
 from m3agent.graph.references import Reference, Resolved, fits_gender, resolve, seen_while_heard
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
-from m3agent.perception.attributes.position import PLACE_WORDS
 from m3agent.text import clock
 
 if TYPE_CHECKING:
@@ -29,17 +36,12 @@ if TYPE_CHECKING:
 
     from m3agent.control.plan import Plan
     from m3agent.graph.operators import EntityGraph
-    from m3agent.graph.values import Appearance, Person, ShotView, Sighting
+    from m3agent.graph.values import Appearance
 
 MAX_SPANS = 5  # intervals listed in one answer; more are counted
-QUOTE_CHARS = 70
-EDGE_S = 1.0
-"""A shot is described from this far inside its cuts (faces are sampled near the cut on both sides)."""
 SAME_SPAN_S = 1.0  # an appearance this close to the reference's window is the one referred to, not another
-_NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 _SENSE = {"seen": (Role.FACE, Role.BOTH), "heard": (Role.VOICE, Role.BOTH), "any": tuple(Role)}
 _SENSE_WORD = {"seen": "seen", "heard": "heard", "any": "seen or heard"}
-_KIND_TEXT = {"still": "a still picture", "live": "live video"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,68 +87,6 @@ class _Run:
 
     def sense(self, ref: Reference) -> str:
         return "heard" if self.plan.sense == "any" and ref.heard else self.plan.sense
-
-
-# people, phrased -------------------------------------------------------------
-UNDESCRIBED = "the person"
-
-
-def who(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
-    """``the man on the left (<character_2>)``: measured gender, the place at the moment (else the usual one),
-    and the label; ``an unseen speaker with a high voice (<character_8>)`` for someone only heard."""
-    return f"{described(graph, person, sighting)} ({person.label})"
-
-
-def described(graph: EntityGraph, person: Person, sighting: Sighting | None = None) -> str:
-    """``the man on the left`` / ``the woman with glasses on the right`` / ``an unseen speaker with a high voice``
-    (heard with nobody on screen, or over a still picture) / ``a high voice not matched to a face`` (heard while
-    people are seen: :data:`UNMATCHED`): :func:`who` without the label."""
-    profile = graph.profile(person)
-    gender = profile.attribute("apparent gender")
-    noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= 0.5 else "", "person")
-    if not person.face_ids:
-        register = profile.attribute("voice")
-        pitch = register[0] if register and register[0] in ("high", "low") else ""
-        if seen_while_heard(graph, person):
-            return f"a {pitch} {UNMATCHED}" if pitch else f"a {UNMATCHED}"
-        return f"{UNSEEN} with a {pitch} voice" if pitch else UNSEEN
-    eyewear = profile.attribute("eyewear")
-    noun += " with glasses" if eyewear is not None and eyewear[0] == "glasses" and eyewear[1] >= 0.5 else ""
-    place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
-    where = f" {PLACE_WORDS[place]}" if place in PLACE_WORDS else ""
-    if sighting is not None and sighting.depth == "background":
-        where += " in the background"
-    return f"the {noun}{where}"
-
-
-UNSEEN = "an unseen speaker"
-UNMATCHED = "voice not matched to a face"
-"""A voice linked to no face is "unseen" only when nobody live is on screen while it speaks (a narrator over a
-photo or a dark screen); heard while people are seen, it may be one of them whose lips were not matched to it (a
-shouted line over someone else's speech), and calling it unseen would say what the memory does not know."""
-
-
-def describe_people(graph: EntityGraph, texts: list[str]) -> list[str]:
-    """``texts`` with the first mention of each person followed by what they look or sound like
-    (``<character_7> (an unseen speaker with a high voice)``), so that a question about "the woman" or "the man
-    on the left" can be matched to the tags of what was said; a tag the graph does not know, or knows nothing of, is
-    left as it is."""
-    done: set[str] = set()
-    out = []
-    for text in texts:
-        for tag in dict.fromkeys(str(t) for t in tags.find_tags(text)):
-            if tag in done or tag not in text:
-                continue
-            done.add(tag)
-            try:
-                person = graph.person(tag)
-            except NotFoundError:
-                continue
-            words = described(graph, person)
-            if words != UNDESCRIBED:
-                text = text.replace(tag, f"{tag} ({words})", 1)
-        out.append(text)
-    return out
 
 
 def _sensed(apps: list[Appearance], sense: str) -> list[Appearance]:
@@ -216,7 +156,7 @@ def _neighbour(run: _Run, after: bool) -> GraphAnswer | None:
                            f"{'ends' if after else 'opens'} the video.", shot.memory_ids)
     run.spans.append((near.start_s, near.end_s))
     return run.answer("neighbour", direction=label, span=span_text(near.start_s, near.end_s),
-                      kind=_kind(near), content=shot_content(run.graph, near, last=not after))
+                      kind=shot_kind(near), content=shot_content(run.graph, near, last=not after))
 
 
 def _which_first(run: _Run) -> GraphAnswer | None:
@@ -255,7 +195,7 @@ def _scene(run: _Run) -> GraphAnswer | None:
     shot = found.shot
     which = {"first": "first", "last": "last"}.get(ref.scene, "")
     return run.answer("scene", which=which or f"{clock(ref.time_s or 0.0)}", span=span_text(shot.start_s, shot.end_s),
-                      kind=_kind(shot), content=shot_content(run.graph, shot))
+                      kind=shot_kind(shot), content=shot_content(run.graph, shot))
 
 
 def _who_speaks(run: _Run) -> GraphAnswer | None:
@@ -268,7 +208,7 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
-        _unseen(run.graph, found.person)
+        unseen(run.graph, found.person)
     said = found.utterance
     run.spans.append((said.start_s, said.end_s))
     verb = "says it" if ref.quote else "is speaking"
@@ -316,7 +256,7 @@ def _count_people(run: _Run) -> GraphAnswer | None:
         return _count_heard(run, found.window)
     moment = run.graph.at(run.video_id, *found.window)
     listed = [who(run.graph, s.person, s) for s in moment.on_screen]
-    return run.answer("count", number=_number(len(listed)), span=span_text(*found.window),
+    return run.answer("count", number=number_word(len(listed)), span=span_text(*found.window),
                       people=", ".join(listed) or "nobody")
 
 
@@ -327,26 +267,16 @@ def _count_heard(run: _Run, window: tuple[float, float]) -> GraphAnswer:
     people = run.graph.count_people(run.video_id, *window).heard
     unmatched = [p for p in people if not p.face_ids and seen_while_heard(run.graph, p)]
     sure = [who(run.graph, p) for p in people if p not in unmatched]
-    number = _number(len(people))
+    number = number_word(len(people))
     listed = ", ".join(sure)
     if unmatched:
         fewest = max(len(sure), 1)
-        number = f"{_number(fewest)} to {number}" if fewest < len(people) else number
+        number = f"{number_word(fewest)} to {number}" if fewest < len(people) else number
         voices = ", ".join(p.label for p in unmatched)
-        more = f"{_number(len(unmatched))} {'voice' if len(unmatched) == 1 else 'voices'} not matched to a face " \
+        more = f"{number_word(len(unmatched))} {'voice' if len(unmatched) == 1 else 'voices'} not matched to a face " \
                f"({voices}), which may be people already counted"
         listed = f"{listed}; {more}" if listed else more
     return run.answer("count", number=number, span=span_text(*window), people=listed or "nobody")
-
-
-def _unseen(graph: EntityGraph, person: Person) -> str:
-    """What the graph knows of the face of ``person``, who is matched to none: never seen, or heard while people
-    were on screen (and so perhaps one of them)."""
-    meanwhile = seen_while_heard(graph, person)
-    if not meanwhile:
-        return f"{person.label} is never seen on screen"
-    return f"no face is matched to {person.label}, heard while {_number(len(meanwhile))} " \
-           f"{'person is' if len(meanwhile) == 1 else 'people are'} on screen"
 
 
 def _count_so_far(run: _Run) -> GraphAnswer | None:
@@ -355,7 +285,7 @@ def _count_so_far(run: _Run) -> GraphAnswer | None:
         return None
     seen = run.graph.count_people(run.video_id, 0.0, time_s).seen
     run.spans.append((0.0, time_s))
-    return run.answer("count_so_far", number=_number(len(seen)).capitalize(), time=clock(time_s),
+    return run.answer("count_so_far", number=number_word(len(seen)).capitalize(), time=clock(time_s),
                       people=", ".join(who(run.graph, p) for p in seen) or "nobody")
 
 
@@ -364,7 +294,7 @@ def _count_scenes(run: _Run) -> GraphAnswer | None:
     if found is None or found.person is None:
         return None
     apps = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
-    return run.answer("count_scenes", number=_number(len(apps)).capitalize(),
+    return run.answer("count_scenes", number=number_word(len(apps)).capitalize(),
                       who=who(run.graph, found.person, found.sighting), spans=run.spans_of(apps))
 
 
@@ -390,18 +320,18 @@ def _position(run: _Run) -> GraphAnswer | None:
     fitting = [s for s in moment.on_screen if fits_gender(run.graph, s.person, kind)]
     if not fitting:
         return None
-    places = "; ".join(f"{_place(s)} ({who(run.graph, s.person)})" for s in fitting)
+    places = "; ".join(f"{place_words(s)} ({who(run.graph, s.person)})" for s in fitting)
     return run.answer("position", places=places, span=span_text(*found.window))
 
 
 def _still_or_live(run: _Run) -> GraphAnswer | None:
     ref = run.plan.person
     found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
-    if found is None or found.shot is None or found.shot.kind not in _KIND_TEXT:
+    if found is None or found.shot is None or found.shot.kind not in KIND_TEXT:
         return None
     shot = found.shot
     run.spans.append((shot.start_s, shot.end_s))
-    return run.answer("still_or_live", kind=_KIND_TEXT[shot.kind or ""].capitalize(),
+    return run.answer("still_or_live", kind=KIND_TEXT[shot.kind or ""].capitalize(),
                       span=span_text(shot.start_s, shot.end_s))
 
 
@@ -417,39 +347,6 @@ def _anyone_there(run: _Run) -> GraphAnswer | None:
         return run.answer("anyone_yes", people=people, span=span)
     voices = "; ".join(f"{who(run.graph, u.person)} is heard" for u in moment.speaking[:2]) or "nothing is heard"
     return run.answer("anyone_no", span=span, heard=voices)
-
-
-# phrasing --------------------------------------------------------------------
-def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> str:
-    """What a shot holds, in words: who is on screen (or nobody) and who says what (its first utterance, or its
-    last with ``last``)."""
-    inner = min(EDGE_S, (shot.end_s - shot.start_s) / 4)  # the shot's own people, not its neighbours' at the cut
-    moment = graph.at(shot.video_id, shot.start_s + inner, shot.end_s - inner)
-    seen = ", ".join(who(graph, s.person, s) for s in moment.on_screen)
-    heard = [u for u in moment.speaking if _share_inside(u.start_s, u.end_s, shot) >= 0.5]
-    said = heard[-1] if last and heard else heard[0] if heard else None
-    parts = [f"on screen {seen}" if seen else "nobody on screen"]
-    if said is not None:
-        parts.append(f'heard: {who(graph, said.person)} says "{quote(said.text, QUOTE_CHARS)}"')
-    return "; ".join(parts)
-
-
-def _share_inside(start: float, end: float, shot: ShotView) -> float:
-    inside = max(0.0, min(end, shot.end_s) - max(start, shot.start_s))
-    return inside / (end - start) if end > start else float(shot.start_s <= start <= shot.end_s)
-
-
-def _kind(shot: ShotView) -> str:
-    return _KIND_TEXT.get(shot.kind or "", "video")
-
-
-def _place(s: Sighting) -> str:
-    horizontal = {"left": "on the left", "right": "on the right", "centre": "in the centre"}[s.horizontal]
-    return f"{horizontal}, in the {s.depth}"
-
-
-def _number(n: int) -> str:
-    return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
 
 
 _OPERATIONS: dict[str, Callable[[_Run], GraphAnswer | None]] = {

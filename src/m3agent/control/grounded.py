@@ -348,7 +348,7 @@ def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]
                 where = clip_label(clip)
         lines.append(f"[{label}] {where} {_short(candidate.text)}".replace("]  ", "] "))
     if people is not None:
-        from m3agent.control.graph_answers import describe_people
+        from m3agent.control.people_words import describe_people
 
         lines = describe_people(people, lines)
     return "\n".join(lines)
