@@ -7,12 +7,11 @@ section shows before and after a change side by side; the section is rewritten f
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from m3agent.bench.people_eval import TYPES
-from m3agent.bench.results_io import replace_section
+from m3agent.bench.results_io import replace_section, section_pattern
 
 HEADING = "People and order (evaluation episode)"
 COMMAND = "m3agent bench episode --label LABEL"
@@ -33,7 +32,7 @@ def record_run(scores: Path, doc: Path, result: dict[str, Any], label: str, env:
 def notes_below_table(text: str) -> str:
     """What the section of ``text`` holds after its table: the readings written by hand beside the rows, which a
     new row must not erase."""
-    section = re.search(rf"^## {re.escape(HEADING)}[ \t]*\n(.*?)(?=^## |\Z)", text, re.DOTALL | re.MULTILINE)
+    section = section_pattern(HEADING).search(text)
     if section is None:
         return ""
     lines = section.group(1).splitlines()

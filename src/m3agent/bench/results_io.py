@@ -55,12 +55,17 @@ class JsonlLog:
         self.path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
+def section_pattern(heading: str) -> re.Pattern[str]:
+    """A ``## heading`` section of a markdown file up to the next ``## `` (group 1: its body)."""
+    return re.compile(rf"^## {re.escape(heading)}[ \t]*\n(.*?)(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+
+
 def replace_section(doc: Path, heading: str, body: str) -> None:
     """Write ``## heading`` + ``body`` into ``doc``, replacing that section if present, keeping the others."""
     title = f"## {heading}"
     section = f"{title}\n\n{body.strip()}\n"
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(title)}[ \t]*\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    pattern = section_pattern(heading)
     if pattern.search(text):
         text = pattern.sub(lambda _m: section + "\n", text, count=1).rstrip() + "\n"
     else:

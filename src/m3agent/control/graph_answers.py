@@ -20,9 +20,9 @@ from m3agent.control.people_words import (
     KIND_TEXT,
     QUOTE_CHARS,
     number_word,
-    place_words,
     shot_content,
     shot_kind,
+    sighting_place,
     unseen,
     who,
 )
@@ -320,7 +320,7 @@ def _position(run: _Run) -> GraphAnswer | None:
     fitting = [s for s in moment.on_screen if fits_gender(run.graph, s.person, kind)]
     if not fitting:
         return None
-    places = "; ".join(f"{place_words(s)} ({who(run.graph, s.person)})" for s in fitting)
+    places = "; ".join(f"{sighting_place(s)} ({who(run.graph, s.person)})" for s in fitting)
     return run.answer("position", places=places, span=span_text(*found.window))
 
 

@@ -101,7 +101,7 @@ def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> s
     inner = min(EDGE_S, (shot.end_s - shot.start_s) / 4)  # the shot's own people, not its neighbours' at the cut
     moment = graph.at(shot.video_id, shot.start_s + inner, shot.end_s - inner)
     seen = ", ".join(who(graph, s.person, s) for s in moment.on_screen)
-    heard = [u for u in moment.speaking if share_inside(u.start_s, u.end_s, shot) >= 0.5]
+    heard = [u for u in moment.speaking if _share_inside(u.start_s, u.end_s, shot) >= 0.5]
     said = heard[-1] if last and heard else heard[0] if heard else None
     parts = [f"on screen {seen}" if seen else "nobody on screen"]
     if said is not None:
@@ -109,7 +109,7 @@ def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> s
     return "; ".join(parts)
 
 
-def share_inside(start: float, end: float, shot: ShotView) -> float:
+def _share_inside(start: float, end: float, shot: ShotView) -> float:
     inside = max(0.0, min(end, shot.end_s) - max(start, shot.start_s))
     return inside / (end - start) if end > start else float(shot.start_s <= start <= shot.end_s)
 
@@ -118,9 +118,9 @@ def shot_kind(shot: ShotView) -> str:
     return KIND_TEXT.get(shot.kind or "", "video")
 
 
-def place_words(s: Sighting) -> str:
-    horizontal = {"left": "on the left", "right": "on the right", "centre": "in the centre"}[s.horizontal]
-    return f"{horizontal}, in the {s.depth}"
+def sighting_place(s: Sighting) -> str:
+    """``on the left, in the background``: where a sighting is, across and in depth."""
+    return f"{PLACE_WORDS[s.horizontal]}, in the {s.depth}"
 
 
 def number_word(n: int) -> str:
