@@ -35,8 +35,9 @@ from m3agent.errors import ConfigError, StoreError
 from m3agent.store import pg_schema
 from m3agent.store.dialect import Dialect
 from m3agent.store.pg_writer import PgClipWriter, PgConsolidationWriter
+from m3agent.store.sql_base import guarded, link_confidence_of
 from m3agent.store.sql_rows import as_array
-from m3agent.store.sql_store import SQLStore, guarded, link_confidence_of
+from m3agent.store.sql_store import SQLStore
 
 if TYPE_CHECKING:
     import psycopg

@@ -33,7 +33,8 @@ from m3agent.store import sqlite_search
 from m3agent.store.dialect import Dialect
 from m3agent.store.keyword_index import KeywordIndex, shared_keywords
 from m3agent.store.memory_vectors import MemoryVectors, shared_vectors
-from m3agent.store.sql_store import TABLES, SQLStore, guarded, link_confidence_of
+from m3agent.store.sql_base import guarded, link_confidence_of
+from m3agent.store.sql_store import TABLES, SQLStore
 from m3agent.store.sqlite_errors import translated
 from m3agent.store.sqlite_locks import video_lock
 from m3agent.store.sqlite_schema import connect, schema_version
