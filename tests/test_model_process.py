@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,9 @@ def test_the_set_up_check_passes_on_a_sound_model_and_fails_loudly_on_a_broken_o
     assert ok.returncode == 0, ok.stderr
     report = json.loads(ok.stdout)
     assert report["ok"] and "47" in report["answer"] and report["prompt_tokens"] >= 300
+    assert report["prompt_tokens_per_s"] > 0 and report["reply_tokens_per_s"] > 0, "llama.cpp's own counters"
+    assert report["answer_seconds"] == pytest.approx(350 / report["prompt_tokens_per_s"]
+                                                     + 20 / report["reply_tokens_per_s"], rel=0.05)
 
     truncated = tmp_path / "truncated.gguf"
     with sound.open("rb") as src, truncated.open("wb") as dst:
@@ -175,6 +179,8 @@ def test_doctor_runs_the_configured_local_model_and_reports_a_broken_one(tmp_pat
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     ran = checks[f"local LLM runs (llamacpp:{sound})"]
     assert ran["status"] == "ok" and "47" in ran["detail"], ran
+    assert re.search(r"prompts \d+ tokens/s, replies [\d.]+ tokens/s: a grounded answer .* takes at least \d+ s",
+                     ran["detail"]), ran["detail"]
     assert checks["local LLM runtime build (portable)"]["status"] == "ok"
     assert "no AMX" in checks["local LLM runtime build (portable)"]["detail"]
     truncated = tmp_path / "truncated.gguf"

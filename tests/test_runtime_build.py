@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from m3agent.llm.runtime_build import inspect_library, inspect_runtime, runtime_folder
-from m3agent.llm.runtime_check import portability_problems
+from m3agent.llm.runtime_check import RuntimeCheck, portability_problems, rates
 
 LLAMA = "llama-cpp-python is not installed (pip install 'm3agent[local-llm]', or make setup)"
 AMX_INSTRUCTIONS = re.compile(r"\b(ldtilecfg|sttilecfg|tileloadd\w*|tilestored|tdpb\w+|tdpfp16ps|tilezero)\b")
@@ -94,3 +94,16 @@ def test_a_library_without_recorded_flags_is_not_called_portable(tmp_path: Path)
     assert build is not None
     assert any("not recorded" in p for p in build.problems())
     assert portability_problems(build) == [], "unknown flags are a warning, not a proven AMX build"
+
+
+def test_the_check_reports_its_speed_and_what_an_answer_costs_at_it() -> None:
+    """The rates come from llama.cpp's counters; a grounded answer is 350 prompt tokens and 20 reply tokens."""
+    prompt, reply = rates({"prompt_evaluated": 488, "prompt_ms": 9760.0, "generated": 9, "generate_ms": 900.0})
+    assert (prompt, reply) == (pytest.approx(50.0), pytest.approx(10.0))
+    assert rates({"prompt_evaluated": 0, "prompt_ms": 0.0}) == (0.0, 0.0), "no counters: no rate, no division"
+    check = RuntimeCheck("m", "47", 488, 12.0, 2.0, "0.3.36", ("-mavx2",), prompt, reply)
+    assert check.answer_seconds() == pytest.approx(350 / 50 + 20 / 10)
+    assert ("prompts 50 tokens/s, replies 10.0 tokens/s: a grounded answer (350 new prompt tokens, 20 written) takes"
+            " at least 9 s") in check.summary()
+    silent = RuntimeCheck("m", "47", 488, 12.0, 2.0, "0.3.36", ("-mavx2",))
+    assert silent.answer_seconds() is None and "tokens/s" not in silent.summary()

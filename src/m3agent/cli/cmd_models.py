@@ -128,7 +128,10 @@ def check(ctx: click.Context, model: str | None, any_answer: bool, as_json: bool
     if as_json:
         print_json({"ok": True, "model": result.model, "answer": result.answer, "prompt_tokens": result.prompt_tokens,
                     "seconds": round(result.seconds, 3), "load_seconds": result.load_seconds,
-                    "runtime_version": result.version, "instruction_sets": list(result.instruction_sets)})
+                    "runtime_version": result.version, "instruction_sets": list(result.instruction_sets),
+                    "prompt_tokens_per_s": round(result.prompt_rate, 1),
+                    "reply_tokens_per_s": round(result.reply_rate, 1),
+                    "answer_seconds": None if (answer := result.answer_seconds()) is None else round(answer, 1)})
     else:
         console().print(f"[green]ok[/]: {result.summary()}")
 

