@@ -21,7 +21,8 @@ from m3agent.control.ranking import keyword_text
 from m3agent.domain import Clip, Memory, MemoryKind, SearchFilter, Video
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.store import keyword_index, open_store, sqlite_search
-from m3agent.store.keyword_index import KeywordIndex, Tokenizer, fts_totals
+from m3agent.store.keyword_index import KeywordIndex
+from m3agent.store.keyword_postings import Tokenizer, fts_totals
 from m3agent.store.sqlite import SQLiteStore
 from m3agent.store.sqlite_rows import filter_sql, fts_query
 

@@ -15,7 +15,8 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from m3agent.domain import MemoryKind, ScoredMemory, SearchFilter
-from m3agent.store.keyword_index import KeywordIndex, Stats, fts_totals, pending
+from m3agent.store.keyword_index import KeywordIndex, pending
+from m3agent.store.keyword_postings import Stats, fts_totals
 from m3agent.store.memory_vectors import MemoryVectors
 from m3agent.store.sqlite_rows import (
     MEMORY_COLUMNS,
