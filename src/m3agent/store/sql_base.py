@@ -169,17 +169,3 @@ class SQLBase(ABC, Generic[C]):
         with self._tx() as db:
             if self._run(db, sql, params).rowcount == 0:
                 raise NotFoundError(missing)
-
-def clip_scope(clip_index: int | None, video_id: str | None, *, exact: bool = False,
-               alias: str = "") -> tuple[str, list[Any]]:
-    """Condition (``?`` placeholders) on ``video_id`` and ``clip_index`` (``<=`` unless ``exact``) columns."""
-    prefix = f"{alias}." if alias else ""
-    parts: list[str] = []
-    params: list[Any] = []
-    if video_id is not None:
-        parts.append(f"{prefix}video_id = ?")
-        params.append(video_id)
-    if clip_index is not None:
-        parts.append(f"{prefix}clip_index {'=' if exact else '<='} ?")
-        params.append(clip_index)
-    return " AND ".join(parts) or "1 = 1", params

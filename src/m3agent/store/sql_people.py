@@ -9,7 +9,7 @@ entity is :func:`m3agent.store.entity_ops.delete_entity` (what memory text says 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import (
     Character,
@@ -26,7 +26,7 @@ from m3agent.domain import (
 from m3agent.errors import NotFoundError
 from m3agent.store import dialect, entity_ops, merge_log
 from m3agent.store.characters import group_characters
-from m3agent.store.sql_base import C, SQLBase, clip_scope, guarded
+from m3agent.store.sql_base import C, SQLBase, guarded
 from m3agent.store.sql_rows import (
     ATTRIBUTE_COLUMNS,
     ENTITY_COLUMNS,
@@ -254,3 +254,18 @@ class SQLPeople(SQLBase[C]):
         if row is None:
             raise NotFoundError(f"no voice segment {voice_id}")
         return None if row[0] is None else bytes(row[0])
+
+
+def clip_scope(clip_index: int | None, video_id: str | None, *, exact: bool = False,
+               alias: str = "") -> tuple[str, list[Any]]:
+    """Condition (``?`` placeholders) on ``video_id`` and ``clip_index`` (``<=`` unless ``exact``) columns."""
+    prefix = f"{alias}." if alias else ""
+    parts: list[str] = []
+    params: list[Any] = []
+    if video_id is not None:
+        parts.append(f"{prefix}video_id = ?")
+        params.append(video_id)
+    if clip_index is not None:
+        parts.append(f"{prefix}clip_index {'=' if exact else '<='} ?")
+        params.append(clip_index)
+    return " AND ".join(parts) or "1 = 1", params
