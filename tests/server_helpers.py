@@ -54,8 +54,9 @@ def tone(seconds: float = 1.0, rate: int = 16000) -> bytes:
     return wav_bytes((0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32), rate)
 
 
-def build_memory(path: Path, source_dir: Path | None = None) -> Built:
-    """Write the memory at ``path``; videos' sources are files in ``source_dir`` when given."""
+def build_memory(path: Path | str, source_dir: Path | None = None) -> Built:
+    """Write the memory at ``path`` (a file, or a PostgreSQL URL); videos' sources are files in ``source_dir``
+    when given."""
     store = open_store(str(path))
     store.set_embedding_model(EMBEDDER.name, EMBEDDER.dim)
     texts = {

@@ -273,3 +273,40 @@ def refuse(store: MemoryStore, event: str) -> None:
     sql(store, "CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
                " $$ BEGIN RAISE EXCEPTION 'refused'; END $$")
     sql(store, f"CREATE TRIGGER refuse BEFORE {event} FOR EACH ROW EXECUTE FUNCTION refuse()")
+
+
+NOTE_MARK = "zqxnotemarkzqx"
+
+
+def with_derived_text(store: MemoryStore, ids: dict[str, int]) -> None:
+    """What a model derived from the doomed clip: a consolidation note quoting the speech in part (and with a
+    word of its own), and a link whose evidence quotes it, as a memorization model writes them."""
+    from m3agent.domain import LinkSource
+
+    with store.consolidation([clip_of("doomed", 0)], "model-x") as writer:
+        writer.notes.append(f"dropped <face_{ids['face']}> fact 'said {SPEECH_MARK.decode()}…': {NOTE_MARK}")
+    with store.clip(clip_of("doomed", 1)) as w:
+        w.set_link(FaceVoiceLink(ids["face"], ids["voice"], 0.8, LinkSource.LLM,
+                                 f"the voice says {SPEECH_MARK.decode()} while the face talks"))
+    assert NOTE_MARK.encode() in file_now(store)
+
+
+@pytest.mark.parametrize("forget", ["memory", "entity", "video"])
+def test_forget_reaches_consolidation_notes_and_link_evidence(make_store: MakeStore, forget: str) -> None:
+    """No deleted sentence is left in the file, in whole or in part, after any kind of forget."""
+    store, ids = build(make_store)
+    with_derived_text(store, ids)
+    if forget == "memory":
+        store.delete_memory(ids["speech"])
+    elif forget == "entity":
+        store.delete_entity(ids["voice"])
+    else:
+        store.delete_video("doomed")
+    if forget != "video":
+        assert all(not c.notes for c in store.consolidated_clips("doomed").values())
+        assert all(SPEECH_MARK.decode() not in link.evidence for link in store.links())
+    if isinstance(store, SQLiteStore):  # at once: the server's forget promises it while the file is open
+        data = file_now(store)
+        assert SPEECH_MARK not in data and NOTE_MARK.encode() not in data
+    data = vacuum_and_read(store)  # PostgreSQL: once compacted (its old row versions wait for VACUUM)
+    assert SPEECH_MARK not in data and NOTE_MARK.encode() not in data

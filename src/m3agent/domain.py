@@ -50,13 +50,16 @@ class ClipStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Video:
-    """A source ingested into a memory. ``video_id`` is unique in a store."""
+    """A source ingested into a memory. ``video_id`` is unique in a store and names one file: ``fingerprint``
+    (:mod:`m3agent.media.fingerprint`; ``""`` for a stream, or a video stored before fingerprints) tells files
+    apart."""
 
     video_id: str
     source: str
     duration_s: float | None = None
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,12 @@ class IntegrityError(StoreError):
     """An operation would break the store's invariants (e.g. merging an entity with itself)."""
 
 
+class VideoMismatchError(IntegrityError):
+    """A video id already names another file (its content fingerprint differs): one id means one file."""
+
+    default_hint = "give this file its own id (--video-id / video_id), or forget the stored video first"
+
+
 class MediaError(M3AgentError):
     """A source could not be opened or decoded."""
 

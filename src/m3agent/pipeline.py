@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import queue
 import sys
 import threading
@@ -21,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import ClipMedia, ClipPerception, ClipSenses, ClipStatus
-from m3agent.errors import M3AgentError, StoreError, StoreFullError
+from m3agent.domain import ClipMedia, ClipPerception, ClipSenses, ClipStatus, Video
+from m3agent.errors import M3AgentError, StoreError, StoreFullError, VideoMismatchError
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -67,7 +68,8 @@ class IngestReport:
 def ingest_source(settings: Settings, source: str, *, video_id: str | None = None, stored_source: str | None = None,
                   perception_only: bool = False, max_clips: int | None = None, show_progress: bool = True,
                   on_clip: Callable[[IngestReport], None] | None = None,
-                  on_wait: Callable[[str], None] | None = None, consolidate: bool = True) -> IngestReport:
+                  on_wait: Callable[[str], None] | None = None, consolidate: bool = True,
+                  new_id_on_clash: bool = False) -> IngestReport:
     """Ingest ``source`` into ``settings.memory``; rerunning continues after the last committed clip.
 
     ``on_clip(report)`` runs after each clip is committed (or recorded as failed): the server's
@@ -80,9 +82,14 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     server consolidates while idle, one unit at a time, so jobs never wait on it).
     ``stored_source`` is the name the video is recorded under when ``source`` is only
     a way to read it (the server reads a checked path through its open file).
+    One video id names one file (its content fingerprint is stored): a different file under a stored id
+    raises :class:`~m3agent.errors.VideoMismatchError`, or with ``new_id_on_clash`` (an id derived from the
+    file's name) goes to the first of ``id-2``, ``id-3``, … that is free or holds this file; the report's
+    ``video_id`` and ``problems`` say so.
     """
     from m3agent.embed import create_embedder
     from m3agent.media import default_video_id, iter_clips, probe
+    from m3agent.media.fingerprint import file_fingerprint
     from m3agent.memorize.embedding import ensure_embedding_model
     from m3agent.store import open_memory
 
@@ -92,12 +99,15 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     vid = video_id or default_video_id(stored_source or source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
-    with open_memory(settings) as store, store.video_lock(vid, on_wait=on_wait or _tell_waiting):
+    video = dataclasses.replace(info.to_video(vid), fingerprint=file_fingerprint(source))
+    with open_memory(settings) as store, \
+            _claimed(store, video, new_id_on_clash, on_wait or _tell_waiting) as vid:
         ensure_embedding_model(store, embedder)
-        store.add_video(info.to_video(vid))
         done = {c.index for c, status, _ in store.clips(vid) if status == ClipStatus.DONE}
         start = _first_missing(done)
         report = IngestReport(video_id=vid, source=info.source, clips_already_done=len(done))
+        if vid != video.video_id:
+            report.problems.append(f"{video.video_id!r} already names another file: this one is {vid!r}")
         clips = _limit(iter_clips(source, settings.media, start, video_id=vid), done, max_clips)
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
                 _perceived_ahead(clips, settings) as perceived:
@@ -113,6 +123,23 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     if not perception_only and consolidate:
         report.consolidation = _consolidate(settings, embedder, vid, show_progress, on_wait)
     return report
+
+
+@contextmanager
+def _claimed(store: MemoryStore, video: Video, new_id_on_clash: bool,
+             on_wait: Callable[[str], None]) -> Iterator[str]:
+    """The video registered and its writer lock held for the block; yields its id (see :func:`ingest_source`)."""
+    for n in itertools.count(1):
+        vid = video.video_id if n == 1 else f"{video.video_id}-{n}"
+        with store.video_lock(vid, on_wait=on_wait):
+            try:
+                store.add_video(dataclasses.replace(video, video_id=vid))
+            except VideoMismatchError:
+                if not new_id_on_clash:
+                    raise
+                continue
+            yield vid
+            return
 
 
 def _consolidate(settings: Settings, embedder: Embedder, video_id: str, show_progress: bool,

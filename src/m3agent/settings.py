@@ -407,6 +407,15 @@ class ServerSettings(BaseModel):
     inspector_clips_per_page: int = Field(
         10, ge=1, le=1000, description="clips per page of a video's timeline in the web inspector"
     )
+    jobs_kept: int = Field(
+        200, ge=1, le=100_000,
+        description="finished jobs the journal keeps (newest first; queued and running ones are always kept)"
+    )
+    failed_guess_delay_s: float = Field(
+        0.5, ge=0, le=60,
+        description="a wrong token (bearer, cookie or login form) is answered after this delay, one at a time: "
+        "guesses are capped at 1/delay a second whatever the concurrency"
+    )
 
 
 class ImportSettings(BaseModel):

@@ -41,7 +41,7 @@ def create_job(ctx: Ctx, request: schemas.JobRequest) -> Job:
         source, kind = request.url, "url"
     video_id = request.video_id or (url_video_id(source) if kind == "url" else default_video_id(source))
     return ctx.require_jobs().submit(source, kind, video_id, max_clips=request.max_clips,  # type: ignore[arg-type]
-                                     perception_only=request.perception_only)
+                                     perception_only=request.perception_only, id_derived=not request.video_id)
 
 
 @upload_router.post("/upload", response_model=Job, status_code=202,
@@ -65,7 +65,7 @@ def upload_job(ctx: Ctx, file: Annotated[UploadFile, File(description="the media
         target.unlink(missing_ok=True)
         raise UnsupportedUploadError(f"{name!r} is not a readable video or audio file: {exc.message}") from None
     return ctx.require_jobs().submit(str(target), "upload", video_id or default_video_id(name),
-                                     max_clips=max_clips, perception_only=perception_only)
+                                     max_clips=max_clips, perception_only=perception_only, id_derived=not video_id)
 
 
 def url_video_id(url: str) -> str:

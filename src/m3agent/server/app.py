@@ -30,7 +30,7 @@ from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
 from m3agent.server.hygiene import BodyLimitMiddleware, SecurityHeadersMiddleware, strict_json
 from m3agent.server.jobs import ACTIVE
-from m3agent.server.security import GuardMiddleware
+from m3agent.server.security import GuardMiddleware, GuessThrottle
 
 if TYPE_CHECKING:
     from m3agent.settings import Settings
@@ -131,5 +131,6 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
         app.add_middleware(CORSMiddleware, allow_origins=settings.server.cors_origins,
                            allow_methods=["GET", "POST", "PATCH", "DELETE"],
                            allow_headers=["authorization", "content-type"])
-    app.add_middleware(GuardMiddleware, server=settings.server)
+    app.state.guesses = GuessThrottle(settings.server.failed_guess_delay_s)  # the middleware's and /login's
+    app.add_middleware(GuardMiddleware, server=settings.server, throttle=app.state.guesses)
     app.add_middleware(SecurityHeadersMiddleware)

@@ -124,6 +124,10 @@ class ServerContext:
         are loaded now (seconds at 10^5 memories), its graph is built and saved in the background (minutes on a
         new large memory; read stores share the process's index and search exactly meanwhile), then start the
         job runner (resuming jobs), whose worker also consolidates while idle."""
+        # numpy is imported here, before the threads below: two threads importing it at once can see it
+        # half-initialised ("cannot import name '__cpu_features__'"), and the server died at start
+        import numpy  # noqa: F401
+
         from m3agent.server.jobs import JobRunner
         from m3agent.store import open_memory
 

@@ -7,8 +7,10 @@ unknown route, a body over its limit).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from http import HTTPStatus
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent import errors
@@ -16,6 +18,8 @@ from m3agent import errors
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
+
+    from m3agent.settings import Settings
 
 STATUS: tuple[tuple[type[errors.M3AgentError], int], ...] = (
     (errors.NotFoundError, 404),
@@ -52,10 +56,31 @@ DEFAULT_HINTS = {
 MAX_FIELDS = 5  # validation errors named in one message
 
 
-def error_body(exc: errors.M3AgentError) -> dict[str, str]:
-    """The JSON of an error answer; a hint is always present (a default by status when the error has none)."""
+MAX_TEXT = 600  # characters of a message or hint an answer carries: an echoed input is cut, never sent whole
+
+
+def private_folders(settings: Settings, data_dir: Path) -> tuple[str, ...]:
+    """The server's own folders, which its answers never name: the memory's folder, ``data_dir`` (the server's
+    uploads and journal), home."""
+    folders = {str(data_dir), str(Path.home())}
+    if settings.memory.path is not None:
+        folders.add(str(settings.memory.path.expanduser().resolve().parent))
+    return tuple(sorted((f for f in folders if f not in ("", os.sep)), key=len, reverse=True))
+
+
+def public(text: str, private: Sequence[str] = ()) -> str:
+    """``text`` for a client: each path under a ``private`` folder shortened to what lies below it (its own
+    name for the folder itself), and cut to :data:`MAX_TEXT` characters."""
+    for folder in private:
+        text = text.replace(folder + os.sep, "").replace(folder, Path(folder).name)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def error_body(exc: errors.M3AgentError, private: Sequence[str] = ()) -> dict[str, str]:
+    """The JSON of an error answer; a hint is always present (a default by status when the error has none).
+    Message and hint go through :func:`public`."""
     hint = exc.hint or DEFAULT_HINTS.get(status_of(exc), "see /docs for the request format")
-    return {"error": type(exc).__name__, "message": exc.message, "hint": hint}
+    return {"error": type(exc).__name__, "message": public(exc.message, private), "hint": public(hint, private)}
 
 
 def validation_message(problems: Sequence[Any]) -> str:
@@ -89,7 +114,9 @@ def install(app: FastAPI) -> None:
 
     async def handle(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, errors.M3AgentError)
-        return JSONResponse(error_body(exc), status_code=status_of(exc))
+        ctx = getattr(request.app.state, "ctx", None)
+        private = private_folders(ctx.settings, ctx.data_dir) if ctx is not None else ()
+        return JSONResponse(error_body(exc, private), status_code=status_of(exc))
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -211,6 +211,7 @@ async def login(request: Request, ctx: Ctx, token: Annotated[str, Form()]) -> Re
 
     expected = ctx.settings.server.token
     if expected is None or not secrets.compare_digest(token.encode(), expected.encode()):
+        await request.app.state.guesses.failed()
         page = render(request, "login.html", failed=True)
         page.status_code = 401
         return page

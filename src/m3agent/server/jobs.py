@@ -75,6 +75,8 @@ class Job(BaseModel, frozen=True):
     source: str = Field(description="what is ingested: a server path, a stored upload, or a URL")
     source_kind: SourceKind
     video_id: str
+    id_derived: bool = Field(False, description="the id came from the file's or URL's name: when it already "
+                             "names another file, the job takes the next free one (name-2, name-3, ...)")
     max_clips: int | None = None
     perception_only: bool = False
     state: JobState = JobState.QUEUED
@@ -140,10 +142,11 @@ class JobRunner:
 
     # API ----------------------------------------------------------------------
     def submit(self, source: str, kind: SourceKind, video_id: str, *, max_clips: int | None = None,
-               perception_only: bool = False) -> Job:
-        """Queue an ingest of ``source`` and journal it, so it survives a restart; returns the queued job."""
+               perception_only: bool = False, id_derived: bool = False) -> Job:
+        """Queue an ingest of ``source`` and journal it, so it survives a restart; returns the queued job.
+        ``id_derived``: ``video_id`` was made from the source's name, not asked for (see :class:`Job`)."""
         job = Job(id=uuid.uuid4().hex[:12], source=source, source_kind=kind, video_id=video_id,
-                  max_clips=max_clips, perception_only=perception_only)
+                  id_derived=id_derived, max_clips=max_clips, perception_only=perception_only)
         with self._lock:
             self._jobs[job.id] = job
             self._save()
@@ -174,6 +177,12 @@ class JobRunner:
             elif job.state == JobState.RUNNING:
                 self._cancel.add(job_id)
             return job
+
+    def active_job_of(self, video_id: str) -> Job | None:
+        """The queued or running job of ``video_id``, if any (the running one first)."""
+        with self._lock:
+            active = [j for j in self._jobs.values() if j.video_id == video_id and j.state in ACTIVE]
+        return min(active, key=lambda j: (j.state != JobState.RUNNING, j.created_at), default=None)
 
     def forget_video(self, video_id: str, source: str) -> None:
         """After the video was deleted: delete the server's copy of its file and its finished jobs (with
@@ -244,23 +253,36 @@ class JobRunner:
                                        stored_source=job.source if job.source_kind == "path" else None,
                                        perception_only=job.perception_only, max_clips=job.max_clips,
                                        show_progress=False, on_clip=lambda r: self._progress(job.id, r),
-                                       consolidate=self.idle is None)
+                                       consolidate=self.idle is None, new_id_on_clash=job.id_derived)
             self._progress(job.id, report, final=True)
-            self._update(job.id, state=JobState.DONE, finished_at=time.time())
+            self._finish(job.id, report)
         except Cancelled:
             if job.id in self._stopping:
                 log.info("job %s interrupted by shutdown; it resumes at the next start", job.id)
                 return
             self._discard(self._update(job.id, state=JobState.CANCELLED, finished_at=time.time()))
         except M3AgentError as exc:
-            self._update(job.id, state=JobState.FAILED, error=exc.message, hint=exc.hint, finished_at=time.time())
+            self._update(job.id, state=JobState.FAILED, error=self._public(exc.message),
+                         hint=self._public(exc.hint), finished_at=time.time())
         except Exception as exc:  # a job must end recorded, whatever went wrong in it
             log.exception("ingest job %s crashed", job.id)
-            self._update(job.id, state=JobState.FAILED, error=f"{type(exc).__name__}: {exc}",
+            self._update(job.id, state=JobState.FAILED, error=self._public(f"{type(exc).__name__}: {exc}"),
                          hint="see the server log; rerun the job to resume after the last committed clip",
                          finished_at=time.time())
         finally:
             self._cancel.discard(job.id)
+
+    def _finish(self, job_id: str, report: IngestReport) -> None:
+        """Done, or failed when clips failed: their reasons in ``error`` (a rerun retries only those)."""
+        if not report.clips_failed:
+            self._update(job_id, state=JobState.DONE, finished_at=time.time())
+            return
+        reasons = "; ".join(f"clip {f['clip']}: {f['reason']}" for f in report.clips_failed[:5])
+        more = len(report.clips_failed) - 5
+        error = (f"{len(report.clips_failed)} clips failed ({reasons}{f'; {more} more' if more > 0 else ''});"
+                 f" {report.clips_done} committed")
+        self._update(job_id, state=JobState.FAILED, error=self._public(error), finished_at=time.time(),
+                     hint="fix the cause, then submit the same source again: it retries only the failed clips")
 
     @contextmanager
     def _local_source(self, job: Job) -> Iterator[str]:
@@ -273,7 +295,30 @@ class JobRunner:
         if job.source_kind == "upload":
             yield job.source
             return
-        yield self._downloaded(job)
+        target = self._downloaded(job)
+        try:
+            yield target
+        except BaseException:
+            self._drop_unrecorded(target)
+            raise
+
+    def _public(self, text: str) -> str:
+        """An error for the API: no server folder named, bounded (:func:`m3agent.server.failures.public`)."""
+        from m3agent.server.failures import private_folders, public
+
+        return public(text, private_folders(self.settings, self.folder))
+
+    def _drop_unrecorded(self, download: str) -> None:
+        """Delete a URL job's download that no stored video reads (its job failed before recording one)."""
+        from m3agent.store import open_memory
+
+        try:
+            with open_memory(self.settings) as store:
+                if any(video.source == download for video in store.videos()):
+                    return
+        except M3AgentError:
+            return  # the memory cannot tell: keep the file
+        self._unlink_copy(Path(download))
 
     def _downloaded(self, job: Job) -> str:
         """A URL job's file, downloaded by the checked fetcher (a cancel or a shutdown stops it)."""
@@ -285,6 +330,7 @@ class JobRunner:
             download(job.source, target, FetchPolicy.of(self.settings.server),
                      keep_going=lambda: job.id not in self._cancel and job.id not in self._stopping)
         except DownloadError:
+            target.unlink(missing_ok=True)
             if job.id in self._cancel or job.id in self._stopping:
                 raise Cancelled(job.id) from None
             raise
@@ -317,7 +363,8 @@ class JobRunner:
 
     def _progress(self, job_id: str, report: IngestReport, *, final: bool = False) -> None:
         self.on_change()
-        self._update(job_id, clips_done=report.clips_done, clips_failed=len(report.clips_failed),
+        self._update(job_id, video_id=report.video_id, clips_done=report.clips_done,
+                     clips_failed=len(report.clips_failed),
                      clips_already_done=report.clips_already_done, memories_written=report.memories_written,
                      rtf=round(report.rtf, 3))
         if not final and (job_id in self._cancel or job_id in self._stopping):
@@ -343,11 +390,19 @@ class JobRunner:
             return []
 
     def _save(self) -> None:
+        """Write the journal (atomically), first dropping the oldest finished jobs past ``server.jobs_kept``."""
+        self._prune()
         path = self.folder / JOURNAL
         tmp = path.with_suffix(".tmp")
         rows = [job.model_dump(mode="json") for job in self._jobs.values()]
-        tmp.write_text(json.dumps(rows, indent=1))
+        tmp.write_text(json.dumps(rows, separators=(",", ":")))
         os.replace(tmp, path)
+
+    def _prune(self) -> None:
+        finished = sorted((j for j in self._jobs.values() if j.state not in ACTIVE),
+                          key=lambda j: j.finished_at or j.created_at, reverse=True)
+        for job in finished[self.settings.server.jobs_kept:]:
+            del self._jobs[job.id]
 
 
 @contextmanager

@@ -27,6 +27,7 @@ def serve(settings: Settings, *, log_level: str = "info") -> None:
 
     require_server_extra()
     check_bind(settings.server)
+    check_memory(settings)
     import uvicorn
 
     from m3agent.server.app import create_app
@@ -34,6 +35,15 @@ def serve(settings: Settings, *, log_level: str = "info") -> None:
     app = create_app(settings)
     uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level=log_level,
                 timeout_graceful_shutdown=15)
+
+
+def check_memory(settings: Settings) -> None:
+    """Open the memory once before serving (created if missing): a corrupt, foreign, newer or unreadable one
+    stops ``serve`` here with its own message and hint, not at the end of the web server's traceback."""
+    from m3agent.store import open_memory
+
+    with open_memory(settings, create=True):
+        pass
 
 
 def serve_stdio(settings: Settings) -> None:

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import secrets
@@ -52,14 +53,39 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+TOKEN_HINT = "set M3AGENT_SERVER__TOKEN (16+ characters, e.g. from `openssl rand -hex 24`) or bind 127.0.0.1"
+MIN_TOKEN_SYMBOLS = 8  # distinct characters a token for a public bind needs (a hex token of 16 has about 14)
+
+
 def check_bind(server: ServerSettings) -> None:
-    """Refuse to serve off loopback without a token (raises :class:`ConfigError`)."""
-    if not is_loopback(server.host) and not server.token:
-        raise ConfigError(
-            f"binding {server.host} exposes the memory to the network, so a token is required",
-            hint="set M3AGENT_SERVER__TOKEN (16+ characters, e.g. from `openssl rand -hex 24`) "
-            "or bind 127.0.0.1",
-        )
+    """Refuse to serve off loopback without a token, or with one that is easy to guess (:class:`ConfigError`)."""
+    if is_loopback(server.host):
+        return
+    if not server.token:
+        raise ConfigError(f"binding {server.host} exposes the memory to the network, so a token is required",
+                          hint=TOKEN_HINT)
+    symbols = len(set(server.token))
+    if symbols < MIN_TOKEN_SYMBOLS:
+        raise ConfigError(f"the server token is easy to guess ({symbols} distinct characters; a token for "
+                          f"{server.host} needs at least {MIN_TOKEN_SYMBOLS})", hint=TOKEN_HINT)
+
+
+class GuessThrottle:
+    """Wrong tokens are answered one at a time, each after ``delay_s``: at most ``1 / delay_s`` guesses a second
+    reach an answer, however many are sent at once. Right tokens never wait."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self._lock: asyncio.Lock | None = None
+
+    async def failed(self) -> None:
+        """Wait out this failed guess's turn (call before answering it)."""
+        if self.delay_s <= 0:
+            return
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            await asyncio.sleep(self.delay_s)
 
 
 def confined(path_text: str, folders: list[Path]) -> Path:
@@ -107,9 +133,10 @@ def inside(path: Path, folders: list[Path]) -> bool:
 class GuardMiddleware:
     """ASGI middleware enforcing the Host check and the bearer token (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, server: ServerSettings) -> None:
+    def __init__(self, app: ASGIApp, server: ServerSettings, throttle: GuessThrottle) -> None:
         self.app = app
         self.token = server.token
+        self.throttle = throttle
         self.hosts = {*LOOPBACK_NAMES, server.host.lower(), *(h.lower() for h in server.allowed_hosts)}
         self.any_host = "*" in server.allowed_hosts
         self.origins = frozenset(o.strip().rstrip("/").lower() for o in server.cors_origins)
@@ -129,6 +156,8 @@ class GuardMiddleware:
             return
         path: str = scope.get("path", "")
         if self.token and not path.startswith(OPEN_PATHS) and path != "/health" and not self._authorised(headers):
+            if _carries_token(headers):
+                await self.throttle.failed()
             if scope.get("method") == "GET" and "text/html" in headers.get("accept", ""):
                 await _redirect(send, "/login")  # a person at a browser: ask for the token once
                 return
@@ -145,6 +174,10 @@ class GuardMiddleware:
             return True
         cookie = _cookie(headers.get("cookie", ""), TOKEN_COOKIE)
         return cookie is not None and secrets.compare_digest(cookie.encode(), self.token.encode())
+
+
+def _carries_token(headers: dict[str, str]) -> bool:
+    return "authorization" in headers or _cookie(headers.get("cookie", ""), TOKEN_COOKIE) is not None
 
 
 def _host_name(host: str) -> str:

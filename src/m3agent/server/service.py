@@ -88,6 +88,7 @@ def forget(ctx: ServerContext, request: schemas.ForgetRequest) -> schemas.Forgot
     go too."""
     with ctx.write() as store:
         if request.video is not None:
+            _refuse_while_ingesting(ctx, request.video)
             source = store.get_video(request.video).source
             store.delete_video(request.video)
             ctx.require_jobs().forget_video(request.video, source)
@@ -98,6 +99,16 @@ def forget(ctx: ServerContext, request: schemas.ForgetRequest) -> schemas.Forgot
         assert request.memory is not None
         store.delete_memory(request.memory)
         return schemas.Forgotten(deleted="memory", id=str(request.memory))
+
+
+def _refuse_while_ingesting(ctx: ServerContext, video_id: str) -> None:
+    """409 while one of this server's own jobs ingests ``video_id``: the job is to be cancelled first."""
+    from m3agent.errors import IntegrityError
+
+    job = ctx.require_jobs().active_job_of(video_id)
+    if job is not None:
+        raise IntegrityError(f"video {video_id!r} is being ingested by this server's job {job.id} ({job.state.value})",
+                             hint=f"cancel the job first (POST /api/jobs/{job.id}/cancel), then forget the video")
 
 
 # entities and characters ----------------------------------------------------------

@@ -16,6 +16,9 @@ What a deletion removes (derived text included, so nothing points at what is gon
 - a memory: its edges and index entries, and the transcript (``voices.text``
   and ``voices.words``) of the voice segments it quotes; the segments keep
   their timing, speaker embedding and audio as identity evidence.
+- either: the free text derived from what is gone, in every video it touched: the consolidation's notes
+  (they quote the drafts it refused) and the words a memorization model gave as a link's evidence. Such
+  text may quote a deleted sentence in part or in other words, so it is cleared whole, not searched.
 """
 
 from __future__ import annotations
@@ -198,6 +201,7 @@ def delete_entity(d: Dialect, db: Connection, entity_id: int) -> None:
     """Remove the entity and what memory text says about it (see the module docstring);
     observations (with their media), bank, edges and links cascade."""
     ROWS[d].require_entity(db, entity_id)
+    touched = _videos_of_entity(d, db, entity_id)
     for memory_id, text, others in _memories_naming(d, db, entity_id):
         if not others or dialect.is_link_line(text):
             _run(d, db, "DELETE FROM memories WHERE id = ?", (memory_id,))
@@ -205,6 +209,29 @@ def delete_entity(d: Dialect, db: Connection, entity_id: int) -> None:
             _run(d, db, "UPDATE memories SET text = ? WHERE id = ?", (dialect.unnamed(text, entity_id), memory_id))
     _run(d, db, "DELETE FROM entities WHERE id = ?", (entity_id,))
     merge_log.prune(MERGES[d], db)
+    clear_derived_text(d, db, touched)
+
+
+def _videos_of_entity(d: Dialect, db: Connection, entity_id: int) -> set[str]:
+    """Every video where the entity is observed or a memory names it (by edge or tag)."""
+    tag_condition, tag = TAG_SEARCH[d](entity_id)
+    rows = _run(d, db, "SELECT video_id FROM faces WHERE entity_id = ? UNION SELECT video_id FROM voices"
+                " WHERE entity_id = ? UNION SELECT video_id FROM memories WHERE id IN"
+                f" (SELECT memory_id FROM edges WHERE entity_id = ?) OR {tag_condition}",
+                (entity_id, entity_id, entity_id, tag)).fetchall()
+    return {str(r[0]) for r in rows if r[0] is not None}
+
+
+LLM_LINK_WORDS = "stated by the memorization model (its words were cleared with deleted memories)"
+
+
+def clear_derived_text(d: Dialect, db: Connection, video_ids: set[str]) -> None:
+    """Clear the free text derived from memories of ``video_ids`` (module docstring): consolidation notes,
+    and the evidence words of the model-stated links seen there."""
+    for video_id in sorted(video_ids):
+        _run(d, db, "UPDATE consolidated_clips SET notes = '[]' WHERE video_id = ? AND notes <> '[]'", (video_id,))
+        _run(d, db, "UPDATE links SET evidence = ? WHERE video_id = ? AND source = 'llm' AND evidence <> ?",
+             (LLM_LINK_WORDS, video_id, LLM_LINK_WORDS))
 
 
 def _memories_naming(d: Dialect, db: Connection, entity_id: int) -> list[tuple[int, str, set[int]]]:
@@ -226,8 +253,10 @@ def _memories_naming(d: Dialect, db: Connection, entity_id: int) -> list[tuple[i
 
 def delete_memory(d: Dialect, db: Connection, memory_id: int) -> None:
     """Remove the memory and the transcript of the voice segments it quotes (module docstring)."""
+    row = _run(d, db, "SELECT video_id FROM memories WHERE id = ?", (memory_id,)).fetchone()
     dialect.delete_memory(db, d, memory_id)
     merge_log.prune(MERGES[d], db)
+    clear_derived_text(d, db, {str(row[0])} if row is not None and row[0] is not None else set())
 
 
 def orphan_entities_of_video(d: Dialect, db: Connection, video_id: str) -> list[int]:

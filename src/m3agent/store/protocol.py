@@ -146,7 +146,8 @@ class MemoryStore(Protocol):
 
     # videos and clips ----------------------------------------------------
     def add_video(self, video: Video) -> None:
-        """Register a video; re-adding an existing id updates source/duration/title."""
+        """Register a video; re-adding an existing id updates source/duration/title. A different file (both
+        fingerprints known and unequal) under a stored id raises :class:`~m3agent.errors.VideoMismatchError`."""
         ...
 
     def get_video(self, video_id: str) -> Video: ...

@@ -240,8 +240,9 @@ def entity_from_row(row: Sequence[Any]) -> Entity:
 
 
 def video_from_row(row: sqlite3.Row | Sequence[Any]) -> Video:
-    """A :class:`Video` from a ``video_id, source, duration_s, title, metadata`` row."""
-    return Video(video_id=row[0], source=row[1], duration_s=row[2], title=row[3], metadata=json.loads(row[4]))
+    """A :class:`Video` from a ``video_id, source, duration_s, title, metadata, fingerprint`` row."""
+    return Video(video_id=row[0], source=row[1], duration_s=row[2], title=row[3], metadata=json.loads(row[4]),
+                 fingerprint=row[5])
 
 
 def attribute_from_row(row: Sequence[Any]) -> EntityAttribute:

@@ -30,6 +30,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from m3agent.domain import (
@@ -41,7 +42,7 @@ from m3agent.domain import (
     SearchFilter,
     Video,
 )
-from m3agent.errors import IntegrityError, NotFoundError
+from m3agent.errors import IntegrityError, NotFoundError, VideoMismatchError
 from m3agent.store import dialect, entity_ops, merge_log
 from m3agent.store.sql_base import C, guarded
 from m3agent.store.sql_people import SQLPeople
@@ -71,19 +72,31 @@ class SQLStore(SQLPeople[C], SQLVectors[C]):
     # videos and clips ------------------------------------------------------
     @guarded
     def add_video(self, video: Video) -> None:
-        """Register a video; adding an existing id again updates its source, duration, title and metadata."""
+        """Register a video; adding an existing id again updates its source, duration, title and metadata.
+
+        One id names one file: when both the stored video and ``video`` carry a fingerprint and they differ,
+        :class:`VideoMismatchError` is raised and nothing changes (a stored video without one is stamped).
+        """
         with self._tx() as db:
-            self._run(db, "INSERT INTO videos (video_id, source, duration_s, title, metadata, added_at)"
-                      " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (video_id) DO UPDATE SET source = excluded.source,"
-                      " duration_s = excluded.duration_s, title = excluded.title, metadata = excluded.metadata",
+            row = self._run(db, "SELECT fingerprint, source FROM videos WHERE video_id = ?",
+                            (video.video_id,)).fetchone()
+            if row is not None and row[0] and video.fingerprint and row[0] != video.fingerprint:
+                raise VideoMismatchError(
+                    f"video {video.video_id!r} already holds another file ({Path(str(row[1])).name}); "
+                    f"{Path(video.source).name} differs in content, so its clips are not mixed into it")
+            self._run(db, "INSERT INTO videos (video_id, source, duration_s, title, metadata, added_at, fingerprint)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (video_id) DO UPDATE SET source = excluded.source,"
+                      " duration_s = excluded.duration_s, title = excluded.title, metadata = excluded.metadata,"
+                      " fingerprint = CASE WHEN excluded.fingerprint = '' THEN videos.fingerprint"
+                      " ELSE excluded.fingerprint END",
                       (video.video_id, video.source, video.duration_s, video.title, json.dumps(video.metadata),
-                       utc_now()))
+                       utc_now(), video.fingerprint))
 
     @guarded
     def get_video(self, video_id: str) -> Video:
         """The video ``video_id``; :class:`NotFoundError` when it is not stored."""
         with self._read() as db:
-            row = self._run(db, "SELECT video_id, source, duration_s, title, metadata FROM videos"
+            row = self._run(db, "SELECT video_id, source, duration_s, title, metadata, fingerprint FROM videos"
                             " WHERE video_id = ?", (video_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"no video {video_id!r} in {self._where}")
@@ -93,7 +106,8 @@ class SQLStore(SQLPeople[C], SQLVectors[C]):
     def videos(self) -> list[Video]:
         """Every video, in the order they were added."""
         with self._read() as db:
-            rows = self._run(db, "SELECT video_id, source, duration_s, title, metadata FROM videos ORDER BY id")
+            rows = self._run(db, "SELECT video_id, source, duration_s, title, metadata, fingerprint FROM videos"
+                             " ORDER BY id")
             return [video_from_row(r) for r in rows]
 
     def _require_video(self, db: C, video_id: str, hint: str = "add_video before writing its clips") -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,32 +106,59 @@ def _has_wal(path: Path) -> bool:
 
 
 def is_writable(path: Path) -> bool:
-    """Whether ``path`` (an existing file) can really be opened for writing (root included)."""
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
+    """Whether ``path`` (an existing file) may be written, asked of the kernel without opening it.
+
+    Never open the file itself to find out: closing any descriptor of a file drops every POSIX lock
+    this process holds on it, SQLite's included (see :func:`connect`).
+    """
+    return os.access(path, os.W_OK)
+
+
+_OPENED: set[tuple[int, int]] = set()
+"""(device, inode) of every database file this process has connected to."""
+_OPENED_LOCK = threading.Lock()
 
 
 def connect(path: Path, *, readonly: bool, create: bool) -> tuple[sqlite3.Connection, bool]:
-    """Open ``path``; returns the connection and whether it is read-only."""
+    """Open ``path``; returns the connection and whether it is read-only.
+
+    The header is read with plain file calls only the first time this process opens the file: POSIX drops
+    all of a process's fcntl locks on a file when any descriptor of it is closed, so reading it again while
+    another connection of this process holds SQLite's locks would leave that connection unprotected, and a
+    second process (the CLI beside ``serve``) would checkpoint and unlink the WAL under it.
+    """
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a memory file",
+                         hint="point --memory at a .db file (new or existing)")
     exists = path.exists()
     if not exists and (readonly or not create):
         raise NotFoundError(f"no memory store at {path}", hint="check the path, or open it with create=True")
-    if exists:
-        check_file(path)
-        readonly = readonly or not is_writable(path)
-    else:
+    if not exists:
         _make_parent(path)
-    conn = _connect_sqlite(path, readonly)
+    with _OPENED_LOCK:
+        key = _file_key(path) if exists else None
+        if key is not None and key not in _OPENED:
+            check_file(path)
+        if exists:
+            readonly = readonly or not is_writable(path)
+        conn = _connect_sqlite(path, readonly)
+        key = key or _file_key(path)
+        if key is not None:
+            _OPENED.add(key)
     try:
         _configure(conn, path, readonly)
     except BaseException:
         conn.close()
         raise
     return conn, readonly
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _make_parent(path: Path) -> None:
