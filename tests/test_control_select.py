@@ -171,6 +171,7 @@ def test_the_chosen_memory_is_the_answer_and_the_first_evidence(meeting: Meeting
     assert numbers[0] != "1" and f"Candidate {numbers[0]} of" in steps[2].text  # type: ignore[union-attr]
     answer = steps[-1]
     assert isinstance(answer, Answer) and answer.answered and answer.mode == "select"
+    # the question asked by tag: the answer keeps it
     assert answer.text == f'At 0:40 {meeting.tag(1)} says: "We cannot spend more than that on the stage."'
     assert answer.evidence[0].memory_id == meeting.memory_ids["stage"] and answer.evidence[0].cited
     assert not any(e.cited for e in answer.evidence[1:]) and meeting.memory_ids["budget"] in {
@@ -294,7 +295,7 @@ def test_the_reranker_alone_picks_the_right_memory(meeting: Meeting, question: s
 def test_the_reranker_favours_question_words_over_retrieval_order(world: World) -> None:
     answer = ask(world.store, world.embedder, None, "Who buys a chocolate cake?", config=SELECT)
     assert answer.evidence[0].memory_id == world.memory_ids["cake"]
-    assert "chocolate cake" in answer.text and answer.text.startswith("<character_1>")
+    assert "chocolate cake" in answer.text and "<character_" not in answer.text
 
 
 def test_nothing_found_is_unanswered(meeting: Meeting) -> None:

@@ -95,11 +95,20 @@ def run_people_eval(settings: Settings, *, set_name: str | None = None, memory: 
     that file first, so the run measures the current code's ingest). ``chat``: the answering model (default:
     the one ``settings.llm`` names); a judge may share it.
     """
+    eval_set = load_eval_set(set_name) if set_name else load_eval_set()
+    return run_eval_set(settings, eval_set, memory=memory, chat=chat, judge=judge, limit=limit, fresh=fresh,
+                        show_progress=show_progress)
+
+
+def run_eval_set(settings: Settings, eval_set: EvalSet, *, memory: str | None = None, chat: ChatModel | None = None,
+                 judge: Judge | None = None, limit: int | None = None, fresh: bool = False,
+                 show_progress: bool = True) -> dict[str, Any]:
+    """:func:`run_people_eval` on a set given as a value (a generated episode's, say): the same build, ingest,
+    answering and scoring."""
     from m3agent.control.answering import config_for
     from m3agent.pipeline import ingest_source
     from m3agent.store import open_memory
 
-    eval_set = load_eval_set(set_name) if set_name else load_eval_set()
     video, timeline = build(eval_set, settings)
     default = video.with_suffix(".db")
     if fresh and memory is None:

@@ -65,7 +65,7 @@ def _last_json(text: str, name: str) -> dict[str, Any]:
 
 @click.group()
 def bench() -> None:
-    """Run a benchmark suite: store, perception, ingest, locomo, m3, all."""
+    """Run a benchmark suite: store, perception, ingest, locomo, m3, episode, episodes, all."""
 
 
 def _script_command(name: str, summary: str) -> click.Command:
@@ -208,6 +208,50 @@ def episode(ctx: click.Context, set_name: str | None, memory: str | None, fresh:
         root = bench_dir()
         record_run(root / "scores" / "people_eval.jsonl", root.parent / "docs" / "benchmarks.md", result, label,
                    environment())
+    print_json(result if as_json else {k: v for k, v in result.items() if k != "answers"})
+
+
+@bench.command()
+@click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True,
+              help="which seeds and phrasings: test ones are reported, never debugged question by question")
+@click.option("--seeds", multiple=True, help="seeds, repeated or comma-separated (default: the split's list; "
+              "a seed of the other split is refused)")
+@click.option("--minutes", type=float, default=3.0, show_default=True, help="length of each episode (2 to 30)")
+@click.option("--llm", default=None, help="answering model (default: the settings'; none: no model)")
+@click.option("--judge", default=None, help="judge model (default: the answering model)")
+@click.option("--no-judge", is_flag=True, help="keyword scoring only")
+@click.option("--label", default=None, help="the run's name in bench/scores/episodes.jsonl (default: the split)")
+@click.option("--no-record", is_flag=True, help="leave bench/scores and docs/benchmarks.md alone")
+@click.option("--out", "out_file", type=click.Path(path_type=Path), default=None,
+              help="also write the full report (every answer) to this JSON file")
+@json_option
+@click.pass_context
+def episodes(ctx: click.Context, split: str, seeds: tuple[str, ...], minutes: float, llm: str | None,
+             judge: str | None, no_judge: bool, label: str | None, no_record: bool, out_file: Path | None,
+             as_json: bool) -> None:
+    """Generated episodes: accuracy per question type with 95 % intervals on seeds nobody tuned to."""
+    from m3agent.bench.episodes_run import gap, record_run, run_episodes
+    from m3agent.bench.judge import Judge
+    from m3agent.bench.results_io import JsonlLog
+    from m3agent.llm import chat_model_from_settings
+    from m3agent.llm.spec import uses_llm
+
+    settings = build_settings(ctx, **({"llm": llm} if llm is not None else {}))
+    chat = chat_model_from_settings(settings) if uses_llm(settings.llm) else None
+    judge_chat = chat_model_from_settings(settings, judge) if judge and not no_judge else chat
+    judge_model = Judge(judge_chat) if judge_chat is not None and not no_judge else None
+    numbers = [int(s) for arg in seeds for s in arg.split(",") if s.strip()]
+    result = run_episodes(settings, "test" if split == "test" else "dev", numbers or None, minutes, chat=chat,
+                          judge=judge_model, show_progress=not as_json)
+    scores = bench_dir() / "scores" / "episodes.jsonl"
+    result["gap"] = gap(JsonlLog(scores).read(), result)
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(result, indent=1))
+    if not no_record:
+        from m3agent.bench.environment import environment
+
+        record_run(scores, bench_dir().parent / "docs" / "benchmarks.md", result, label or split, environment())
     print_json(result if as_json else {k: v for k, v in result.items() if k != "answers"})
 
 

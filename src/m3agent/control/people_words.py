@@ -5,12 +5,14 @@ grounded mode."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from m3agent import tags
 from m3agent.control.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.references import seen_while_heard
+from m3agent.graph.values import Role, span_text
 from m3agent.perception.attributes.position import PLACE_WORDS
 
 if TYPE_CHECKING:
@@ -53,6 +55,46 @@ def described(graph: EntityGraph, person: Person, sighting: Sighting | None = No
     if sighting is not None and sighting.depth == "background":
         where += " in the background"
     return f"the {noun}{where}"
+
+
+def in_words(graph: EntityGraph, text: str, video_id: str | None, keep: Iterable[tags.Tag] = ()) -> str:
+    """``text`` with every person tag put into words, as a person would name someone they cannot click: how they
+    look or sound and when they are first seen or heard (``the woman on the right (seen 0:40–0:52)``), in
+    ``video_id`` when they are there, else wherever they are. A tag already in parentheses after its description
+    (:func:`who`: ``the man on the left (<character_2>)``) gives way to the time alone. Given names were substituted
+    before this; a tag the graph does not know becomes "someone"; the tags in ``keep`` (those the question itself
+    used) stay. The tag itself stays in the evidence."""
+    kept = set(keep)
+    text = tags.rewrite(text, lambda _tag: None)  # canonical spellings, so that "(<character_2>)" is found
+    words: dict[tags.Tag, str] = {}
+    for tag in tags.find_tags(text):
+        if tag in words or tag in kept:
+            continue
+        description, when = _person_words(graph, str(tag), video_id)
+        text = text.replace(f" ({tag})", f" ({when})" if when else "")
+        words[tag] = f"{description} ({when})" if when else description
+    out = tags.to_names(text, words)
+    return out[:1].upper() + out[1:] if out[:1] != text[:1] else out
+
+
+def _person_words(graph: EntityGraph, tag: str, video_id: str | None) -> tuple[str, str]:
+    """(who: a name or a description, when: ``seen 0:40–0:52`` or ``""``)."""
+    try:
+        person = graph.person(tag)
+    except NotFoundError:
+        return "someone", ""
+    if person.name:
+        return person.name, ""
+    if not person.face_ids and not person.voice_ids:
+        return "someone", ""  # a character of text alone (a conversation's speaker has a name)
+    seen = graph.appearances(person, video_id) if video_id is not None else []
+    first = next(iter(seen or graph.appearances(person)), None)
+    words = described(graph, person)
+    if first is None:
+        return ("someone" if words == UNDESCRIBED else words), ""
+    how = "heard" if first.role is Role.VOICE else "seen"
+    where = "" if first.video_id == video_id or video_id is None else f" in {first.video_id}"
+    return words, f"{how} {span_text(first.start_s, first.end_s)}{where}"
 
 
 UNSEEN = "an unseen speaker"

@@ -95,6 +95,17 @@ class RunContext:
         if whole:
             self.searcher.seen_clips.difference_update((c.clip.video_id, c.clip.index) for c in result.clips)
 
+    def people_in_words(self, text: str) -> str:
+        """``text`` with each person tag left (no given name) in words (:func:`~m3agent.control.people_words.in_words`):
+        an answer never names someone by a bare tag."""
+        if not tags.find_tags(text):
+            return text
+        from m3agent.control.people_words import in_words
+        from m3agent.graph.operators import EntityGraph
+
+        return in_words(EntityGraph(self.store), text, self.video_id or _first_video(self.searches),
+                        keep=tags.find_tags(tags.canonical_spelling(self.question)))
+
     def cited(self) -> set[int]:
         """Memory ids the model's thoughts have named so far."""
         return cited_memory_ids(self.thoughts)
@@ -127,7 +138,7 @@ class RunContext:
             limit=self.config.evidence_limit,
         ) if content else ((), ())  # fmt: skip
         return Answer(
-            question=self.question, text=text, answered=bool(content), rounds=rounds,
+            question=self.question, text=self.people_in_words(text), answered=bool(content), rounds=rounds,
             max_rounds=self.config.rounds, mode=self.config.mode, searches=tuple(self.searches),
             evidence=evidence, clips=clips, usage=self.usage, latency_s=time.perf_counter() - self.started,
             model=self.chat.name if self.chat else "rerank", video_id=self.video_id, before_clip=self.before_clip,
