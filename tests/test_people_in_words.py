@@ -41,3 +41,29 @@ def test_a_described_tag_gives_way_to_its_time(tmp_path: Path) -> None:
         person = graph.person_of_entity(built.face)
         out = in_words(graph, f"the person on the left ({person.label}) speaks", "talk")
         assert out == "the person on the left (seen 0:02–0:06) speaks"
+
+
+def test_a_question_scoped_to_one_video_cites_only_that_video(tmp_path: Path) -> None:
+    """Graph lines may rest on another video's shots (a person seen in both): the answer still cites only the
+    video asked about."""
+    from m3agent.control.config import AgentConfig
+    from m3agent.control.graph_tools import graph_search_result
+    from m3agent.control.runtime import RunContext
+    from server_helpers import EMBEDDER
+
+    built = build_memory(tmp_path / "memory.db")
+    with open_store(str(tmp_path / "memory.db")) as store:
+        config = AgentConfig.from_settings().replace(mode="select")
+        run = RunContext(store, EMBEDDER, None, "Who is there?", "talk", None, config, None)
+        run.searches.append(graph_search_result(run, "entity_graph", built.memories, ["a line"]))
+        answer = run.finish("someone cooks", 1, cited=set(built.memories))
+        assert answer.evidence and {e.clip.video_id for e in answer.evidence} == {"talk"}
+        assert {c.video_id for c in answer.clips} == {"talk"}
+
+
+def test_a_parenthesis_that_restates_the_description_goes() -> None:
+    from m3agent.control.people_words import _without_restated
+
+    text = "The person on screen at 0:11 is <character_1> (right), then <character_1> (the chef)."
+    assert _without_restated(text, "<character_1>", "the woman on the right") == \
+        "The person on screen at 0:11 is <character_1>, then <character_1> (the chef)."

@@ -71,10 +71,25 @@ def in_words(graph: EntityGraph, text: str, video_id: str | None, keep: Iterable
         if tag in words or tag in kept:
             continue
         description, when = _person_words(graph, str(tag), video_id)
-        text = text.replace(f" ({tag})", f" ({when})" if when else "")
+        text = _without_restated(text.replace(f" ({tag})", f" ({when})" if when else ""), str(tag), description)
         words[tag] = f"{description} ({when})" if when else description
     out = tags.to_names(text, words)
     return out[:1].upper() + out[1:] if out[:1] != text[:1] else out
+
+
+def _without_restated(text: str, tag: str, description: str) -> str:
+    """``text`` without a parenthesis right after ``tag`` that only restates its description (``<character_1>
+    (right)`` when the description is "the woman on the right")."""
+    known = set(description.lower().split())
+    marker = f"{tag} ("
+    start = text.find(marker)
+    while start >= 0:
+        close = text.find(")", start + len(marker))
+        inner = text[start + len(marker):close].lower().split() if close > 0 else []
+        if inner and set(inner) <= known:
+            text = text[:start + len(tag)] + text[close + 1:]
+        start = text.find(marker, start + 1)
+    return text
 
 
 def _person_words(graph: EntityGraph, tag: str, video_id: str | None) -> tuple[str, str]:

@@ -137,6 +137,9 @@ class RunContext:
             cited_clip_ids=cited_clips(final_texts) if cited is None else set(),
             limit=self.config.evidence_limit,
         ) if content else ((), ())  # fmt: skip
+        if self.video_id is not None:  # a question scoped to one video cites only that video
+            evidence = tuple(e for e in evidence if e.clip.video_id == self.video_id)
+            clips = tuple(c for c in clips if c.video_id == self.video_id)
         return Answer(
             question=self.question, text=self.people_in_words(text), answered=bool(content), rounds=rounds,
             max_rounds=self.config.rounds, mode=self.config.mode, searches=tuple(self.searches),
