@@ -16,6 +16,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; media-src 'self'; "
+       "object-src 'none'; frame-ancestors 'none'")
 
 
 def chromium(width: int = 1280, height: int = 1000) -> WebDriver:
@@ -53,3 +55,22 @@ def overflow(browser: WebDriver) -> int:
     """How many pixels the page is wider than the window (0: no horizontal scrolling)."""
     return int(browser.execute_script(
         "return Math.max(0, document.documentElement.scrollWidth - window.innerWidth)"))
+
+
+def strict_csp(app: Any) -> Any:
+    """``app`` with a strict Content-Security-Policy on every answer: inline scripts or styles would break."""
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_csp(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"content-security-policy", CSP.encode())]}
+            await send(message)
+
+        await app(scope, receive, send_with_csp)
+
+    return wrapped
+
+
+def csp_refusals(browser: WebDriver) -> list[str]:
+    """The Content-Security-Policy violations in the browser's log since it was last read."""
+    return [e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]

@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import chromium, images_loaded, overflow, shot, wait
+from browser_helpers import chromium, images_loaded, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Memory, MemoryKind, Video, VoiceSegment
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
@@ -30,28 +30,12 @@ from m3agent.store import open_store
 from server_helpers import EMBEDDER, build_memory, jpeg, live_server, tone
 
 pytestmark = [pytest.mark.slow, pytest.mark.media]
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; media-src 'self'; "
-       "object-src 'none'; frame-ancestors 'none'")
 LONG_CLIPS, PER_CLIP = 120, 25  # an hour of 30 s clips, 3,000 memories
 LONG_NAME = "Bartholomew-Maximilian-" * 8  # 184 characters, no space to break at
 LONG_VIDEO = "a-recording-with-a-very-long-name-" * 4
 DEBATE = "iianet_debate_trump_clinton.mp4"  # H.264: plays in the browser
 KATIE = "hdtf_talking_heads/WDA_KatieHill_000.mp4"  # MPEG-4 Part 2: browsers cannot decode it
 HAMILTON = "whitehouse_short_hamilton_clip.mp4"
-
-
-def strict_csp(app: Any) -> Any:
-    """``app`` with a strict Content-Security-Policy on every answer: inline scripts or styles would break."""
-    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-        async def send_with_csp(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"content-security-policy", CSP.encode())]}
-            await send(message)
-
-        await app(scope, receive, send_with_csp)
-
-    return wrapped
 
 
 def unit(i: int, dim: int) -> Any:

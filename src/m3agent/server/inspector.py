@@ -3,11 +3,13 @@
 Pages: ``/`` videos, ingest (upload or allowed-folder path) and jobs with live
 progress and cancel; ``/videos/{id}`` a paged timeline of clips (memories
 filtered by kind and words, faces, voice lines with their own snippets) under
-a player, or a notice when the browser cannot play the file; ``/characters``
+a player with who is on screen now, or a notice when the browser cannot play
+the file; ``/people`` (:mod:`m3agent.server.people_pages`); ``/characters``
 (with the merge history and undo) and ``/characters/{id}`` (crops, snippets,
-facts, appearances; rename, merge with a side-by-side check, split, link a
-voice to a face); ``/ask`` (streamed rounds, searches and cited evidence that
-jump the player to the clip; recent answers kept in the browser); and
+facts, measured description, appearances, seen with; rename, merge with a
+side-by-side check, split, link a voice to a face); ``/ask`` (streamed rounds,
+searches and cited evidence that jump the player to the clip, people named
+instead of tagged; recent answers kept in the browser); and
 ``/login`` when the server has a token. Edits call the REST API from
 ``static/app.js`` (no inline script or style, so a strict CSP holds); errors
 show in the page as ``{error, message, hint}``.
@@ -16,26 +18,23 @@ show in the page as ``{error, message, hint}``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from m3agent import __version__, tags, views
+from m3agent import views
 from m3agent.domain import Entity, EntityKind, MemoryKind
-from m3agent.errors import M3AgentError, NotFoundError
+from m3agent.errors import NotFoundError
 from m3agent.server import graph_service, service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
-from m3agent.server.failures import error_body, status_of
+from m3agent.server.pages import HERE, page, render
 from m3agent.server.playback import unplayable_codecs
 from m3agent.server.security import TOKEN_COOKIE
 from m3agent.server.timeline import TimelineQuery, timeline_page
 
-HERE = Path(__file__).parent
 router = APIRouter(include_in_schema=False)
 T = TypeVar("T")
 MAX_WORDS = 200  # longest search within a video
@@ -43,51 +42,11 @@ MAX_WORDS = 200  # longest search within a video
 
 def install(app: FastAPI, max_body_size: int | None = None) -> None:
     """Mount the pages (their bodies, the login form, limited to ``max_body_size`` bytes) and ``/static``."""
+    from m3agent.server import people_pages
+
     app.include_router(router, max_body_size=max_body_size)
+    app.include_router(people_pages.router, max_body_size=max_body_size)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-
-
-def _templates() -> Any:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
-    env.filters["clock"] = _time_or_unknown
-    env.globals.update(character_tag=tags.character, voice_tag=tags.voice)
-    return env
-
-
-_ENV: list[Any] = []
-
-
-def render(request: Request, name: str, **data: Any) -> HTMLResponse:
-    """Template ``name`` filled with ``data`` (autoescaped); the environment is built on first use."""
-    if not _ENV:
-        _ENV.append(_templates())
-    html = _ENV[0].get_template(name).render(request=request, version=__version__, **data)
-    return HTMLResponse(html)
-
-
-def _time_or_unknown(seconds: float | None) -> str:
-    from m3agent.text import clock
-
-    return "?" if seconds is None else clock(seconds)
-
-
-async def page(request: Request, name: str, load: Callable[[], dict[str, Any]]) -> HTMLResponse:
-    """Template ``name`` filled with what ``load`` reads (in the threadpool); an m3agent error becomes an error
-    page with its status, message and hint instead of a raw JSON body."""
-    try:
-        data = await run_in_threadpool(load)
-    except M3AgentError as exc:
-        return error_page(request, exc)
-    return render(request, name, **data)
-
-
-def error_page(request: Request, exc: M3AgentError) -> HTMLResponse:
-    """The documented error shape (error, message, hint) as a page, with the error's HTTP status."""
-    response = render(request, "error.html", problem=error_body(exc))
-    response.status_code = status_of(exc)
-    return response
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -174,7 +133,19 @@ def _character_data(ctx: ServerContext, character_id: int) -> dict[str, Any]:
         durations = {v.video_id: v.duration_s for v in store.videos()}
         merges = [m for m in reversed(store.entity_merges()) if m.keep_id in detail.entities][:50]
     return {"c": detail, "members": members, "others": others, "durations": durations, "company": company,
-            "merges": merges}
+            "merges": merges, **_measured(ctx, character_id)}
+
+
+def _measured(ctx: ServerContext, character_id: int) -> dict[str, Any]:
+    """What the graph measured of the character (description, attributes with confidences, first and last seen)
+    and each person's first face, for the crops of the people seen with them."""
+    from m3agent.server.people_pages import person_row
+
+    with graph_service.reading(ctx) as graph:
+        person = graph_service.find_person(graph, character_id)
+        profile = graph.profile(person)
+        faces = {p.character_id: p.face_ids[0] for p in graph.people() if p.face_ids}
+        return {"person": person_row(graph, person), "attributes": profile.attributes, "faces": faces}
 
 
 def _candidate(entity: Entity, character_of: dict[int, int], names: dict[int, str],

@@ -146,6 +146,41 @@ function setupPlayer() {
   });
 }
 
+// beside the player: who is on screen and who speaks at its current time (GET /api/videos/{id}/at), asked
+// again when the time has moved a quarter second and the player has been still for AT_WAIT_MS
+const AT_WAIT_MS = 300;
+
+function onScreenNodes(moment) {
+  const seen = moment.on_screen.map((s) => el("span", { class: "face", "data-character": s.character_id },
+    el("img", { src: `/api/entities/${s.entity_id}/media/0`, alt: "" }),
+    el("a", { class: "person", href: `/characters/${s.character_id}`, "data-tag": `<character_${s.character_id}>`,
+      title: `<character_${s.character_id}>` }, s.person), el("small", { class: "muted" }, s.horizontal)));
+  const heard = moment.speaking.map((u) => el("span", { class: "speaking", "data-character": u.character_id },
+    "speaking: ", el("a", { class: "person", href: `/characters/${u.character_id}`,
+      "data-tag": `<character_${u.character_id}>`, title: `<character_${u.character_id}>` }, u.person),
+    ` “${u.text}”`));
+  return seen.length || heard.length ? [...seen, ...heard] : [el("span", { class: "muted" }, "nobody on screen")];
+}
+
+function setupOnScreen() {
+  const box = $("#on-screen"), player = $("#player");
+  if (!box || !player) return;
+  let timer = null, asked = null;
+  const show = async () => {
+    const t = Math.round(player.currentTime * 4) / 4;
+    if (t === asked) return;
+    asked = t;
+    const url = `/api/videos/${encodeURIComponent(box.dataset.video)}/at?t=${t}`;
+    const response = await fetch(url, { credentials: "same-origin" }).catch(() => null);
+    if (!response || !response.ok || t !== asked) return;
+    const who = el("span", { class: "who", "data-t": t }, onScreenNodes(await response.json()));
+    $(".who", box).replaceWith(who);
+    namePeople(who);
+  };
+  const later = () => { clearTimeout(timer); timer = setTimeout(show, AT_WAIT_MS); };
+  ["timeupdate", "seeked", "loadeddata"].forEach((name) => player.addEventListener(name, later));
+}
+
 // home page: ingest (upload with its progress, or a server path), the jobs table refreshed while any runs
 const ACTIVE = new Set(["queued", "running"]);
 let jobStates = new Map();
@@ -346,11 +381,62 @@ function setupCharacter() {
   setupCandidates();
 }
 
+// people in text: each <character_N>/<face_N>/<voice_N> becomes a link to the person's page reading their name
+// or measured description (the tag is its title), looked up once per tag with GET /api/people/{tag}
+const TAG_RE = /<?(?<!\w)(character|face|voice)_(\d+)(?!\w)>?/g;
+const profiles = new Map();
+
+function withPeople(text) {
+  const out = [], source = String(text ?? "");
+  let last = 0;
+  for (const match of source.matchAll(TAG_RE)) {
+    out.push(source.slice(last, match.index));
+    const tag = `<${match[1]}_${match[2]}>`;
+    out.push(el("a", { class: "person", href: "/people", "data-tag": tag, title: tag }, tag));
+    last = match.index + match[0].length;
+  }
+  out.push(source.slice(last));
+  return out.filter((part) => part !== "");
+}
+
+function profileOf(tag) {
+  if (!profiles.has(tag)) {
+    profiles.set(tag, fetch(`/api/people/${encodeURIComponent(tag)}`, { credentials: "same-origin" })
+      .then((response) => (response.ok ? response.json() : null)).catch(() => null));
+  }
+  return profiles.get(tag);
+}
+
+function personWords(profile) {
+  return profile.person.name || profile.description || `unnamed person ${profile.person.character_id}`;
+}
+
+// "Ann (<character_2>)" as the server writes a named person reads "Ann", not "Ann (Ann)"
+function dropRestated(link, words) {
+  const before = link.previousSibling, after = link.nextSibling;
+  if (!before || !after || before.nodeType !== Node.TEXT_NODE || after.nodeType !== Node.TEXT_NODE) return;
+  if (!before.data.endsWith(`${words} (`) || !after.data.startsWith(")")) return;
+  before.data = before.data.slice(0, -(words.length + 2));
+  after.data = after.data.slice(1);
+}
+
+async function namePeople(root) {
+  await Promise.all($$("a.person[data-tag]:not([data-named])", root).map(async (link) => {
+    link.dataset.named = "";
+    const profile = await profileOf(link.dataset.tag);
+    if (!profile) { link.classList.add("unknown"); return; }
+    const words = personWords(profile);
+    link.textContent = words;
+    link.href = `/characters/${profile.person.character_id}`;
+    dropRestated(link, words);
+  }));
+}
+
 // ask page: stream the steps (SSE over fetch), show the answer with citations, keep the last answers
 function evidenceList(items) {
   return el("ol", { class: "evidence" }, items.map((e) => el("li", { class: `memory${e.cited ? " cited" : ""}` },
     el("a", { class: "citation", href: `/videos/${encodeURIComponent(e.video_id)}?t=${e.start_s}#clip-${e.clip_index}` },
-      `${e.video_id} CLIP ${e.clip_index} ${clock(e.start_s)}`), " ", e.text)));
+      `${e.video_id} CLIP ${e.clip_index} ${clock(e.start_s)}`), " ", withPeople(e.text))));
 }
 
 function stepNode(step) {
@@ -361,7 +447,7 @@ function stepNode(step) {
     const hits = step.result ? (step.result.clips || []).flatMap((c) => c.hits).length : 0;
     text = `round ${step.round} · ${step.error ? "error: " + step.error : hits + " memories found"}`;
   } else return null;
-  return el("div", { class: `step ${step.type}` }, text);
+  return el("div", { class: `step ${step.type}` }, withPeople(text));
 }
 
 function showAnswer(answer, question) {
@@ -369,9 +455,10 @@ function showAnswer(answer, question) {
   box.hidden = false;
   box.replaceChildren(
     el("h2", {}, "Answer"), question ? el("p", { class: "muted asked" }, question) : null,
-    el("p", { class: "answer-text" }, answer.text || "(no answer)"),
+    el("p", { class: "answer-text" }, withPeople(answer.text || "(no answer)")),
     el("p", { class: "muted" }, `${answer.mode} mode · ${answer.rounds} rounds · ${answer.searches.length} searches`),
     el("h3", {}, "Evidence"), evidenceList(answer.evidence));
+  namePeople(box);
 }
 
 function readHistory() {
@@ -423,7 +510,7 @@ async function ask(question, video) {
       const data = JSON.parse((frame.match(/^data: (.*)$/m) || [])[1] || "{}");
       if (event === "answer") { showAnswer(data, question); remember(question, video, data); }
       else if (event === "error") { localStorage.removeItem(PENDING_KEY); showProblem(problemOf(500, data)); }
-      else { const node = stepNode(data); if (node) $("#steps").append(node); }
+      else { const node = stepNode(data); if (node) { $("#steps").append(node); namePeople(node); } }
     }
   }
   status("answered");
@@ -436,6 +523,7 @@ async function search(query, video) {
   $("#answer").hidden = false;
   $("#answer").replaceChildren(el("h2", {}, `${hits.length} memories`),
     evidenceList(hits.map((h) => ({ ...h, cited: h.matched }))));
+  await namePeople($("#answer"));
   status("searched");
 }
 
@@ -467,5 +555,5 @@ function setupAsk() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  setupForget(); setupPlayer(); setupIngest(); setupCharacter(); setupAsk();
+  setupForget(); setupPlayer(); setupOnScreen(); setupIngest(); setupCharacter(); setupAsk();
 });

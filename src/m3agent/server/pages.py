@@ -1,0 +1,61 @@
+"""Rendering the inspector's pages: the Jinja2 environment (autoescaped, built on first use), a page filled from
+a loader run in the threadpool, and the error page. One owner, so that every page module renders alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse
+
+from m3agent import __version__, tags
+from m3agent.errors import M3AgentError
+from m3agent.server.failures import error_body, status_of
+
+HERE = Path(__file__).parent
+
+
+def _templates() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
+    env.filters["clock"] = _time_or_unknown
+    env.globals.update(character_tag=tags.character, voice_tag=tags.voice)
+    return env
+
+
+_ENV: list[Any] = []
+
+
+def render(request: Request, name: str, **data: Any) -> HTMLResponse:
+    """Template ``name`` filled with ``data`` (autoescaped); the environment is built on first use."""
+    if not _ENV:
+        _ENV.append(_templates())
+    html = _ENV[0].get_template(name).render(request=request, version=__version__, **data)
+    return HTMLResponse(html)
+
+
+def _time_or_unknown(seconds: float | None) -> str:
+    from m3agent.text import clock
+
+    return "?" if seconds is None else clock(seconds)
+
+
+async def page(request: Request, name: str, load: Callable[[], dict[str, Any]]) -> HTMLResponse:
+    """Template ``name`` filled with what ``load`` reads (in the threadpool); an m3agent error becomes an error
+    page with its status, message and hint instead of a raw JSON body."""
+    try:
+        data = await run_in_threadpool(load)
+    except M3AgentError as exc:
+        return error_page(request, exc)
+    return render(request, name, **data)
+
+
+def error_page(request: Request, exc: M3AgentError) -> HTMLResponse:
+    """The documented error shape (error, message, hint) as a page, with the error's HTTP status."""
+    response = render(request, "error.html", problem=error_body(exc))
+    response.status_code = status_of(exc)
+    return response
