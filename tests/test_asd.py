@@ -1,4 +1,4 @@
-"""Active speaker detection: the mouth-motion cue, its attachment to tracks, and its storage."""
+"""Active speaker detection: the mouth-motion cues (2 fps and video rate), their attachment to tracks, storage."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from m3agent.domain import BBox, Clip, ClipMedia, EntityKind, FaceObservation, FaceTrack, Frame, Video
-from m3agent.perception.asd import motion_between, mouth_motion, with_mouth_motion
+from m3agent.domain import BBox, Clip, ClipMedia, EntityKind, FaceObservation, FaceTrack, Frame, MouthMotion, Video
+from m3agent.perception.asd import flow_motion, motion_between, mouth_motion, with_mouth_motion
+from m3agent.perception.asd_video import Interval, interval_medians, sampling_intervals
 from store_helpers import new_store
 
 BOX = BBox(40, 40, 140, 140)
@@ -76,3 +77,72 @@ def test_grey_frames_are_measured_like_colour_ones() -> None:
     colour = motion_between(image, talking, BOX)
     grey = motion_between(image.mean(axis=2).astype(np.uint8), talking.mean(axis=2).astype(np.uint8), BOX)
     assert colour is not None and grey is not None and abs(colour - grey) < 0.1
+
+
+def smooth_texture() -> np.ndarray:
+    """Blurred noise: texture optical flow can follow (white noise has no motion a flow field can track)."""
+    import cv2
+
+    noise = RNG.integers(0, 255, (200, 200), dtype=np.uint8)
+    return np.asarray(cv2.GaussianBlur(noise, (0, 0), 3.0) * 3 - 255, dtype=np.float32).clip(0, 255).astype(np.uint8)
+
+
+def test_flow_sees_the_lips_move_and_not_the_head() -> None:
+    image = smooth_texture()
+    lips = image.copy()
+    lips[100:140, 60:120] = image[97:137, 60:120]  # the lower middle of BOX moves down 3 px
+    talking = flow_motion(image, lips, BOX)
+    head = flow_motion(image, np.roll(image, 3, axis=0), BOX)  # the whole face moves 3 px
+    assert talking is not None and head is not None
+    assert talking > 1.0 and head < 0.3 * talking
+    assert flow_motion(image, image, BOX) == 0.0, "a still picture is exactly 0 (linking's frozen faces)"
+    assert flow_motion(image, lips, BBox(10, 10, 14, 14)) is None
+
+
+def test_each_sampling_interval_gets_the_median_of_its_frame_pairs() -> None:
+    a, b, c = observation(1.0), observation(1.5), observation(2.0)
+    intervals = sampling_intervals([FaceTrack(0, 0, (a, b, c), (a,))], fps=2.0)
+    assert [(iv.before.time_s, iv.after.time_s) for iv in intervals] == [(1.0, 1.5), (1.5, 2.0)]
+    pairs = [MouthMotion(0, 1.0 + 0.1 * k, 1.1 + 0.1 * k, v) for k, v in enumerate([0.1, 0.2, 5.0, 0.3, 0.2])]
+    pairs.append(MouthMotion(0, 1.5, 1.6, 9.0))  # one pair alone gives no value to the second interval
+    assert [(m.start_s, m.end_s, m.motion) for m in interval_medians(pairs, intervals)] == [(1.0, 1.5, 0.2)]
+
+
+def test_the_box_between_two_samples_is_interpolated() -> None:
+    before = FaceObservation(0, 1.0, BBox(0, 0, 100, 100), 0.9, track=0)
+    after = FaceObservation(0, 1.5, BBox(10, 20, 110, 120), 0.9, track=0)
+    box = Interval(0, before, after).box_at(1.25)
+    assert (box.x1, box.y1, box.x2, box.y2) == (5, 10, 105, 110)
+
+
+def test_a_file_is_decoded_again_only_inside_the_windows_asked_for(media_dir: Path) -> None:
+    from m3agent.media import iter_clips
+    from m3agent.media.luma import luma_frames
+    from m3agent.settings import MediaSettings
+
+    video = media_dir / "video" / "iianet_debate_trump_clinton.mp4"
+    clip = next(iter_clips(video, MediaSettings(clip_seconds=5.0)))
+    assert clip.source is not None and clip.source.path == str(video)
+    frames = list(luma_frames(clip.source, [(1.0, 2.0), (3.5, 4.0)], max_fps=25.0))
+    times = [f.time_s for f in frames]
+    assert all(1.0 - 1e-3 <= t <= 2.0 + 1e-3 or 3.5 - 1e-3 <= t <= 4.0 + 1e-3 for t in times)
+    assert 35 <= len(frames) <= 40, "25 fps video: every frame of 1.5 s"
+    assert frames[0].image.shape == (1080, 1920), "luma at the file's own resolution"
+    sparse = list(luma_frames(clip.source, [(1.0, 2.0)], max_fps=10.0))
+    assert 9 <= len(sparse) <= 11
+    sampled = {round(f.time_s, 3) for f in clip.frames}
+    assert sampled & {round(t, 3) for t in times}, "the clip's sampled frames have the same times"
+
+
+def test_a_clip_that_cannot_be_decoded_again_gets_the_2_fps_cue() -> None:
+    from m3agent.perception.asd_video import active_speaker
+    from m3agent.settings import load_settings
+
+    base = textured()
+    images = {0.0: base, 0.5: with_new_mouth(base)}
+    media = ClipMedia(Clip("v", 0, 0.0, 1.0), tuple(Frame(t, img) for t, img in images.items()),
+                      audio=np.zeros(16000, dtype=np.float32), width=200, height=200)  # no source: a live stream
+    obs = tuple(observation(t) for t in images)
+    track = FaceTrack(0, 0, obs, (obs[0],))
+    [tagged] = active_speaker(media, [track], load_settings())
+    assert [o.mouth_motion for o in tagged.observations] == [None, mouth_motion(media, [track], 2.0)[0].motion]

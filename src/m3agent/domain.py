@@ -127,8 +127,10 @@ class MouthMotion:
     """Active-speaker cue: mouth movement of face track ``track`` between two sampled frames.
 
     ``motion`` is the mouth region's normalised change from ``start_s`` to ``end_s`` minus that
-    of the upper face (eyes, brow), so head movement and lighting changes cancel out; it is
-    comparable over time for one face, not between faces (see :mod:`m3agent.perception.asd`).
+    of the upper face (eyes, brow), so head movement and lighting changes cancel out; at video rate
+    it is the mouth's optical-flow speed relative to the head instead (per second; the median over a
+    sampling interval, :mod:`m3agent.perception.asd_video`). It is comparable over time for one face,
+    not between faces (see :mod:`m3agent.perception.asd`).
     """
 
     track: int
@@ -316,6 +318,15 @@ class Frame:
     image: Any
 
 
+@dataclass(frozen=True, slots=True)
+class VideoSource:
+    """A local video file that can be decoded again: ``path``, and ``origin_s``, the stream time at
+    media time 0 (clip times plus ``origin_s`` are the file's presentation times)."""
+
+    path: str
+    origin_s: float = 0.0
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ClipMedia:
     """What the media stage hands to perception for one clip.
@@ -324,6 +335,8 @@ class ClipMedia:
     ``clip.start_s .. clip.end_s`` (``None`` when the source has no audio);
     ``frames`` are sampled at the configured rate (empty without video).
     ``problems`` lists recoverable decode issues (e.g. a corrupt tail).
+    ``source`` is the file to decode again for more frames (active speakers at video rate);
+    ``None`` for a live or growing source, which cannot be read twice.
     """
 
     clip: Clip
@@ -333,6 +346,7 @@ class ClipMedia:
     width: int = 0
     height: int = 0
     problems: tuple[str, ...] = ()
+    source: VideoSource | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -385,17 +385,17 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
             voices = pool.submit(timed, "voices", perceive_audio, media, settings)
         tracks = faces.result() if faces else ()
         if tracks and settings.perception.active_speaker:
-            tracks = timed("asd", _active_speaker, media, tracks, settings.media.frame_fps)
+            tracks = timed("asd", _active_speaker, media, tracks, settings)
         segments = voices.result() if voices else ()
         scene = senses.result() if senses else ClipSenses()
     return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings, senses=scene)
 
 
-def _active_speaker(media: ClipMedia, tracks: Any, fps: float) -> Any:
-    """The tracks with each sighting's mouth motion (:mod:`m3agent.perception.asd`)."""
-    from m3agent.perception.asd import mouth_motion, with_mouth_motion
+def _active_speaker(media: ClipMedia, tracks: Any, settings: Settings) -> Any:
+    """The tracks with each sighting's mouth motion (:mod:`m3agent.perception.asd_video`)."""
+    from m3agent.perception.asd_video import active_speaker
 
-    return with_mouth_motion(tracks, mouth_motion(media, tracks, fps))
+    return active_speaker(media, tracks, settings)
 
 
 @contextmanager

@@ -145,6 +145,12 @@ class PerceptionSettings(BaseModel):
         0.25, ge=0, le=2, description="... and by this much more than the next face's (measured separation: "
         "0.4-0.6 on the debate and interview clips, docs/benchmarks.md)",
     )
+    lip_sync_video_fps: float = Field(
+        30.0, ge=0, le=60, description="mouth motion (optical flow) is measured between consecutive video frames, "
+        "at most this many a second, while a voice is heard (the clip's file decoded again there, around tracked "
+        "faces only) and its median taken over each sampling interval (issue 48, docs/benchmarks.md); 0 measures the "
+        "grey-level change between the frames sampled at frame_fps only, as before",
+    )
     lip_sync_samples: int = Field(
         10, ge=3, description="sampled frame pairs a face needs while a voice is heard before lip sync counts",
     )

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from m3agent.domain import Clip, ClipMedia, Frame
+from m3agent.domain import Clip, ClipMedia, Frame, VideoSource
 from m3agent.media.audio import AudioTrack
 from m3agent.media.frames import FrameSampler
 
@@ -35,6 +35,7 @@ class CutPlan:
     has_video: bool
     has_audio: bool
     start_clip: int = 0
+    source: VideoSource | None = None  # a complete local file, to decode again
 
 
 class ClipCutter:
@@ -156,6 +157,7 @@ class ClipCutter:
             width=int(width),
             height=int(height),
             problems=tuple(problems),
+            source=self._plan.source if self._plan.has_video else None,
         )
 
     def _take_frames(self, end_s: float) -> list[Frame]:

@@ -8,6 +8,7 @@ all raises :class:`~m3agent.errors.MediaError`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from contextlib import closing
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from m3agent.domain import VideoSource
 from m3agent.errors import MediaError
 from m3agent.media.clips import ClipCutter, CutPlan
 from m3agent.media.sources import OpenOptions, open_source, source_kind
@@ -180,7 +182,10 @@ class _Reader:
                 self._origin = first_time_s
             elif self._origin is None:  # a seeked file that declares no start time: its timeline starts at 0
                 self._origin = 0.0
-            self._cutter = ClipCutter(self._media, self._plan, self._origin - self._shift)
+            plan = self._plan
+            if self._complete_file:  # a whole local file can be decoded again (active speakers at video rate)
+                plan = dataclasses.replace(plan, source=VideoSource(self._text, self._origin_s()))
+            self._cutter = ClipCutter(self._media, plan, self._origin - self._shift)
         return self._cutter
 
     def _frame_duration(self, frame: Any) -> float:

@@ -17,6 +17,10 @@ predictor, fed MTCNN boxes, put the lips on the cheek often enough that
 landmark-based cues (lip opening, its change, landmark-aligned mouth crops)
 correlated with the wrong voice as often as with the right one, while the
 box-region cue separated the speakers in both (docs/benchmarks.md, Identity).
+
+Where the clip's file can be decoded again, :mod:`m3agent.perception.asd_video` measures the motion at
+video rate with :func:`flow_motion` instead (the same regions, optical flow instead of grey-level change)
+and stores its median over each sampling interval; :func:`mouth_motion` is the fallback for live sources.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ MOUTH: Region = ((0.25, 0.75), (0.62, 0.98))  # (x from, x to), (y from, y to) a
 UPPER: Region = ((0.15, 0.85), (0.20, 0.50))
 MAX_GAP_STEPS = 1.5  # consecutive samples only: a longer gap is not one motion
 MIN_REGION_PX = 4
+FLOW_SIZE = 96  # face side for optical flow: a 1080p face is ~200 px; lips still move 1-3 px at this size
 
 
 def mouth_motion(media: ClipMedia, tracks: Sequence[FaceTrack], fps: float) -> tuple[MouthMotion, ...]:
@@ -62,6 +67,35 @@ def motion_between(image_a: Any, image_b: Any, box: BBox) -> float | None:
     if mouth is None or upper is None:
         return None
     return round(mouth - upper, 4)
+
+
+def flow_motion(image_a: Any, image_b: Any, box: BBox) -> float | None:
+    """How much the mouth moved relative to the head from ``image_a`` to ``image_b`` (grey or RGB ``uint8``,
+    consecutive video frames): dense optical flow (Farneback) over the face ``box`` scaled to
+    :data:`FLOW_SIZE` pixels and stretched to the full grey range, the head's motion (median flow of
+    :data:`UPPER`) subtracted, then the mean vertical plus half the mean horizontal speed left in
+    :data:`MOUTH`, in pixels of the scaled face (the jaw opens vertically; lips also widen).
+
+    Why flow and not the grey-level change of :func:`motion_between`: a change in grey levels depends on
+    which pixels the region covers, so a box a few pixels off (another CPU's detector) or a mouth at the
+    box's edge (a face in profile) changes it as much as speech does; flow measures the lips' movement
+    wherever in the region they are (docs/benchmarks.md, "Identity: lip sync at video rate").
+    Identical crops give exactly 0 (a still picture, ``identity.linking.FROZEN_MOTION``)."""
+    import cv2
+    import numpy as np
+
+    a, b = _face(image_a, box), _face(image_b, box)
+    if a is None or b is None:
+        return None
+    if np.array_equal(a, b):
+        return 0.0
+    a, b = _stretched(a, b)
+    out = np.zeros((FLOW_SIZE, FLOW_SIZE, 2), dtype=np.float32)
+    flow = np.asarray(cv2.calcOpticalFlowFarneback(a, b, out, 0.5, 2, 9, 2, 5, 1.1, 0))
+    upper, mouth = flow[_rows_cols(UPPER)], flow[_rows_cols(MOUTH)]
+    head = np.median(upper.reshape(-1, 2), axis=0)
+    speed = np.abs(mouth - head).reshape(-1, 2).mean(axis=0)
+    return round(float(speed[1] + 0.5 * speed[0]), 4)
 
 
 def with_mouth_motion(tracks: Sequence[FaceTrack], motions: Sequence[MouthMotion]) -> tuple[FaceTrack, ...]:
@@ -103,6 +137,38 @@ def _grey(image: Any, box: BBox, region: Region) -> npt.NDArray[np.float32] | No
     grey = cv2.GaussianBlur(patch, (3, 3), 0)
     result: npt.NDArray[np.float32] = grey.astype(np.float32)
     return result
+
+
+def _face(image: Any, box: BBox) -> npt.NDArray[np.uint8] | None:
+    """The face box of a frame as a grey :data:`FLOW_SIZE` square (None when it is too small or outside)."""
+    import cv2
+    import numpy as np
+
+    height, width = image.shape[:2]
+    x0, x1 = max(0, int(box.x1)), min(width, int(box.x2))
+    y0, y1 = max(0, int(box.y1)), min(height, int(box.y2))
+    if x1 - x0 < 2 * MIN_REGION_PX or y1 - y0 < 2 * MIN_REGION_PX:
+        return None
+    patch = np.ascontiguousarray(image[y0:y1, x0:x1])
+    if patch.ndim == 3:
+        patch = cv2.cvtColor(np.ascontiguousarray(patch[:, :, :3]), cv2.COLOR_RGB2GRAY)
+    face = np.asarray(cv2.resize(patch, (FLOW_SIZE, FLOW_SIZE), interpolation=cv2.INTER_AREA), dtype=np.uint8)
+    return face
+
+
+def _stretched(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.uint8], ...]:
+    """Both crops with their joint grey range stretched to 0-255: flow then does not depend on the face's
+    contrast, nor on the source's luma range (a limited-range luma plane moved r by up to 0.08 otherwise)."""
+    import numpy as np
+
+    low, high = float(min(a.min(), b.min())), float(max(a.max(), b.max()))
+    scale = 255.0 / max(high - low, 1.0)
+    return tuple(np.asarray((x.astype(np.float32) - low) * scale, dtype=np.uint8) for x in (a, b))
+
+
+def _rows_cols(region: Region) -> tuple[slice, slice]:
+    (fx0, fx1), (fy0, fy1) = region
+    return slice(int(fy0 * FLOW_SIZE), int(fy1 * FLOW_SIZE)), slice(int(fx0 * FLOW_SIZE), int(fx1 * FLOW_SIZE))
 
 
 def _mean_box(a: BBox, b: BBox) -> BBox:
