@@ -30,7 +30,7 @@ from m3agent.media.snippets import wav_bytes
 from server_helpers import build_memory
 
 BIN = Path(sys.executable).with_name("m3agent")
-ROUNDS = int(os.environ.get("M3AGENT_SECOND_WRITER_ROUNDS", "3"))  # the bar: 20 (bench/second_writer.sh)
+ROUNDS = int(os.environ.get("M3AGENT_SECOND_WRITER_ROUNDS", "2"))  # the bar, 20: bench/server_safety.py
 
 
 def env() -> dict[str, str]:

@@ -68,7 +68,7 @@ def generate(catalogue: Catalogue, seed: int, minutes: float) -> Episode:
         chosen.append(rng.choice(fits if replay or not fresh else fresh))
     rng.shuffle(chosen)
     ordered = _no_adjacent_repeats(chosen)
-    parts = tuple(Placed(f"p{i:02d}_{p.id}", p, i) for i, p in enumerate(ordered, 1))
+    parts = tuple(Placed(f"p{str(i).zfill(2)}_{p.id}", p, i) for i, p in enumerate(ordered, 1))
     return Episode(seed, minutes, catalogue.digest[:8], parts)
 
 

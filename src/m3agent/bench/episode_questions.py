@@ -137,6 +137,6 @@ def _take(pool: list[Fact], n: int, rng: random.Random) -> list[Fact]:
 def _question(fact: Fact, template: Template, split: Split, rng: random.Random, number: int) -> EvalQuestion:
     phrasing = rng.choice([p for p in template.phrasings if p.split == split])
     answer = template.answers[fact.answer or ""]
-    return EvalQuestion(f"{template.type[0].upper()}{number:02d}-{phrasing.id}", template.type,
+    return EvalQuestion(f"{template.type[0].upper()}{str(number).zfill(2)}-{phrasing.id}", template.type,
                         phrasing.text.format(**fact.slots), answer.format(**fact.slots), fact.evidence,
                         fact.keywords, fact.polarity, fact.when, template.asks)
