@@ -83,6 +83,19 @@ def pg_server():  # type: ignore[no-untyped-def]
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def browser():  # type: ignore[no-untyped-def]
+    """Headless Debian Chromium for a test module's browser tests (:func:`browser_helpers.chromium`: skipped, with
+    the reason, when it is not installed), quit when the module is done."""
+    from browser_helpers import chromium
+
+    driver = chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 
 

@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import chromium, images_loaded, overflow, shot, strict_csp, wait
+from browser_helpers import csp_refusals, images_loaded, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Memory, MemoryKind, Video, VoiceSegment
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
@@ -101,21 +101,12 @@ def served(media_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield {"url": url, "built": built, "folder": folder, **ids}
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 @pytest.fixture(autouse=True)
 def no_csp_violation(browser: WebDriver) -> Iterator[None]:
     """Every test ends with no Content-Security-Policy violation in the browser's log."""
     browser.get_log("browser")
     yield
-    refused = [e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    refused = csp_refusals(browser)
     assert not refused, refused
 
 

@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import chromium, csp_refusals, images_loaded, overflow, shot, strict_csp, wait
+from browser_helpers import csp_refusals, images_loaded, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, Video, VoiceSegment
 from m3agent.server import people_pages
 from m3agent.server.app import create_app
@@ -68,15 +68,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         chef, stranger, speaker = people[built.face], people[built.stranger], people[voice]
         assert httpx.patch(f"{url}/api/characters/{chef}", json={"name": NAME}).status_code == 200
         yield {"url": url, "built": built, "chef": chef, "stranger": stranger, "speaker": speaker, "voice": voice}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from browser_helpers import chromium, images_loaded, shot, wait
+from browser_helpers import images_loaded, shot, wait
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from server_helpers import live_server
@@ -51,15 +51,6 @@ def _wait_job(url: str, job_id: str, timeout: float = 600) -> dict[str, Any]:
             return job
         time.sleep(0.5)
     raise AssertionError(f"job {job_id} did not finish")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_pages_rename_play_ask_follow_citation_and_forget(server: str, browser: WebDriver) -> None:

@@ -121,9 +121,7 @@ def _search_observation(
 
 def _graph_observation(run: RunContext, number: int, tool: str, content: str, video_id: str) -> Observation:
     """The operators' lines for a graph tool, with the shot summaries they rest on as the result's hits."""
-    from m3agent.graph.operators import EntityGraph
-
-    lines = graph_tool_lines(EntityGraph(run.store), video_id, tool, content)
+    lines = graph_tool_lines(run.entity_graph(), video_id, tool, content)
     result = graph_search_result(run, tool, [m for f in lines for m in f.memory_ids], [f.text for f in lines])
     run.searches.append(result)
     return Observation(number, "\n".join(f.text for f in lines), result)

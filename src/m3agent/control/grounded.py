@@ -99,7 +99,7 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     yield Observation(1, knowledge, result)
     candidates = rank_candidates(result, run.question, run.config.select_k)
     video_id = graph_video(run, candidates)
-    graph = EntityGraph(run.store) if video_id is not None else None  # one snapshot for the plan and the facts
+    graph = run.entity_graph() if video_id is not None else None  # one snapshot for the plan and the facts
     plan = write_plan(run) if video_id is not None else None
     if plan is not None and graph is not None:
         yield Thought(1, f"{PLAN_THOUGHT}{plan.describe()}")

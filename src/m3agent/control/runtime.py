@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from m3agent.control.config import AgentConfig
     from m3agent.control.results import Hit, SearchResult
     from m3agent.embed import Embedder
+    from m3agent.graph.operators import EntityGraph
     from m3agent.store.protocol import MemoryStore
 
 
@@ -52,6 +53,7 @@ class RunContext:
     searches: list[SearchResult] = field(default_factory=list)
     thoughts: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+    _graph: EntityGraph | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.searcher = MemorySearcher(
@@ -95,15 +97,23 @@ class RunContext:
         if whole:
             self.searcher.seen_clips.difference_update((c.clip.video_id, c.clip.index) for c in result.clips)
 
+    def entity_graph(self) -> EntityGraph:
+        """The people graph of the store, one snapshot for the whole question (plan, facts, tools, the answer's
+        words), built on first use: what it reads per video is read once."""
+        if self._graph is None:
+            from m3agent.graph.operators import EntityGraph
+
+            self._graph = EntityGraph(self.store)
+        return self._graph
+
     def people_in_words(self, text: str) -> str:
         """``text`` with each person tag left (no given name) in words (:func:`~m3agent.control.people_words.in_words`):
         an answer never names someone by a bare tag."""
         if not tags.find_tags(text):
             return text
         from m3agent.control.people_words import in_words
-        from m3agent.graph.operators import EntityGraph
 
-        return in_words(EntityGraph(self.store), text, self.video_id or _first_video(self.searches),
+        return in_words(self.entity_graph(), text, self.video_id or _first_video(self.searches),
                         keep=tags.find_tags(tags.canonical_spelling(self.question)))
 
     def cited(self) -> set[int]:

@@ -38,13 +38,13 @@ def to_upright_rgb(frame: VideoFrame, max_side: int) -> npt.NDArray[np.uint8]:
     else:
         small = frame.reformat(width=out_w, height=out_h, format="rgb24", interpolation="AREA")
         rgb = small.to_ndarray()  # type: ignore[assignment]
-    quarter_turns = round(_rotation(frame) / 90.0) % 4
+    quarter_turns = round(rotation(frame) / 90.0) % 4
     if quarter_turns:
         rgb = np.ascontiguousarray(np.rot90(rgb, k=quarter_turns))
     return rgb
 
 
-def _rotation(frame: VideoFrame) -> float:
+def rotation(frame: VideoFrame) -> float:
     """Counter-clockwise degrees the display matrix asks for (0 when absent)."""
     try:
         value = frame.rotation

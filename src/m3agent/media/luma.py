@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import VideoSource
-from m3agent.media.frames import _rotation
+from m3agent.media.frames import rotation
 from m3agent.media.sources import open_source
 
 if TYPE_CHECKING:
@@ -79,5 +79,5 @@ def _luma(frame: Any) -> npt.NDArray[np.uint8]:
         grey = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)[:, :frame.width]
     else:
         grey = frame.to_ndarray(format="gray")
-    quarter_turns = round(_rotation(frame) / 90.0) % 4
+    quarter_turns = round(rotation(frame) / 90.0) % 4
     return np.ascontiguousarray(np.rot90(grey, k=quarter_turns)) if quarter_turns else grey

@@ -201,8 +201,9 @@ def delete_entity(d: Dialect, db: Connection, entity_id: int) -> None:
     """Remove the entity and what memory text says about it (see the module docstring);
     observations (with their media), bank, edges and links cascade."""
     ROWS[d].require_entity(db, entity_id)
-    touched = _videos_of_entity(d, db, entity_id)
-    for memory_id, text, others in _memories_naming(d, db, entity_id):
+    naming = _memories_naming(d, db, entity_id)
+    touched = _videos_observing(d, db, entity_id) | {video_id for _, _, _, video_id in naming}
+    for memory_id, text, others, _ in naming:
         if not others or dialect.is_link_line(text):
             _run(d, db, "DELETE FROM memories WHERE id = ?", (memory_id,))
         else:
@@ -212,14 +213,11 @@ def delete_entity(d: Dialect, db: Connection, entity_id: int) -> None:
     clear_derived_text(d, db, touched)
 
 
-def _videos_of_entity(d: Dialect, db: Connection, entity_id: int) -> set[str]:
-    """Every video where the entity is observed or a memory names it (by edge or tag)."""
-    tag_condition, tag = TAG_SEARCH[d](entity_id)
+def _videos_observing(d: Dialect, db: Connection, entity_id: int) -> set[str]:
+    """Every video where the entity's face is seen or its voice heard."""
     rows = _run(d, db, "SELECT video_id FROM faces WHERE entity_id = ? UNION SELECT video_id FROM voices"
-                " WHERE entity_id = ? UNION SELECT video_id FROM memories WHERE id IN"
-                f" (SELECT memory_id FROM edges WHERE entity_id = ?) OR {tag_condition}",
-                (entity_id, entity_id, entity_id, tag)).fetchall()
-    return {str(r[0]) for r in rows if r[0] is not None}
+                " WHERE entity_id = ?", (entity_id, entity_id)).fetchall()
+    return {str(r[0]) for r in rows}
 
 
 LLM_LINK_WORDS = "stated by the memorization model (its words were cleared with deleted memories)"
@@ -234,29 +232,29 @@ def clear_derived_text(d: Dialect, db: Connection, video_ids: set[str]) -> None:
              (LLM_LINK_WORDS, video_id, LLM_LINK_WORDS))
 
 
-def _memories_naming(d: Dialect, db: Connection, entity_id: int) -> list[tuple[int, str, set[int]]]:
-    """(id, text, other entities named) of every memory linked to ``entity_id`` or tagging it."""
+def _memories_naming(d: Dialect, db: Connection, entity_id: int) -> list[tuple[int, str, set[int], str]]:
+    """(id, text, other entities named, video) of every memory linked to ``entity_id`` or tagging it."""
     tag_condition, tag = TAG_SEARCH[d](entity_id)
     naming = f"id IN (SELECT memory_id FROM edges WHERE entity_id = ?) OR {tag_condition}"
-    rows = _run(d, db, f"SELECT id, text FROM memories WHERE {naming}", (entity_id, tag)).fetchall()
+    rows = _run(d, db, f"SELECT id, text, video_id FROM memories WHERE {naming}", (entity_id, tag)).fetchall()
     linked: dict[int, set[int]] = {}
     for memory_id, linked_id in _run(d, db, "SELECT memory_id, entity_id FROM edges WHERE memory_id IN"
                                      f" (SELECT id FROM memories WHERE {naming})", (entity_id, tag)):
         linked.setdefault(int(memory_id), set()).add(int(linked_id))
     found = []
-    for memory_id, text in rows:
+    for memory_id, text, video_id in rows:
         named = linked.get(int(memory_id), set()) | set(tags.entity_ids(text))
         if entity_id in named:
-            found.append((int(memory_id), str(text), named - {entity_id}))
+            found.append((int(memory_id), str(text), named - {entity_id}, str(video_id)))
     return found
 
 
 def delete_memory(d: Dialect, db: Connection, memory_id: int) -> None:
     """Remove the memory and the transcript of the voice segments it quotes (module docstring)."""
     row = _run(d, db, "SELECT video_id FROM memories WHERE id = ?", (memory_id,)).fetchone()
-    dialect.delete_memory(db, d, memory_id)
+    dialect.delete_memory(db, d, memory_id)  # NotFoundError when there is no such memory
     merge_log.prune(MERGES[d], db)
-    clear_derived_text(d, db, {str(row[0])} if row is not None and row[0] is not None else set())
+    clear_derived_text(d, db, {str(row[0])})
 
 
 def orphan_entities_of_video(d: Dialect, db: Connection, video_id: str) -> list[int]:
