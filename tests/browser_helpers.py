@@ -12,7 +12,9 @@ pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
@@ -44,6 +46,15 @@ def shot(browser: WebDriver, name: str) -> Path:
 def wait(browser: WebDriver, condition: Any, timeout: float = 30) -> Any:
     """Poll ``condition``; elements that vanish while the page reloads are looked up again."""
     return WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
+
+
+def navigates(browser: WebDriver, action: Any) -> None:
+    """Run ``action`` (a click that loads a page) and wait until the new page has replaced the old and loaded:
+    a condition on the address alone can hold before the old page is gone, and its elements then go stale."""
+    old = browser.find_element(By.TAG_NAME, "html")
+    action()
+    wait(browser, staleness_of(old))
+    wait(browser, lambda b: b.execute_script("return document.readyState") == "complete")
 
 
 def images_loaded(browser: WebDriver) -> bool:

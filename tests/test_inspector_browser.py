@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import csp_refusals, images_loaded, overflow, shot, strict_csp, wait
+from browser_helpers import csp_refusals, images_loaded, navigates, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Memory, MemoryKind, Video, VoiceSegment
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
@@ -136,8 +136,8 @@ def test_an_hour_of_memories_pages_filters_and_searches_fast(served: dict[str, A
     assert "page 2 of 12" in browser.find_element(By.ID, "timeline-summary").text
 
     Select(browser.find_element(By.NAME, "kind")).select_by_value("semantic")
-    browser.find_element(By.CSS_SELECTOR, "#timeline-filter button").click()
-    wait(browser, lambda b: "kind=semantic" in b.current_url)
+    navigates(browser, browser.find_element(By.CSS_SELECTOR, "#timeline-filter button").click)
+    assert "kind=semantic" in browser.current_url
     kinds = {m.get_attribute("class") for m in browser.find_elements(By.CSS_SELECTOR, "#timeline .memory")}
     assert kinds == {"memory semantic"}
     assert f"{LONG_CLIPS * PER_CLIP // 5} memories match" in browser.find_element(By.ID, "timeline-summary").text
@@ -145,8 +145,8 @@ def test_an_hour_of_memories_pages_filters_and_searches_fast(served: dict[str, A
     search = browser.find_element(By.NAME, "q")
     Select(browser.find_element(By.NAME, "kind")).select_by_value("")
     search.send_keys("Lighthouse")
-    search.submit()
-    wait(browser, lambda b: "q=Lighthouse" in b.current_url)
+    navigates(browser, search.submit)
+    assert "q=Lighthouse" in browser.current_url
     lighthouse_clips = -(-LONG_CLIPS // 7)
     summary = browser.find_element(By.ID, "timeline-summary").text
     assert f"{lighthouse_clips} memories match in {lighthouse_clips} clips" in summary, summary

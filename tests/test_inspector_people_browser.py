@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import csp_refusals, images_loaded, overflow, shot, strict_csp, wait
+from browser_helpers import csp_refusals, images_loaded, navigates, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, Video, VoiceSegment
 from m3agent.server import people_pages
 from m3agent.server.app import create_app
@@ -88,8 +88,7 @@ def filter_people(browser: WebDriver, video: str = "", named: str = "", words: s
     box = form.find_element(By.NAME, "q")
     box.clear()
     box.send_keys(words)
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser, lambda b: "q=" in b.current_url)
+    navigates(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]").click)
     return cards(browser)
 
 
