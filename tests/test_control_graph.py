@@ -1,4 +1,4 @@
-"""Grounded mode with the people graph: anchors read from the question, facts from the operators, an answer that
+"""Grounded mode with the people graph: anchors from the question's reading, facts from the operators, an answer that
 cites the shot summaries the facts rest on and leaks no internal id."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from m3agent.control import AgentConfig, Answer, answer_question
-from m3agent.control.graph_facts import anchors, graph_facts
+from m3agent.control.graph_facts import graph_facts
+from m3agent.control.steps import Provenance
 from m3agent.graph.operators import EntityGraph
 from test_control_select import scripted
 from test_graph_operators import build
@@ -32,15 +33,6 @@ def scene(tmp_path: Path) -> Iterator[tuple[Any, Any, dict[str, int]]]:
     ids = build(store, lambda text: embedder.embed([text])[0])
     yield store, embedder, ids
     store.close()
-
-
-def test_anchors_are_times_scenes_and_order_words() -> None:
-    found = anchors("Was the voice heard at 0:44 heard before 1:02:05?")
-    assert found.times == (44.0, 3725.0) and found.order and found.any
-    assert anchors("What comes right after the first scene?").first_scene
-    assert anchors("Who is in the last scene?").last_scene
-    assert anchors("How many people were seen up to 0:38?").so_far
-    assert not anchors("What did Ann say about the budget?").any
 
 
 def test_facts_say_who_is_where_and_every_appearance(scene: tuple[Any, Any, dict[str, int]]) -> None:
@@ -73,6 +65,7 @@ def test_a_graph_answer_cites_the_shot_summaries_and_leaks_no_id(scene: tuple[An
                                  "0:03 seen again later?", video_id="v1", config=GROUNDED))
     answer = steps[-1]
     assert isinstance(answer, Answer) and answer.text.startswith("Yes")
+    assert answer.provenance is Provenance.GRAPH_FACTS and answer.to_dict()["provenance"] == "graph facts"
     assert not _INTERNAL.search(answer.text)
     cited = {(e.start_s, e.end_s) for e in answer.evidence if e.cited}
     assert (0.0, 12.0) in cited and (30.0, 48.0) in cited  # the shots of both appearances

@@ -18,6 +18,7 @@ import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
 from m3agent.control.grounded import NOT_IN_MEMORY, is_abstention, restates
+from m3agent.control.steps import Provenance
 from m3agent.llm import create_chat_model
 from test_control_select import Meeting, opened_meeting, scripted
 
@@ -135,7 +136,7 @@ def test_a_question_pinning_on_one_person_what_only_others_said_is_an_abstention
     steps = list(answer_question(meeting.store, meeting.embedder, chat, question, config=GROUNDED))
     answer = steps[-1]
     assert isinstance(answer, Answer) and answer.text == NOT_IN_MEMORY and not answer.evidence
-    assert not chat.calls and answer.model == "attribution check"
+    assert not chat.calls and answer.model == "attribution check" and answer.provenance is Provenance.ATTRIBUTION
     note = next(s for s in steps if isinstance(s, Observation) and s.error)
     assert '"train"' in note.text and '"station"' in note.text
     # the speaker of those words is asked about: the model answers
@@ -152,6 +153,7 @@ def test_ids_that_were_not_shown_are_refused_and_the_reranker_answers(meeting: M
     assert len(notes) == 1 and "the reranker chose" in notes[0].text
     answer = steps[-1]
     assert isinstance(answer, Answer) and answer.model == "rerank" and "fabricated" not in answer.text
+    assert answer.provenance is Provenance.RERANKER
     cited = [e.memory_id for e in answer.evidence if e.cited]
     assert len(cited) == 1 and 99999 not in cited
 
@@ -167,6 +169,7 @@ def test_the_memory_does_not_say_when_nothing_answers(meeting: Meeting) -> None:
     chat = scripted({"used": [], "answer": "not in memory"})
     answer = ask(meeting.store, meeting.embedder, chat, "What colour is the festival poster?", config=GROUNDED)
     assert answer.text == NOT_IN_MEMORY and answer.evidence == () and answer.model == "scripted"
+    assert answer.provenance is Provenance.MODEL
     assert is_abstention("Not mentioned.") and is_abstention("the memory does not say")
     assert not is_abstention("Maria said nothing about the poster")
 

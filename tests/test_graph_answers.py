@@ -14,6 +14,7 @@ from m3agent.control import AgentConfig, Answer, answer_question
 from m3agent.control.graph_answers import graph_answer
 from m3agent.control.plan import Plan
 from m3agent.control.replies import PlanReply
+from m3agent.control.steps import Provenance
 from m3agent.graph.operators import EntityGraph
 from m3agent.graph.references import Reference, resolve
 from test_control_select import scripted
@@ -162,7 +163,7 @@ def test_grounded_answers_from_the_graph_after_one_plan_call(make_store: Callabl
                        sense="seen")
     answer = _grounded(store, q, json.dumps(reply))
     assert answer.text.startswith("Yes: the person on the left") and "0:40–0:45" in answer.text
-    assert answer.model.startswith("entity_graph")
+    assert answer.model.startswith("entity_graph") and answer.provenance is Provenance.GRAPH
     cited = {(e.start_s, e.end_s) for e in answer.evidence if e.cited}
     assert (30.0, 48.0) in cited
 
@@ -183,7 +184,7 @@ def test_a_recall_plan_or_an_undecidable_one_falls_back_to_the_memories(make_sto
     answer = _grounded(store, q, json.dumps(recall), grounded_reply)
     assert not answer.model.startswith("entity_graph")
     answer = _grounded(store, "Who is on screen in the shot and who speaks?", json.dumps(recall), grounded_reply)
-    assert lines and not answer.model.startswith("entity_graph")
+    assert lines and not answer.model.startswith("entity_graph") and answer.provenance is Provenance.MODEL
     undecided = plan_reply("voice_pitch", ref(kind="voice", time="0:51"))
     answer = _grounded(store, "Is the voice at 0:51 high or low?", json.dumps(undecided), grounded_reply)
     assert not answer.model.startswith("entity_graph")

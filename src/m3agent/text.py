@@ -80,11 +80,41 @@ def clock_seconds(text: str) -> float:
 
 
 _WORD = re.compile(r"[a-z0-9']+")
+_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_TIME_OF_DAY = re.compile(r"^\s*\d{1,2}[:.]\d{2}\s*[ap]\.?m\.?\s+on\s+", re.IGNORECASE)
+_SPACE_BEFORE_STOP = re.compile(r"\s+([?.!,;])")
 
 
 def words(text: str) -> list[str]:
     """The lower-cased words of ``text`` (letters, digits and apostrophes), in order."""
     return _WORD.findall(text.lower())
+
+
+def tokens(text: str) -> list[str]:
+    """The words of ``text`` in any script, as written (case kept; an inner apostrophe kept: "Caroline's")."""
+    return _TOKEN.findall(text)
+
+
+def clock_times(text: str) -> list[str]:
+    """The :data:`CLOCK` times written in ``text``, in order (``"at 0:44 and 1:02:05"`` -> two)."""
+    return re.findall(CLOCK, text)
+
+
+def whole_words(phrase: str, possessive: bool = False) -> re.Pattern[str]:
+    """A case-insensitive pattern of ``phrase`` as whole words, any spacing between them; with ``possessive``, a
+    following ``'s`` belongs to the match. The one way control finds a name or a span in a text."""
+    body = r"\s+".join(re.escape(w) for w in phrase.split())
+    return re.compile(r"(?<!\w)" + body + (r"(?:['’]s)?" if possessive else "") + r"(?!\w)", re.IGNORECASE)
+
+
+def tidy(text: str) -> str:
+    """``text`` on one line, single-spaced, with no space before a stop (what is left after cutting a phrase)."""
+    return _SPACE_BEFORE_STOP.sub(r"\1", " ".join(text.split()))
+
+
+def day_of(date: str) -> str:
+    """The day of a dated clip: ``1:56 pm on 8 May, 2023`` -> ``8 May, 2023`` (other dates as they are)."""
+    return _TIME_OF_DAY.sub("", date, count=1)
 
 
 def stem(word: str) -> str:

@@ -13,12 +13,12 @@ ones; one word would fire on 40% and 15%.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from m3agent.control.query import Intent, parse_query
 from m3agent.control.ranking import keyword_text
+from m3agent.text import tokens
 
 if TYPE_CHECKING:
     from m3agent.control.search import MemorySearcher
@@ -27,7 +27,6 @@ MAX_RARE_HITS = 8
 """A word in more memories than this is common talk, not a detail of one event."""
 MIN_FOREIGN_WORDS = 2
 MIN_WORD_CHARS = 3
-_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 
 def foreign_words(searcher: MemorySearcher, question: str) -> tuple[str, ...]:
@@ -50,4 +49,4 @@ def foreign_words(searcher: MemorySearcher, question: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> list[str]:
-    return list(dict.fromkeys(w.lower() for w in _WORD_RE.findall(text) if len(w) >= MIN_WORD_CHARS))
+    return list(dict.fromkeys(w.lower() for w in tokens(text) if w[0].isalpha() and len(w) >= MIN_WORD_CHARS))

@@ -17,16 +17,20 @@ from m3agent.control.steps import Evidence
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
 
-_MEMORY_ID_RE = re.compile(r"\bm(\d+)\b", re.IGNORECASE)
-_CLIP_RE = re.compile(r"\bCLIP_(\d+)\b", re.IGNORECASE)
+MEMORY_ID = re.compile(r"\bm(\d+)\b", re.IGNORECASE)
+"""A memory id as the model is shown it and cites it (``m12``)."""
+CLIP_ID = re.compile(r"\bCLIP_(\d+)\b", re.IGNORECASE)
+"""A clip id as the model is shown it (``CLIP_3``)."""
+SHOWN_MEMORY_ID = re.compile(r"\s*\[m\d+\]")
+"""A memory id as a model copies it from a memory line into an answer (`` [m12]``)."""
 
 
 def cited_memory_ids(texts: Iterable[str]) -> set[int]:
-    return {int(m) for text in texts for m in _MEMORY_ID_RE.findall(text)}
+    return {int(m) for text in texts for m in MEMORY_ID.findall(text)}
 
 
 def cited_clips(texts: Iterable[str]) -> set[int]:
-    return {int(c) for text in texts for c in _CLIP_RE.findall(text)}
+    return {int(c) for text in texts for c in CLIP_ID.findall(text)}
 
 
 def returned_hits(searches: Sequence[SearchResult]) -> list[tuple[Hit, ClipRef]]:

@@ -27,6 +27,7 @@ from m3agent.control.people_words import (
     who,
 )
 from m3agent.graph.references import Reference, Resolved, fits_gender, resolve, seen_while_heard
+from m3agent.graph.scenes import Scene, describe, matching_scenes
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock
@@ -129,6 +130,8 @@ def _same_person(run: _Run) -> GraphAnswer | None:
 
 
 def _when(run: _Run) -> GraphAnswer | None:
+    if _is_scene(run.plan.person):
+        return _when_scene(run, run.plan.person.time_s if run.plan.so_far else None)
     found = run.resolve(run.plan.person)
     if found is None or found.person is None:
         return None
@@ -160,7 +163,11 @@ def _neighbour(run: _Run, after: bool) -> GraphAnswer | None:
 
 
 def _which_first(run: _Run) -> GraphAnswer | None:
-    one, two = _first_time(run, run.plan.person), _first_time(run, run.plan.other)
+    person, other = run.plan.person, run.plan.other
+    if _is_scene(person) and (other is None or _bare_moment(other)):  # one described scene: when is it shown
+        bound = other.time_s if other is not None else person.time_s
+        return _when_scene(run, bound if run.plan.so_far else None)
+    one, two = _first_time(run, person), _first_time(run, other)
     if one is None or two is None:
         return None
     (a_text, a_time), (b_text, b_time) = sorted((one, two), key=lambda t: t[1])
@@ -170,6 +177,12 @@ def _which_first(run: _Run) -> GraphAnswer | None:
 def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
     if ref is None:
         return None
+    if _is_scene(ref):
+        shown = _scenes_of(run, ref)
+        if not shown:
+            return None
+        run.spans.append((shown[0].start_s, shown[0].end_s))
+        return f"{_named(ref)} ({span_text(shown[0].start_s, shown[0].end_s)})", shown[0].start_s
     if ref.kind == "photo" and not ref.anchored:
         shot = next((s for s in run.graph.shots(run.video_id) if s.kind == "still" and
                      run.graph.at(run.video_id, s.start_s, s.end_s).on_screen), None)
@@ -281,6 +294,8 @@ def _count_heard(run: _Run, window: tuple[float, float]) -> GraphAnswer:
 
 def _count_so_far(run: _Run) -> GraphAnswer | None:
     time_s = run.plan.person.time_s
+    if _is_scene(run.plan.person):
+        return _count_described(run, time_s)
     if time_s is None:
         return None
     seen = run.graph.count_people(run.video_id, 0.0, time_s).seen
@@ -290,6 +305,8 @@ def _count_so_far(run: _Run) -> GraphAnswer | None:
 
 
 def _count_scenes(run: _Run) -> GraphAnswer | None:
+    if _is_scene(run.plan.person):
+        return _count_described(run, run.plan.person.time_s if run.plan.so_far else None)
     found = run.resolve(run.plan.person)
     if found is None or found.person is None:
         return None
@@ -347,6 +364,72 @@ def _anyone_there(run: _Run) -> GraphAnswer | None:
         return run.answer("anyone_yes", people=people, span=span)
     voices = "; ".join(f"{who(run.graph, u.person)} is heard" for u in moment.speaking[:2]) or "nothing is heard"
     return run.answer("anyone_no", span=span, heard=voices)
+
+
+# scenes described by their content -------------------------------------------
+def _is_scene(ref: Reference) -> bool:
+    """A reference to a scene by what is in it, not to a person at a moment ("the photo of two men")."""
+    return bool(ref.about.strip()) and ref.kind in ("none", "photo") and not ref.quote.strip()
+
+
+def _scenes_of(run: _Run, ref: Reference) -> list[Scene]:
+    return matching_scenes(run.graph, run.video_id, describe(ref.about))
+
+
+def _named(ref: Reference) -> str:
+    """The scene as the question described it, in the answer's words."""
+    return " ".join(ref.about.split())
+
+
+def _bare_moment(ref: Reference) -> bool:
+    """Only a clock time (a bound such as "up to 0:50" the model wrote as a second reference)."""
+    return ref.kind == "none" and ref.time_s is not None and not ref.about and not ref.quote and ref.scene == "any"
+
+
+def _when_scene(run: _Run, bound: float | None) -> GraphAnswer | None:
+    """When the described scene of the plan's person is shown; with a ``bound`` ("so far" at a time), whether it
+    was shown before it."""
+    ref = run.plan.person
+    found = _scenes_of(run, ref)
+    what = _named(ref)
+    if bound is None:
+        if not found:
+            return None
+        return run.answer("scene_when", what=what, spans=_scene_spans(run, found))
+    before = [s for s in found if s.start_s < bound]
+    if before:
+        return run.answer("scene_so_far_yes", what=what, time=clock(bound), spans=_scene_spans(run, before))
+    later = f"it is first shown at {_scene_spans(run, found[:1])}" if found else "it is never shown"
+    run.spans.append((0.0, bound))
+    return run.answer("scene_so_far_no", what=what, time=clock(bound), later=later)
+
+
+def _count_described(run: _Run, bound: float | None) -> GraphAnswer | None:
+    """How many times a described scene is shown (up to ``bound``); "different" ones count once per distinct set
+    of people on screen (a photo shown twice is one photo)."""
+    ref = run.plan.person
+    found = [s for s in _scenes_of(run, ref) if bound is None or s.start_s < bound]
+    if not found and bound is None:
+        return None
+    if run.plan.distinct:
+        found = _distinct(run, found)
+    spans = _scene_spans(run, found) if found else "none"
+    return run.answer("scene_count", number=number_word(len(found)).capitalize(), what=_named(ref), spans=spans)
+
+
+def _distinct(run: _Run, found: list[Scene]) -> list[Scene]:
+    seen: dict[frozenset[int], Scene] = {}
+    for scene in found:
+        moment = run.graph.at(run.video_id, scene.start_s, scene.end_s)
+        people = frozenset(s.person.character_id for s in moment.on_screen)
+        seen.setdefault(people or frozenset({-len(seen) - 1}), scene)  # nobody on screen: each one counts
+    return list(seen.values())
+
+
+def _scene_spans(run: _Run, found: list[Scene]) -> str:
+    run.spans += [(s.start_s, s.end_s) for s in found[:MAX_SPANS]]
+    listed = ", ".join(span_text(s.start_s, s.end_s) for s in found[:MAX_SPANS])
+    return listed + (f" and {len(found) - MAX_SPANS} more times" if len(found) > MAX_SPANS else "")
 
 
 _OPERATIONS: dict[str, Callable[[_Run], GraphAnswer | None]] = {

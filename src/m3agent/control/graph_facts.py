@@ -2,10 +2,10 @@
 before and after.
 
 Retrieval ranks text; questions about people and order ("was the voice heard at 0:44 heard before?", "what
-comes right after the first scene?") need the graph instead. The question's anchors are read here (clock times,
-the first or last scene, "so far"); a question with none but an order word ("after", "before", "next") is
-anchored on the memory retrieval found best. For each anchor the operators of :mod:`m3agent.graph.operators`
-give a few short lines:
+comes right after the first scene?") need the graph instead. The question's anchors come from its reading
+(:mod:`m3agent.control.reading`: clock times, the first or last scene, "so far"); a question with none but an
+order word ("after", "before", "next") is anchored on the memory retrieval found best. For each anchor the
+operators of :mod:`m3agent.graph.operators` give a few short lines:
 
 - the moment: who is on screen (left / centre / right, background), who speaks and what;
 - each person present: every interval they are seen or heard in the whole memory (or "only here");
@@ -18,13 +18,13 @@ only phrases: same person, heard before, what comes next are read off these line
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from m3agent import tags
+from m3agent.control.reading import QuestionReading, Scene, read_question
 from m3agent.graph.values import Appearance, Role, ShotView, Sighting, span_text
-from m3agent.text import CLOCK, clock, clock_seconds
+from m3agent.text import clock
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
@@ -33,26 +33,7 @@ if TYPE_CHECKING:
 MAX_FACTS = 8
 MAX_APPEARANCES = 5  # per person line: more are summarised as a count
 QUOTE_CHARS = 60
-_FIRST = re.compile(r"\b(?:first|opening) (?:scene|shot|part)\b|\bat the (?:very )?(?:start|beginning)\b", re.I)
-_LAST = re.compile(r"\b(?:last|final|closing) (?:scene|shot|part)\b|\bat the (?:very )?end\b", re.I)
-_SO_FAR = re.compile(r"\b(?:so far|up to|until|by)\b", re.I)
-_ORDER = re.compile(r"\b(?:after|before|next|previous|then|follows?|preceding)\b", re.I)
 _ROLE_WORDS = {Role.FACE: "seen", Role.VOICE: "heard", Role.BOTH: "seen and heard"}
-
-
-@dataclass(frozen=True, slots=True)
-class Anchors:
-    """What a question pins its answer to: clock times, the first / last scene, and whether it asks "so far"."""
-
-    times: tuple[float, ...]
-    first_scene: bool
-    last_scene: bool
-    so_far: bool
-    order: bool
-
-    @property
-    def any(self) -> bool:
-        return bool(self.times) or self.first_scene or self.last_scene
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,23 +44,16 @@ class GraphFact:
     memory_ids: tuple[int, ...]
 
 
-def anchors(question: str) -> Anchors:
-    """The anchors ``question`` names (times in seconds, in the order written)."""
-    times = tuple(clock_seconds(t) for t in re.findall(CLOCK, question))
-    return Anchors(times, bool(_FIRST.search(question)), bool(_LAST.search(question)),
-                   bool(_SO_FAR.search(question)) and bool(times), bool(_ORDER.search(question)))
-
-
-def graph_facts(graph: EntityGraph, video_id: str, question: str,
+def graph_facts(graph: EntityGraph, video_id: str, question: QuestionReading | str,
                 fallback: tuple[float, float] | None = None) -> list[GraphFact]:
     """The facts for ``question`` about ``video_id``; ``fallback`` (the best retrieved memory's span) anchors a
     question that names no time or scene but asks about order. Empty when nothing anchors the question."""
-    found = anchors(question)
+    found = read_question(question) if isinstance(question, str) else question
     shots = graph.shots(video_id)
     instants = list(found.times)
-    if found.first_scene and shots:
+    if found.scene is Scene.FIRST and shots:
         instants.append((shots[0].start_s + shots[0].end_s) / 2)
-    if found.last_scene and shots:
+    if found.scene is Scene.LAST and shots:
         instants.append((shots[-1].start_s + shots[-1].end_s) / 2)
     if not instants and found.order and fallback is not None:
         instants.append((fallback[0] + fallback[1]) / 2)

@@ -13,12 +13,11 @@ people seen or heard (:func:`m3agent.control.grounded.graph_video`).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from m3agent.control.graph_facts import GraphFact, moment_fact, neighbour_facts, person_fact, shot_text
 from m3agent.errors import NotFoundError
-from m3agent.text import CLOCK, clock_seconds
+from m3agent.text import clock_seconds, clock_times
 
 if TYPE_CHECKING:
     from m3agent.control.rerank import Candidate
@@ -39,7 +38,7 @@ def graph_tool_lines(graph: EntityGraph, video_id: str, tool: str, content: str)
         except NotFoundError:
             return [GraphFact(f'No person "{content.strip()}" in this memory: give a tag such as <character_3> '
                               "or a name the memories use.", ())]
-    times = re.findall(CLOCK, content)
+    times = clock_times(content)
     if tool == "who_is_at":
         if not times:
             return [GraphFact(f'"{content}" is no clock time: give one such as 1:23.', ())]

@@ -13,12 +13,13 @@ Retrieval is the select mode's: ``search_memory`` with the question (hybrid
 ranking, character/name mapping, time filters, ``before_clip``), reranked
 without a model (:mod:`m3agent.control.rerank`), best ``select_k`` shown.
 
-Outcomes: an empty ``used`` (or an answer saying so) is the abstention
-:data:`NOT_IN_MEMORY`, as is a question that pins on one person details only
-other people's memories hold (:mod:`m3agent.control.attribution`, checked
-before the model is called). A failed call, a reply that breaks the schema, ids
-that were not shown, or an answer with no cited memory fall back to the
-reranker's first candidate, quoted, with the reason as an Observation.
+Who answers is one ordered chain over one candidates value (:class:`Ground`), :data:`ANSWERERS`: the graph's
+decision of the question's plan, the model phrasing the graph's facts, an abstention when nothing was found, an
+abstention when only other people's memories hold the question's details (:mod:`m3agent.control.attribution`),
+and the model over the retrieved memories. Each answers, abstains or passes; the Answer records which as its
+:class:`~m3agent.control.steps.Provenance`. An empty ``used`` (or an answer saying so) is the abstention
+:data:`NOT_IN_MEMORY`. A failed call, a reply that breaks the schema, ids that were not shown, or an answer with
+no cited memory fall back to the reranker's first candidate, quoted, with the reason as an Observation.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,20 +37,22 @@ from m3agent.control.graph_facts import GraphFact, graph_facts
 from m3agent.control.graph_tools import graph_search_result, graph_video
 from m3agent.control.plan import Plan, write_plan
 from m3agent.control.ranking import keyword_text
+from m3agent.control.reading import Asks, QuestionReading
 from m3agent.control.render import clip_label, render_result
 from m3agent.control.replies import GroundedReply
 from m3agent.control.rerank import Candidate, rank_candidates, stems
+from m3agent.control.results import SearchResult
 from m3agent.control.select import RERANK, SELECT_TOOL
-from m3agent.control.steps import Action, Answer, Observation, Step, Thought
+from m3agent.control.steps import Action, Answer, Observation, Provenance, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError, NotFoundError
 from m3agent.graph.operators import EntityGraph
 from m3agent.graph.references import Reference, fits_eyewear, fits_gender, window_of
 from m3agent.llm.prompts import load_prompt_set
-from m3agent.text import clock
+from m3agent.text import clock, day_of
+from m3agent.text import tokens as text_tokens
 from m3agent.text import words as text_words
 
 if TYPE_CHECKING:
-    from m3agent.control.graph_answers import GraphAnswer
     from m3agent.control.runtime import RunContext
 
 GROUNDED_PROMPT = "control_grounded"
@@ -72,67 +75,146 @@ _ABSTAIN_RE = re.compile(
     r"|the memor(y|ies) (does|do) not say|i (do not|don't) know)\W*$",
     re.IGNORECASE,
 )
-_WHO_RE = re.compile(r"^\W*who\b", re.IGNORECASE)
-_TIME_OF_DAY_RE = re.compile(r"^\s*\d{1,2}[:.]\d{2}\s*[ap]\.?m\.?\s+on\s+", re.IGNORECASE)
 _SPEAKER_RE = re.compile(rf"^(?:At [\d:.]+ )?({tags.pattern(tags.TagKind.CHARACTER)}) (?:says|said)\b")
-_CAPITALISED_RE = re.compile(r"\b[A-Z][\w'-]*")
 _BACKEND_ERRORS = (M3AgentError, ValueError, RuntimeError, OSError)
 
 
 @dataclass(frozen=True, slots=True)
 class Grounded:
-    """What the model's reply amounts to: an answer with the candidates it used, an abstention, or a fallback."""
+    """What an answerer decided: an answer with the candidates it used (or the graph's shot memories it rests on,
+    ``cited``), or an abstention; ``provenance`` says which answerer, ``model`` the model that wrote it."""
 
     text: str
     used: tuple[Candidate, ...]
-    chooser: str
+    provenance: Provenance
+    model: str = ""
     raw: str = ""
     note: str = ""
     abstained: bool = False
+    cited: tuple[int, ...] = ()
+    graph_lines: frozenset[str] = frozenset()
+    """The graph's facts shown to the model (a used one is cited through the shot memories it rests on)."""
+    steps: tuple[Step, ...] = ()
+    """Steps the answerer took before its answer (the graph's Action and Observation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ground:
+    """The one candidates value every answerer of the chain reads: the retrieval, its reranked memories, the video
+    the question is about, the people graph of the store and the question's plan (None without a video or model)."""
+
+    result: SearchResult
+    candidates: tuple[Candidate, ...]
+    video_id: str | None
+    graph: EntityGraph | None
+    plan: Plan | None
+
+    @property
+    def recall(self) -> bool:
+        """The plan asks what was said or shown (retrieval answers; the graph only orders the memories)."""
+        return self.plan is not None and self.plan.ask == "recall"
+
+
+Answerer = Callable[["RunContext", Ground], "Grounded | None"]
+"""One link of the chain: an answer, an abstention, or None to pass the question to the next link."""
 
 
 def grounded_steps(run: RunContext) -> Iterator[Step]:
-    """Action + Observation of the retrieval, Thought naming the memories used, then the Answer."""
+    """Action + Observation of the retrieval, the plan, then the first answerer of :data:`ANSWERERS` that does not
+    pass: its steps, a Thought naming what it used, and the Answer."""
     yield Action(1, SELECT_TOOL, run.question)
     result = run.search(SELECT_TOOL, run.question, k=max(run.config.search_k, 2 * run.config.select_k))
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
+    ground = _ground_of(run, result)
+    if ground.plan is not None and ground.graph is not None:
+        yield Thought(1, f"{PLAN_THOUGHT}{ground.plan.describe()}")
+    outcome = next(o for answerer in ANSWERERS if (o := answerer(run, ground)) is not None)
+    yield from outcome.steps
+    if outcome.note:
+        yield Observation(1, outcome.note, error=outcome.note)
+    yield Thought(1, _explain(outcome))
+    yield _finish(run, outcome)
+
+
+def _ground_of(run: RunContext, result: SearchResult) -> Ground:
     candidates = rank_candidates(result, run.question, run.config.select_k)
     video_id = graph_video(run, candidates)
     graph = run.entity_graph() if video_id is not None else None  # one snapshot for the plan and the facts
     plan = write_plan(run) if video_id is not None else None
-    if plan is not None and graph is not None:
-        yield Thought(1, f"{PLAN_THOUGHT}{plan.describe()}")
-        decided = _decided(run, graph, video_id or "", plan)
-        if decided is not None:
-            yield from decided
-            return
-    if plan is not None and graph is not None and plan.ask == "recall":
-        wider = rank_candidates(result, run.question, 2 * run.config.select_k)
-        candidates = described_first(graph, video_id or "", plan.person, wider)[: run.config.select_k]
-    facts = graph_facts_for(graph, candidates, video_id, run.question) if plan is None or plan.ask != "recall" \
-        else []
-    if facts:
-        yield Action(1, GRAPH_TOOL, run.question)
-        backing = [m for f in facts for m in f.memory_ids]
-        graph_result = graph_search_result(run, GRAPH_TOOL, backing, [f.text for f in facts])
-        run.searches.append(graph_result)
-        yield Observation(1, "\n".join(f.text for f in facts), graph_result)
-        candidates = [Candidate(f.text, None, math.inf) for f in facts] + candidates[:GRAPH_MEMORIES]
-    if not candidates:
-        outcome = Grounded(NOT_IN_MEMORY, (), RERANK, abstained=True, note="no memory matches the question")
-    elif not facts and (foreign := foreign_words(run.searcher, run.question)):
-        words = ", ".join(f'"{w}"' for w in foreign)
-        outcome = Grounded(NOT_IN_MEMORY, (), ATTRIBUTION, abstained=True,
-                           note=f"only memories of other people mention {words}: the memory does not say this "
-                                "of the person asked about")
-    else:
-        people = graph if plan is not None and plan.ask == "recall" else None
-        outcome = _ground(run, candidates, graph=bool(facts), people=people)
-    if outcome.note:
-        yield Observation(1, outcome.note, error=outcome.note)
-    yield Thought(1, _explain(outcome))
-    yield _finish(run, outcome, facts)
+    return Ground(result, tuple(candidates), video_id, graph, plan)
+
+
+def graph_decision(run: RunContext, ground: Ground) -> Grounded | None:
+    """The graph's operators carry out the plan (:mod:`m3agent.control.graph_answers`); pass when there is no plan,
+    it asks to recall, or the graph cannot decide it."""
+    from m3agent.control.graph_answers import graph_answer
+
+    if ground.plan is None or ground.graph is None or ground.video_id is None or ground.recall:
+        return None
+    decided = graph_answer(ground.graph, ground.video_id, ground.plan)
+    if decided is None:
+        return None
+    plan = ground.plan
+    result = graph_search_result(run, GRAPH_TOOL, list(decided.memory_ids), [decided.text])
+    run.searches.append(result)
+    steps = (Action(1, GRAPH_TOOL, plan.describe()), Observation(1, decided.text, result))
+    return Grounded(decided.text, (), Provenance.GRAPH, f"{GRAPH_TOOL} ({run.chat.name if run.chat else RERANK} plan)",
+                    plan.raw or decided.text, cited=decided.memory_ids, steps=steps)
+
+
+def graph_facts_answer(run: RunContext, ground: Ground) -> Grounded | None:
+    """The model phrases the graph's facts about the moments the question names (a few memories beside them);
+    pass when the question is a recall or nothing anchors it."""
+    if ground.recall:
+        return None
+    facts = graph_facts_for(ground.graph, list(ground.candidates), ground.video_id, run.reading)
+    if not facts:
+        return None
+    backing = [m for f in facts for m in f.memory_ids]
+    result = graph_search_result(run, GRAPH_TOOL, backing, [f.text for f in facts])
+    run.searches.append(result)
+    steps = (Action(1, GRAPH_TOOL, run.question), Observation(1, "\n".join(f.text for f in facts), result))
+    shown = [Candidate(f.text, None, math.inf) for f in facts] + list(ground.candidates[:GRAPH_MEMORIES])
+    outcome = _ground(run, shown, Provenance.GRAPH_FACTS)
+    used = {c.text for c in outcome.used if c.hit is None}
+    cited = tuple(m for f in facts if f.text in used for m in f.memory_ids)
+    return replace(outcome, cited=cited, graph_lines=frozenset(f.text for f in facts), steps=steps)
+
+
+def nothing_found(run: RunContext, ground: Ground) -> Grounded | None:
+    """Abstain when no memory matched the question."""
+    if ground.candidates:
+        return None
+    return Grounded(NOT_IN_MEMORY, (), Provenance.NOTHING_FOUND, RERANK, abstained=True,
+                    note="no memory matches the question")
+
+
+def attribution(run: RunContext, ground: Ground) -> Grounded | None:
+    """Abstain when the question pins on one person details only other people's memories hold
+    (:mod:`m3agent.control.attribution`)."""
+    foreign = foreign_words(run.searcher, run.question)
+    if not foreign:
+        return None
+    words = ", ".join(f'"{w}"' for w in foreign)
+    return Grounded(NOT_IN_MEMORY, (), Provenance.ATTRIBUTION, ATTRIBUTION, abstained=True,
+                    note=f"only memories of other people mention {words}: the memory does not say this of the "
+                         "person asked about")
+
+
+def model_answer(run: RunContext, ground: Ground) -> Grounded:
+    """The model answers from the retrieved memories (a recall question's described person's first, each person
+    said in words); it never passes (it falls back to the reranker's first memory)."""
+    candidates = list(ground.candidates)
+    people = ground.graph if ground.recall else None
+    if people is not None and ground.video_id is not None and ground.plan is not None:
+        wider = rank_candidates(ground.result, run.question, 2 * run.config.select_k)
+        candidates = described_first(people, ground.video_id, ground.plan.person, wider)[: run.config.select_k]
+    return _ground(run, candidates, Provenance.MODEL, people=people)
+
+
+ANSWERERS: tuple[Answerer, ...] = (graph_decision, graph_facts_answer, nothing_found, attribution, model_answer)
+"""The grounded chain, in order: the first answerer that does not pass decides."""
 
 
 def described_first(graph: EntityGraph, video_id: str, person: Reference, candidates: list[Candidate]
@@ -174,7 +256,7 @@ def labels(candidates: list[Candidate], fact: str = "f") -> list[str]:
 
 
 def graph_facts_for(graph: EntityGraph | None, candidates: list[Candidate], video_id: str | None,
-                    question: str) -> list[GraphFact]:
+                    question: QuestionReading) -> list[GraphFact]:
     """The people-graph facts for the question (none when it names no time, scene or order, or there is no
     video to anchor it in)."""
     if graph is None or video_id is None:
@@ -182,28 +264,6 @@ def graph_facts_for(graph: EntityGraph | None, candidates: list[Candidate], vide
     top = next((c.hit.memory for c in candidates if c.hit is not None), None)
     fallback = (top.start_s, top.end_s) if top is not None and top.video_id == video_id else None
     return graph_facts(graph, video_id, question, fallback)
-
-
-def _decided(run: RunContext, graph: EntityGraph, video_id: str, plan: Plan) -> Iterator[Step] | None:
-    """The steps of an answer the graph decides for ``plan`` (None when it cannot: the caller retrieves)."""
-    from m3agent.control.graph_answers import graph_answer
-
-    if plan.ask == "recall":
-        return None
-    decided = graph_answer(graph, video_id, plan)
-    if decided is None:
-        return None
-    return _graph_steps(run, plan, decided)
-
-
-def _graph_steps(run: RunContext, plan: Plan, decided: GraphAnswer) -> Iterator[Step]:
-    yield Action(1, GRAPH_TOOL, plan.describe())
-    result = graph_search_result(run, GRAPH_TOOL, list(decided.memory_ids), [decided.text])
-    run.searches.append(result)
-    yield Observation(1, decided.text, result)
-    yield Thought(1, f"entity graph answered {plan.ask} from {len(decided.memory_ids)} shot memories.")
-    answer = run.finish(decided.text, 1, plan.raw or decided.text, None, cited=set(decided.memory_ids))
-    yield replace(answer, max_rounds=1, model=f"{GRAPH_TOOL} ({run.chat.name if run.chat else RERANK} plan)")
 
 
 def grounded_schema(template: dict[str, Any], shown: list[str]) -> dict[str, Any]:
@@ -218,12 +278,13 @@ def is_abstention(text: str) -> bool:
     return bool(_ABSTAIN_RE.match(text.strip()))
 
 
-def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False,
+def _ground(run: RunContext, candidates: list[Candidate], provenance: Provenance,
             people: EntityGraph | None = None) -> Grounded:
-    """The model's grounded answer over ``candidates``; with ``people``, each person's first mention in the lines
-    says what they look or sound like."""
+    """The model's grounded answer over ``candidates`` (graph facts first for :attr:`Provenance.GRAPH_FACTS`); with
+    ``people``, each person's first mention in the lines says what they look or sound like."""
     if run.chat is None:
         return _fallback(candidates, "", "no chat model; the reranker chose")
+    graph = provenance is Provenance.GRAPH_FACTS
     shown = labels(candidates, "g" if graph else "f")
     prompts = load_prompt_set(GRAPH_PROMPT if graph else GROUNDED_PROMPT)
     messages = [  # the system text is fixed, so llama.cpp reuses its cached prefix from the last question
@@ -242,10 +303,10 @@ def _ground(run: RunContext, candidates: list[Candidate], graph: bool = False,
     except MalformedReplyError as exc:
         return _fallback(candidates, reply.text, f"the model's reply was unusable ({exc.message}); the reranker chose")
     if restates(run.question, parsed.answer):
-        return Grounded(NOT_IN_MEMORY, (), run.chat.name, reply.text, abstained=True,
+        return Grounded(NOT_IN_MEMORY, (), provenance, run.chat.name, reply.text, abstained=True,
                         note="the model restated the question instead of answering it")
-    judged = _judge(run.chat.name, parsed, candidates, shown, reply.text)
-    return replace(judged, text=who_answer(run.question, judged.text, judged.used)) if judged.used else judged
+    judged = _judge(Grounded("", (), provenance, run.chat.name, reply.text), parsed, candidates, shown)
+    return replace(judged, text=who_answer(run.reading, judged.text, judged.used)) if judged.used else judged
 
 
 ECHO_SHARE = 0.7
@@ -260,30 +321,30 @@ def restates(question: str, answer: str) -> bool:
     return len(said) >= 4 and set(said) <= set(asked) and len(said) >= ECHO_SHARE * len(asked)
 
 
-def who_answer(question: str, answer: str, cited: tuple[Candidate, ...]) -> str:
+def who_answer(question: QuestionReading, answer: str, cited: tuple[Candidate, ...]) -> str:
     """A who-question is answered by a person. When the answer names nobody (no character tag, no
     capitalised word the question lacks) and the cited memories have one speaker, an unnamed character,
     that speaker is the answer (small models tend to answer "who is in DC?" with "DC")."""
-    if not _WHO_RE.match(question) or tags.find_tags(answer):
+    if question.asks is not Asks.WHO or tags.find_tags(answer):
         return answer
-    if any(word not in question for word in _CAPITALISED_RE.findall(answer)):
+    if any(word[0].isupper() and not question.holds(word) for word in text_tokens(answer)):
         return answer
     speakers = {m.group(1) for c in cited if (m := _SPEAKER_RE.match(c.text))}
     return speakers.pop() if len(speakers) == 1 else answer
 
 
-def _judge(name: str, reply: GroundedReply, candidates: list[Candidate], shown: list[str], raw: str) -> Grounded:
-    """Accept the reply only when every id it names was shown and a real answer cites at least one."""
+def _judge(by: Grounded, reply: GroundedReply, candidates: list[Candidate], shown: list[str]) -> Grounded:
+    """Accept the reply (written as ``by``) only when every id it names was shown and a real answer cites one."""
     unknown = [i for i in reply.used if i not in shown]
     if unknown:
-        return _fallback(candidates, raw, f"the model named memory ids that were not shown ({', '.join(unknown)}); "
-                                          "the reranker chose")  # fmt: skip
+        return _fallback(candidates, by.raw, f"the model named memory ids that were not shown ({', '.join(unknown)}); "
+                                             "the reranker chose")  # fmt: skip
     if is_abstention(reply.answer) or (not reply.used and is_abstention(reply.answer.split(".")[0])):
-        return Grounded(NOT_IN_MEMORY, (), name, raw, abstained=True)
+        return replace(by, text=NOT_IN_MEMORY, abstained=True)
     if not reply.used:
-        return _fallback(candidates, raw, "the model answered without naming a memory; the reranker chose")
+        return _fallback(candidates, by.raw, "the model answered without naming a memory; the reranker chose")
     used = [candidates[shown.index(i)] for i in dict.fromkeys(reply.used)]
-    return Grounded(reply.answer, needed(used, candidates, reply.answer), name, raw)
+    return replace(by, text=reply.answer, used=needed(used, candidates, reply.answer))
 
 
 MAX_REPAIRED = 2
@@ -325,7 +386,7 @@ def _words(text: str) -> set[str]:
 
 
 def _fallback(candidates: list[Candidate], raw: str, note: str) -> Grounded:
-    return Grounded(candidates[0].text, (candidates[0],), RERANK, raw, note)
+    return Grounded(candidates[0].text, (candidates[0],), Provenance.RERANKER, RERANK, raw, note)
 
 
 def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str],
@@ -354,32 +415,33 @@ def _memory_lines(run: RunContext, candidates: list[Candidate], shown: list[str]
     return "\n".join(lines)
 
 
-def day_of(date: str) -> str:
-    """The day of a clip's date: ``1:56 pm on 8 May, 2023`` -> ``8 May, 2023`` (other dates as they are)."""
-    return _TIME_OF_DAY_RE.sub("", date, count=1)
-
-
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= MAX_MEMORY_CHARS else flat[: MAX_MEMORY_CHARS - 1] + "…"
 
 
 def _explain(outcome: Grounded) -> str:
+    if outcome.provenance is Provenance.GRAPH:
+        return f"entity graph answered the plan from {len(outcome.cited)} shot memories."
     if outcome.abstained:
-        return f"{outcome.chooser}: none of the retrieved memories answers the question."
+        return f"{outcome.model}: none of the retrieved memories answers the question."
     ids = ", ".join(c.label for c in outcome.used)
-    if outcome.chooser == RERANK:
+    if outcome.provenance is Provenance.RERANKER:
         return f"The reranker's first candidate {ids} is quoted."
-    return f"{outcome.chooser} answered from {ids}."
+    return f"{outcome.model} answered from {ids}."
 
 
-def _finish(run: RunContext, outcome: Grounded, facts: list[GraphFact] | None = None) -> Answer:
-    cited = {c.memory_id for c in outcome.used if c.memory_id is not None}
-    backing = {f.text: f.memory_ids for f in facts or ()}
-    cited |= {m for c in outcome.used if c.hit is None for m in backing.get(c.text, ())}
-    rewrite = all(c.hit is not None or c.text in backing for c in outcome.used)  # a name fact keeps its tags
+_RULED = frozenset({Provenance.GRAPH, Provenance.RERANKER, Provenance.ATTRIBUTION, Provenance.NOTHING_FOUND})
+"""Answers no model wrote: the Answer's ``model`` names the rule."""
+
+
+def _finish(run: RunContext, outcome: Grounded) -> Answer:
+    """The Answer: cited are the memories used and the shot memories behind the graph's lines used; an answer
+    resting on a name fact (not a memory, not a graph line) keeps its character tags."""
+    cited = {c.memory_id for c in outcome.used if c.memory_id is not None} | set(outcome.cited)
+    rewrite = all(c.hit is not None or c.text in outcome.graph_lines for c in outcome.used)
     answer = run.finish(outcome.text, 1, outcome.raw or outcome.text, None, cited=cited, rewrite=rewrite)
     if outcome.abstained:
         answer = replace(answer, evidence=(), clips=())
-    ruled = outcome.chooser in (RERANK, ATTRIBUTION)  # no model wrote this answer
-    return replace(answer, max_rounds=1, model=outcome.chooser if ruled else answer.model)
+    model = outcome.model if outcome.provenance in _RULED else answer.model
+    return replace(answer, max_rounds=1, model=model, provenance=outcome.provenance)

@@ -12,40 +12,43 @@ hold, or a quote whose words it does not hold, is dropped (a small model copies 
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from m3agent.control.reading import QuestionReading, Scene, read_question
 from m3agent.control.replies import Ask, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Reference
 from m3agent.llm.prompts import load_prompt_set
-from m3agent.text import CLOCK, clock_seconds, words
+from m3agent.text import clock_seconds
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext
 
 PLAN_PROMPT = "control_plan"
 PLAN_MAX_TOKENS = 160
-_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 
 
 class Plan:
-    """A checked plan: the operation, direction, sense and the references as :class:`Reference` values."""
+    """A checked plan: the operation, direction, sense and the references as :class:`Reference` values, checked
+    against the question's :class:`QuestionReading` (a question given as text is read here)."""
 
-    __slots__ = ("ask", "direction", "other", "person", "raw", "sense")
+    __slots__ = ("ask", "direction", "distinct", "other", "person", "raw", "sense", "so_far")
 
-    def __init__(self, reply: PlanReply, question: str, raw: str = "") -> None:
+    def __init__(self, reply: PlanReply, question: QuestionReading | str, raw: str = "") -> None:
+        reading = read_question(question) if isinstance(question, str) else question
         self.ask: Ask = reply.ask
         self.direction = reply.direction
         self.sense = reply.sense
-        person = reference(reply.person, question)
-        other = reference(reply.other, question) if reply.other is not None else None
+        self.so_far = reading.so_far  # the question's time bounds it from the start ("by 2:00", "so far")
+        self.distinct = reading.distinct  # it counts different ones, not times shown
+        person = reference(reply.person, reading)
+        other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
         person, self.other = _moment_of_the_person(person, other)
-        person = _with_the_only_time(person, self.other, question)
-        person = _with_the_only_quote(person, self.other, question) if self.ask not in _NO_QUOTE else person
-        self.person, self.other = _wearing(person, self.other, question)
+        person = _with_the_only_time(person, self.other, reading)
+        person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
+        self.person, self.other = _wearing(person, self.other, reading)
         self.raw = raw
 
     def describe(self) -> str:
@@ -64,27 +67,28 @@ def write_plan(run: RunContext) -> Plan | None:
                 {"role": "user", "content": prompts.render("user", question=run.question)}]
     try:
         reply = run.call(messages, prompts.schema, max_tokens=PLAN_MAX_TOKENS)
-        return Plan(PlanReply.read(reply), run.question, reply.text)
+        return Plan(PlanReply.read(reply), run.reading, reply.text)
     except (M3AgentError, MalformedReplyError, ValueError, RuntimeError, OSError):
         return None
 
 
-def reference(ref: PlanRef, question: str) -> Reference:
-    """``ref`` as a :class:`Reference`, keeping only a time and a quote the question really holds."""
-    times = re.findall(CLOCK, question)
-    time_s = clock_seconds(ref.time) if ref.time.strip() in times else None
-    quote = ref.quote if _quoted_in(ref.quote, question) else ""
-    scene = ref.scene if re.search(rf"\b{ref.scene}\b", question, re.IGNORECASE) else "any"
-    return Reference(ref.kind, ref.place, time_s, scene, quote)
+def reference(ref: PlanRef, reading: QuestionReading) -> Reference:
+    """``ref`` as a :class:`Reference`, keeping only a time, a quote, a scene and a description the question really
+    holds (a small model copies its examples' times, and also "quotes" its description of a person or the whole
+    question)."""
+    time_s = _held_time(ref.time, reading)
+    quote = ref.quote if reading.quoted(ref.quote) else ""
+    scene = ref.scene if reading.holds(ref.scene) else Scene.ANY.value
+    about = ref.about if not quote and reading.says(ref.about) else ""
+    return Reference(ref.kind, ref.place, time_s, scene, quote, about=about)
 
 
-def _quoted_in(quote: str, question: str) -> bool:
-    """Whether the question puts ``quote``'s words in quotation marks (a small model also "quotes" its
-    description of a person or the whole question)."""
-    quoted = words(quote)
-    spans = [m.group(1) or m.group(2) for m in _QUOTED.finditer(question)]
-    held = {w for span in spans for w in words(span)}
-    return bool(quoted) and sum(w in held for w in quoted) >= 0.8 * len(quoted)
+def _held_time(written: str, reading: QuestionReading) -> float | None:
+    try:
+        seconds = clock_seconds(written)
+    except ValueError:
+        return None
+    return seconds if seconds in reading.times else None
 
 
 def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:
@@ -95,52 +99,47 @@ def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[R
     return replace(person, time_s=other.time_s, scene=other.scene), None
 
 
-def _with_the_only_time(person: Reference, other: Reference | None, question: str) -> Reference:
+def _with_the_only_time(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
     """``person`` with the question's clock time when the question holds exactly one and no reference took it
     (the model left it out, or wrote it where the check dropped it)."""
-    times = re.findall(CLOCK, question)
-    if len(times) != 1 or person.time_s is not None or (other is not None and other.time_s is not None):
+    if len(reading.times) != 1 or person.time_s is not None or (other is not None and other.time_s is not None):
         return person
     if person.quote or person.scene != "any":
         return person
-    return replace(person, time_s=clock_seconds(times[0]))
+    return replace(person, time_s=reading.times[0])
 
 
 _NO_QUOTE = frozenset({"recall", "count_people", "count_so_far", "count_scenes"})
 """Operations whose person a quotation does not pick out (what was said is the answer, or nobody is meant)."""
 
 
-def _with_the_only_quote(person: Reference, other: Reference | None, question: str) -> Reference:
+def _with_the_only_quote(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
     """``person`` with the question's quotation when it holds exactly one and no reference took it: a small model
     often leaves the quote out ("who asks "why didn't you do it"" planned as a speaker of the first scene), and
     the quote is what picks out the speaker."""
-    spans = [m.group(1) or m.group(2) for m in _QUOTED.finditer(question)]
-    if len(spans) != 1 or person.quote or (other is not None and other.quote):
+    if len(reading.quotes) != 1 or person.quote or (other is not None and other.quote):
         return person
     if person.kind == "none" and (person.time_s is not None or person.scene != "any"):
         return person  # a moment already named by its time or scene
-    return replace(person, quote=spans[0][:80])
+    return replace(person, quote=reading.quotes[0][:80])
 
 
-_GLASSES = re.compile(r"\b(?:eye)?glasses\b|\bspectacles\b", re.IGNORECASE)
 _WEARER_KINDS = frozenset({"man", "woman", "person", "speaker"})
-_OCCURRENCE = re.compile(r"\b(first|second|third|last)\s+time\b", re.IGNORECASE)
-_ORDINALS = {"first": 1, "second": 2, "third": 3, "last": -1}
 
 
-def _wearing(person: Reference, other: Reference | None, question: str) -> tuple[Reference, Reference | None]:
+def _wearing(person: Reference, other: Reference | None, reading: QuestionReading
+             ) -> tuple[Reference, Reference | None]:
     """The references with ``wears`` set from the question: "the woman with glasses" names glasses, which the
     plan schema does not carry (the model is not asked; the words are unambiguous). They go to the first reference
     that is a person who can wear them (not a photo, a voice or a bare moment), with the time on screen the
     question counts ("appears for the second time") when it names no moment."""
-    if not _GLASSES.search(question):
+    if reading.wears == "any":
         return person, other
-    counted = _OCCURRENCE.search(question)
-    occurrence = _ORDINALS[counted.group(1).lower()] if counted else 1
+    occurrence = reading.occurrence
     if person.kind in _WEARER_KINDS:
-        return replace(person, wears="glasses", occurrence=occurrence), other
+        return replace(person, wears=reading.wears, occurrence=occurrence), other
     if other is not None and other.kind in _WEARER_KINDS:
-        return person, replace(other, wears="glasses", occurrence=occurrence)
+        return person, replace(other, wears=reading.wears, occurrence=occurrence)
     return person, other
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from m3agent import tags
 from m3agent.control.characters import CharacterIndex
-from m3agent.text import CLOCK, clock_seconds
+from m3agent.control.reading import has_phrase, read_question
+from m3agent.text import CLOCK, clock_seconds, tidy, whole_words
 
 _WORD_NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -46,10 +47,6 @@ _AT_WINDOW_S = 30.0
 _CHARACTER = f"({tags.pattern(tags.TagKind.CHARACTER)})"
 _NAME_OF_RE = re.compile(  # read on tags.canonical_spelling(query): bare and loose tags count
     rf"\bname (?:of|for) {_CHARACTER}|{_CHARACTER}(?:'s|’s) name\b|\bwho is {_CHARACTER}", re.IGNORECASE
-)
-_CHARACTER_OF_RE = re.compile(
-    r"\b(?:which|what) character\b|\bcharacter (?:id|tag|number)\b|\bwhich (?:face|voice|person) is\b",
-    re.IGNORECASE,
 )
 
 
@@ -101,8 +98,7 @@ def extract_time_range(query: str, duration_s: float | None = None) -> tuple[str
             continue
         span = _range(kind, match.groups(), duration_s)
         if span is not None:
-            rest = " ".join((query[: match.start()] + query[match.end() :]).split())
-            return re.sub(r"\s+([?.!,;])", r"\1", rest), span[0], span[1]
+            return tidy(query[: match.start()] + query[match.end() :]), span[0], span[1]
     return query, None, None
 
 
@@ -176,7 +172,7 @@ def _names_in(text: str, index: CharacterIndex) -> tuple[str, ...]:
     remaining = text
     for name in index.known_names():
         for candidate in (name, name.split()[0]):
-            pattern = re.compile(r"(?<!\w)" + re.escape(candidate) + r"(?!\w)", re.IGNORECASE)
+            pattern = whole_words(candidate)
             if pattern.search(remaining):
                 found.append(candidate)
                 remaining = pattern.sub(" ", remaining)
@@ -187,7 +183,8 @@ def _names_in(text: str, index: CharacterIndex) -> tuple[str, ...]:
 def _intent(query: str, names: tuple[str, ...]) -> Intent:
     if _NAME_OF_RE.search(tags.canonical_spelling(query)):
         return Intent.NAME_OF
-    if _CHARACTER_OF_RE.search(query) or (names and re.search(r"\bwho is\b", query, re.IGNORECASE)):
+    reading = read_question(query)
+    if reading.asks_character or (names and has_phrase(reading.words, ("who", "is"))):
         return Intent.CHARACTER_OF
     return Intent.SEARCH
 

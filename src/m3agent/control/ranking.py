@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from m3agent import tags
 from m3agent.control.characters import CharacterIndex
 from m3agent.domain import Memory, SearchFilter
-from m3agent.text import STOPWORDS
+from m3agent.text import STOPWORDS, tokens, whole_words
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -47,7 +47,6 @@ CLIP_CONTEXT_WEIGHT = 0.3
 """A memory gains this share of the best fused score among the other memories of its clip near the top."""
 CLIP_CONTEXT_WINDOW = 10
 """How many of the first fused results lend their score to the rest of their clip."""
-_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +95,7 @@ def _tag_replacer(tag: tags.Tag) -> Callable[[str, str], str]:
 
 
 def _name_replacer(name: str) -> Callable[[str, str], str]:
-    pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
+    pattern = whole_words(name)
     return lambda text, alias: pattern.sub(alias, text, count=1)
 
 
@@ -111,14 +110,23 @@ def without_names(text: str, names: Sequence[str] = ()) -> str:
     """``text`` with its tags and the ``names`` (whole words, any case, with a possessive ``'s``) removed."""
     plain = tags.rewrite(text, lambda _tag: " ")
     for name in names:
-        plain = re.sub(r"(?<!\w)" + re.escape(name) + r"(?:['’]s)?(?!\w)", " ", plain, flags=re.IGNORECASE)
+        plain = whole_words(name, possessive=True).sub(" ", plain)
     return " ".join(plain.split())
 
 
-_OWN = ((re.compile(r"\b(?:his|her)\b", re.IGNORECASE), "my"), (re.compile(r"\b(?:he|she)\b", re.IGNORECASE), "I"),
-        (re.compile(r"\b(?:him|her)self\b", re.IGNORECASE), "myself"), (re.compile(r"\bhim\b", re.IGNORECASE), "me"))
+_OWN = tuple((whole_words(pronoun), own) for pronoun, own in (
+    ("his", "my"), ("her", "my"), ("he", "I"), ("she", "I"), ("himself", "myself"), ("herself", "myself"),
+    ("him", "me")))
 """Third-person pronouns as the one person asked about would say them ("her" read as "my": "her mother", the
 common case in questions, over "ask her")."""
+
+
+def _possessive_then_plain(text: str, mention: str, own: str, subject: str) -> str:
+    """``text`` with ``mention``'s possessive (``Caroline's``) as ``own`` and the bare mention as ``subject``."""
+    def swap(match: re.Match[str]) -> str:
+        return own if match.group(0)[-2:].lower() in ("'s", "’s") and len(match.group(0)) > len(mention) else subject
+
+    return whole_words(mention, possessive=True).sub(swap, text)
 
 
 def in_own_words(text: str, names: Sequence[str]) -> str:
@@ -136,13 +144,10 @@ def in_own_words(text: str, names: Sequence[str]) -> str:
 
     plain = tags.rewrite(text, placeholder)
     mentions = [*seen.values(), *names]
-    found = sorted((m.start(), mention) for mention in mentions
-                   if (m := re.search(r"(?<!\w)" + re.escape(mention) + r"(?!\w)", plain, re.IGNORECASE)))
+    found = sorted((m.start(), mention) for mention in mentions if (m := whole_words(mention).search(plain)))
     for position, (_, mention) in enumerate(found):
         own, subject = ("my", "I") if position == 0 else ("your", "you") if position == 1 else (" ", " ")
-        pattern = r"(?<!\w)" + re.escape(mention)
-        plain = re.sub(pattern + r"['’]s(?!\w)", own, plain, flags=re.IGNORECASE)
-        plain = re.sub(pattern + r"(?!\w)", subject, plain, flags=re.IGNORECASE)
+        plain = _possessive_then_plain(plain, mention, own, subject)
     if len(found) == 1:
         for pronoun, own in _OWN:
             plain = pronoun.sub(own, plain)
@@ -153,7 +158,7 @@ def keyword_text(text: str, drop: Sequence[str] = ()) -> str:
     """Plain content words of ``text`` for BM25: tags, punctuation, stopwords and ``drop`` words removed."""
     plain = tags.rewrite(text, lambda _tag: " ")
     dropped = STOPWORDS | {w.lower() for phrase in drop for w in phrase.split()}
-    words = [w for w in _WORD_RE.findall(plain) if w.lower() not in dropped]
+    words = [w for w in tokens(plain) if w.lower() not in dropped]
     return " ".join(words)
 
 

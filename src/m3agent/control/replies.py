@@ -72,6 +72,7 @@ class PlanRef(Reply):
     time: str = Field(max_length=8)
     scene: Scene = "any"
     quote: str = Field("", max_length=80)
+    about: str = Field("", max_length=80)
 
 
 Ask = Literal["recall", "seen_again", "same_person", "when", "after", "before", "which_first", "scene",

@@ -23,19 +23,18 @@ retrieval order; the weight of retrieval is flat between 0 and 0.75.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from m3agent import tags
 from m3agent.control.ranking import keyword_text
+from m3agent.control.reading import read_question
 from m3agent.control.results import Hit, SearchResult
-from m3agent.text import stem
+from m3agent.text import stem, tokens
 
 RETRIEVAL_WEIGHT = 0.5
 WHO_MATCH = 0.8
 """A who-question prefers memories naming someone whose overlap is at least this share of the best overlap."""
-_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +67,10 @@ def rank_candidates(result: SearchResult, question: str, limit: int) -> list[Can
     top = max((h.score for h in hits), default=0.0) or 1.0
     scored = [_candidate(hit, wanted, idf, top) for hit in hits]
     bar = WHO_MATCH * max((c.overlap for c in scored), default=0.0)
-    who = asks_who(question) and bar > 0
+    who = read_question(question).asks_person and bar > 0
     first = [who and c.overlap >= bar and c.hit is not None and names_someone(c.hit) for c in scored]
     order = sorted(range(len(scored)), key=lambda i: (not first[i], -scored[i].score, i))
     return (facts + [scored[i] for i in order])[:limit]
-
-
-_WHO_RE = re.compile(r"\bwho(?:m|se)?\b", re.IGNORECASE)
-
-
-def asks_who(question: str) -> bool:
-    """Whether the question asks for a person ("who", "whom", "whose")."""
-    return _WHO_RE.search(question) is not None
 
 
 def names_someone(hit: Hit) -> bool:
@@ -90,7 +81,7 @@ def names_someone(hit: Hit) -> bool:
 def stems(text: str) -> set[str]:
     """Lower-cased, lightly stemmed words of ``text`` (tags dropped)."""
     plain = tags.rewrite(text, lambda _tag: " ")
-    return {stem(word) for word in _WORD_RE.findall(plain)}
+    return {stem(word) for word in tokens(plain)}
 
 
 def _candidate(hit: Hit, wanted: set[str], idf: dict[str, float], top: float) -> Candidate:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent import tags
-from m3agent.control.evidence import cited_clips, cited_memory_ids, rank_evidence
+from m3agent.control.evidence import CLIP_ID, SHOWN_MEMORY_ID, cited_clips, cited_memory_ids, rank_evidence
+from m3agent.control.reading import QuestionReading, read_question
 from m3agent.control.search import MemorySearcher
 from m3agent.control.steps import Answer
 from m3agent.errors import ConfigError
@@ -64,6 +65,11 @@ class RunContext:
             index=self.index,
             min_similarity=self.config.min_similarity,
         )
+
+    @property
+    def reading(self) -> QuestionReading:
+        """The question's one reading (:mod:`m3agent.control.reading`; cached, so every module shares it)."""
+        return read_question(self.question)
 
     def time_context(self) -> str:
         """The prompt line saying when the question is asked (``""`` without ``before_clip``)."""
@@ -159,10 +165,6 @@ class RunContext:
         )  # fmt: skip
 
 
-_CLIP_ID = re.compile(r"\bCLIP_(\d+)\b")
-_MEMORY_ID = re.compile(r"\s*\[m\d+\]")
-
-
 def without_internal_ids(text: str, searcher: MemorySearcher, video_id: str | None) -> str:
     """The answer without the ids the model was shown: ``[m12]`` is dropped, ``CLIP_3`` becomes the clip's time
     (``the part at 1:30–2:00``) or date; a user never sees an internal id."""
@@ -174,7 +176,7 @@ def without_internal_ids(text: str, searcher: MemorySearcher, video_id: str | No
             return ref.date
         return "that part" if ref.start_s < 0 else f"the part at {clock(ref.start_s)}–{clock(ref.end_s)}"
 
-    return _MEMORY_ID.sub("", _CLIP_ID.sub(clip, text)).strip()
+    return SHOWN_MEMORY_ID.sub("", CLIP_ID.sub(clip, text)).strip()
 
 
 def _first_video(searches: list[SearchResult]) -> str | None:

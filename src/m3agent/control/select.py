@@ -24,7 +24,6 @@ unanswered.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from m3agent.control.rerank import Candidate, rank_candidates, stems
 from m3agent.control.steps import Action, Answer, Observation, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.llm.prompts import load_prompt_set
+from m3agent.text import whole_words
 
 if TYPE_CHECKING:
     from m3agent.control.runtime import RunContext
@@ -121,8 +121,7 @@ def grounded_span(span: str, memory: str, question: str) -> str | None:
     words = span.strip().strip("\"'“”‘’.,;:!? ").split()
     if not words:
         return None
-    pattern = r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)"
-    match = re.search(pattern, memory, re.IGNORECASE)
+    match = whole_words(" ".join(words)).search(memory)
     if match is None:
         return None
     found = match.group(0)

@@ -7,12 +7,30 @@ of a run is always an :class:`Answer`.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
 from m3agent.control.results import ClipRef, SearchResult
 from m3agent.domain import ControlMode
 from m3agent.llm import Usage
+
+
+class Provenance(enum.StrEnum):
+    """Who decided an answer: the answerer of the grounded chain that answered or abstained."""
+
+    GRAPH = "graph decision"
+    """The entity graph's operators carried out the question's plan; no model wrote the answer."""
+    GRAPH_FACTS = "graph facts"
+    """The model phrased facts of the entity graph (and a few memories)."""
+    NOTHING_FOUND = "nothing found"
+    """No memory matched the question: an abstention without a model call."""
+    ATTRIBUTION = "attribution check"
+    """Only other people's memories hold the question's details: an abstention without a model call."""
+    MODEL = "model"
+    """The model answered from retrieved memories."""
+    RERANKER = "reranker"
+    """The reranker's first memory is quoted (no model, or its call or reply failed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +124,8 @@ class Answer:
     before_clip: int | None = None
     raw_text: str = ""
     failure: str | None = None
+    provenance: Provenance | None = None
+    """Which answerer decided (grounded mode; None in modes without a chain)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +146,7 @@ class Answer:
             "before_clip": self.before_clip,
             "raw_text": self.raw_text,
             "failure": self.failure,
+            "provenance": self.provenance.value if self.provenance is not None else None,
         }
 
 

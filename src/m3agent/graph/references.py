@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from m3agent.graph.scenes import describe, matching_scenes
 from m3agent.graph.values import Role
 from m3agent.text import STOPWORDS, words
 
@@ -59,11 +60,13 @@ class Reference:
     quote: str = ""
     wears: Wears = "any"
     occurrence: int = 1
+    about: str = ""
+    """A scene described by its content ("the photo of two men"), found by :mod:`m3agent.graph.scenes`."""
 
     @property
     def anchored(self) -> bool:
-        """Whether the reference pins a time (an instant, a scene or a quote)."""
-        return self.time_s is not None or self.scene != "any" or bool(self.quote.strip())
+        """Whether the reference pins a time (an instant, a scene, a quote or a described scene)."""
+        return self.time_s is not None or self.scene != "any" or bool(self.quote.strip()) or bool(self.about.strip())
 
     @property
     def heard(self) -> bool:
@@ -95,6 +98,9 @@ def window_of(graph: EntityGraph, video_id: str, ref: Reference) -> tuple[float,
     if ref.quote.strip():
         said = quoted(graph, video_id, ref.quote)
         return (said.start_s, said.end_s) if said is not None else None
+    if ref.about.strip():
+        found = matching_scenes(graph, video_id, describe(ref.about))
+        return (found[0].start_s, found[0].end_s) if found else None
     return None
 
 

@@ -1,0 +1,166 @@
+"""One reading of the question: built once, read by every module of control instead of the question's text.
+
+:func:`read_question` turns a question into a frozen :class:`QuestionReading`: what it asks (who / what / when /
+where / how many / yes-no / which), the clock times it names, its quotations, the scene it points at (the first
+or the last), whether it bounds itself by "so far" or asks about order, the time of an appearance it counts ("the
+second time") and what the person it describes wears. The model's plan (:mod:`m3agent.control.plan`) is checked
+against this value, the graph's facts (:mod:`m3agent.control.graph_facts`) are anchored by it and the reranker
+and the answerer read who-questions from it: one definition of each reading, not one per module.
+
+The reading is lexical and deliberately small: words are matched as whole tokens against the phrase tables
+below (data, one table per meaning, each covered by the table-driven tests in ``tests/test_control_reading.py``),
+never by patterns written for one question. Clock times and quotations are the only patterns it reads.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from m3agent.graph.references import Wears
+from m3agent.text import clock_seconds, clock_times, words
+
+
+class Asks(enum.StrEnum):
+    """The kind of answer a question asks for, from its first question word."""
+
+    WHO = "who"
+    WHAT = "what"
+    WHICH = "which"
+    WHEN = "when"
+    WHERE = "where"
+    HOW_MANY = "how_many"
+    YES_NO = "yes_no"
+    OTHER = "other"
+
+
+class Scene(enum.StrEnum):
+    """A scene the question names by its place in the video."""
+
+    ANY = "any"
+    FIRST = "first"
+    LAST = "last"
+
+
+Phrase = tuple[str, ...]
+
+_ASKS: tuple[tuple[Phrase, Asks], ...] = (
+    (("how", "many"), Asks.HOW_MANY), (("how", "often"), Asks.HOW_MANY), (("how", "much"), Asks.HOW_MANY),
+    (("what", "time"), Asks.WHEN), (("who",), Asks.WHO), (("whom",), Asks.WHO), (("whose",), Asks.WHO),
+    (("when",), Asks.WHEN), (("where",), Asks.WHERE), (("which",), Asks.WHICH), (("what",), Asks.WHAT),
+)  # fmt: skip
+"""Question words, longest first at each start; the first one in the question decides."""
+_AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
+                          "will", "would", "should", "shall", "may", "might", "must"})
+"""A question opening with one of these (and holding no question word) asks yes or no."""
+_PERSON_WORDS = frozenset({"who", "whom", "whose"})
+_FIRST_SCENE: tuple[Phrase, ...] = tuple(
+    tuple(p.split()) for p in ("first scene", "first shot", "first part", "opening scene", "opening shot",
+                               "opening part", "at the start", "at the very start", "at the beginning",
+                               "at the very beginning"))
+_LAST_SCENE: tuple[Phrase, ...] = tuple(
+    tuple(p.split()) for p in ("last scene", "last shot", "last part", "final scene", "final shot", "final part",
+                               "closing scene", "closing shot", "closing part", "at the end", "at the very end"))
+_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",))
+"""Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38")."""
+_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "preceding"})
+_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
+_EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
+_DISTINCT = frozenset({"different", "distinct"})
+_CHARACTER_OF: tuple[Phrase, ...] = (("which", "character"), ("what", "character"), ("character", "id"),
+                                     ("character", "tag"), ("character", "number"), ("which", "face", "is"),
+                                     ("which", "voice", "is"), ("which", "person", "is"))
+"""Questions asking for the character behind a name or a description ("which character is Alice?")."""
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionReading:
+    """What a question says about its answer, read once (see the module docstring).
+
+    ``words`` are the lower-cased tokens; ``times`` the clock times in seconds in the order written; ``quotes``
+    the text inside double quotation marks; ``occurrence`` which appearance the question counts (1: the first or
+    unsaid, -1: the last); ``wears`` ``"glasses"`` or ``"any"``.
+    """
+
+    text: str
+    words: tuple[str, ...]
+    asks: Asks
+    times: tuple[float, ...]
+    quotes: tuple[str, ...]
+    scene: Scene
+    so_far: bool
+    order: bool
+    occurrence: int
+    wears: Wears
+    asks_character: bool
+    distinct: bool
+    """It counts different ones ("how many different photos"), not times shown."""
+
+    @property
+    def asks_person(self) -> bool:
+        """Whether a person is asked for anywhere in the question ("who", "whom", "whose")."""
+        return any(w in _PERSON_WORDS for w in self.words)
+
+    @property
+    def anchored(self) -> bool:
+        """Whether the question pins a moment: a clock time or the first / last scene."""
+        return bool(self.times) or self.scene is not Scene.ANY
+
+    def holds(self, word: str) -> bool:
+        """Whether ``word`` (any case) is one of the question's words."""
+        return word.lower() in self.words
+
+    def says(self, text: str, share: float = 0.8) -> bool:
+        """Whether at least ``share`` of ``text``'s words are the question's own (a description copied from it)."""
+        wanted = words(text)
+        return bool(wanted) and sum(w in self.words for w in wanted) >= share * len(wanted)
+
+    def quoted(self, text: str, share: float = 0.8) -> bool:
+        """Whether at least ``share`` of ``text``'s words stand inside the question's quotation marks."""
+        wanted = words(text)
+        held = {w for q in self.quotes for w in words(q)}
+        return bool(wanted) and sum(w in held for w in wanted) >= share * len(wanted)
+
+
+@lru_cache(maxsize=256)
+def read_question(text: str) -> QuestionReading:
+    """The reading of ``text`` (pure and cached: every module may ask for it again at no cost)."""
+    tokens = tuple(words(text))
+    times = tuple(clock_seconds(t) for t in clock_times(text))
+    quotes = tuple(m.group(1) or m.group(2) for m in _QUOTED.finditer(text))
+    scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
+        else Scene.ANY
+    return QuestionReading(
+        text, tokens, _asks(tokens), times, quotes, scene, bool(times) and _has_any(tokens, _SO_FAR),
+        any(w in _ORDER_WORDS for w in tokens), _occurrence(tokens), "glasses" if _EYEWEAR & set(tokens) else "any",
+        _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)))  # fmt: skip
+
+
+def _asks(tokens: Phrase) -> Asks:
+    for start in range(len(tokens)):
+        for phrase, asks in _ASKS:
+            if tokens[start: start + len(phrase)] == phrase:
+                return asks
+    return Asks.YES_NO if tokens and tokens[0] in _AUXILIARIES else Asks.OTHER
+
+
+def _occurrence(tokens: Phrase) -> int:
+    """Which appearance ``"the second time"`` counts (1 when the question counts none)."""
+    for word, following in itertools.pairwise(tokens):
+        if following == "time" and word in _ORDINALS:
+            return _ORDINALS[word]
+    return 1
+
+
+def _has_any(tokens: Phrase, phrases: tuple[Phrase, ...]) -> bool:
+    return any(has_phrase(tokens, p) for p in phrases)
+
+
+def has_phrase(tokens: Phrase, phrase: Phrase) -> bool:
+    """Whether the words of ``phrase`` stand together, in order, in ``tokens``."""
+    n = len(phrase)
+    return any(tokens[i: i + n] == phrase for i in range(len(tokens) - n + 1))

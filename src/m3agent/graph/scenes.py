@@ -1,0 +1,181 @@
+"""Scenes found by their content: "the photo of two men", "the dark screen with a voice", "the split-screen
+interview about the senate".
+
+No model here can match a picture to words (nothing like CLIP installs offline), so a description is read into
+what perception measured (:class:`SceneDescription`): still picture, live video or a dark screen with nobody on
+it; how many people are on screen; men or women among them (measured apparent gender, else voice register);
+glasses; and the remaining content words, looked for in what is said, written on screen and detected there. The
+vocabulary is a table (:data:`_SHOWN`, :data:`_PEOPLE`, :data:`_KINDS`): it names what perception measures, not
+one question's wording.
+
+A scene is a run of shots from one detected cut to the next (:meth:`EntityGraph.shots`, ``opens_scene``).
+:func:`matching_scenes` scores every scene against the description and returns those that fit best, in order of
+time: a described feature the scene contradicts costs more than one it merely lacks evidence for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from m3agent.text import STOPWORDS, stem, words
+
+if TYPE_CHECKING:
+    from m3agent.graph.operators import EntityGraph
+    from m3agent.graph.values import ShotView
+
+T = TypeVar("T")
+Shown = Literal["any", "still", "live", "dark"]
+_SHOWN: dict[str, Shown] = {
+    "photo": "still", "photograph": "still", "picture": "still", "still": "still", "image": "still",
+    "portrait": "still", "snapshot": "still", "slide": "still",
+    "video": "live", "footage": "live", "live": "live", "moving": "live", "recording": "live",
+}  # fmt: skip
+"""What kind of picture a word says is on screen."""
+_DARK = frozenset({"dark", "black", "blank", "empty"})
+"""Said of the screen ("a dark screen", "the screen goes black"), these words mean nobody is on it."""
+_PEOPLE = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "couple": 2, "pair": 2, "split": 2, "both": 2}
+"""How many people on screen a word says (a split screen shows two)."""
+_KINDS = {"man": "man", "men": "man", "boy": "man", "guy": "man", "gentleman": "man", "woman": "woman",
+          "women": "woman", "girl": "woman", "lady": "woman"}
+_EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
+_FRAME_WORDS = frozenset({"scene", "shot", "part", "screen", "shown", "show", "seen", "see", "video", "first",
+                          "last", "appear", "appears", "person", "people", "someone", "side", "by", "with",
+                          "front", "while", "voice", "talking", "speaking", "speaks", "talks", "says", "heard",
+                          "goes", "gone", "went", "turns", "becomes", "include", "includes",
+                          "different", "distinct", "separate", "times", "time", "passage", "passages"})
+"""Words that frame a description rather than say what is in it."""
+MIN_FIT = 0.5
+"""A scene must fit at least this share of what the description says to be one it may mean."""
+CONTRADICTED = 2.0
+"""A described feature the scene contradicts weighs this many times one it only lacks evidence for."""
+TOPIC_WEIGHT = 0.25
+"""What the topic words found in a scene add to the fit of its measured features (they only tell apart scenes
+that fit alike; alone they are the whole fit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SceneDescription:
+    """What a description of a scene says in measured terms (``people``: how many on screen, None unsaid)."""
+
+    shown: Shown = "any"
+    people: int | None = None
+    kinds: tuple[str, ...] = ()
+    glasses: bool = False
+    topic: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.shown == "any" and self.people is None and not self.kinds and not self.glasses and \
+            not self.topic
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """A run of shots from one cut to the next, and how well it fits a description (0 to 1)."""
+
+    shots: tuple[ShotView, ...]
+    fit: float
+
+    @property
+    def start_s(self) -> float:
+        return self.shots[0].start_s
+
+    @property
+    def end_s(self) -> float:
+        return self.shots[-1].end_s
+
+
+def describe(text: str) -> SceneDescription:
+    """``text`` (a description of a scene, as a question words it) in measured terms."""
+    tokens = words(text.replace("-", " "))
+    dark = _dark_screen(tokens)
+    shown: Shown = "dark" if dark else next((k for w in tokens if (k := _lookup(_SHOWN, w))), "any")
+    kinds = tuple(g for w in tokens if (g := _lookup(_KINDS, w)))
+    counted = [n for w in tokens if (n := _lookup(_PEOPLE, w))]
+    people = max(counted) if counted else (len(kinds) if len(kinds) > 1 else None)
+    if any(w in ("men", "women") for w in tokens) and people is None:
+        people = 2
+    if dark:  # nobody on screen, however many are heard ("a dark screen with three voices")
+        people, kinds = 0, ()
+    known = set(_SHOWN) | set(_PEOPLE) | set(_KINDS) | _EYEWEAR | _FRAME_WORDS | (_DARK if dark else set())
+    topic = tuple(dict.fromkeys(stem(w) for w in tokens
+                                if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
+    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic)
+
+
+def _lookup(table: dict[str, T], word: str) -> T | None:
+    """``word``'s entry in ``table``, as written or stemmed ("photos" is a photo)."""
+    return table.get(word, table.get(stem(word)))
+
+
+def _dark_screen(tokens: list[str]) -> bool:
+    """Whether the words say the screen is dark: a dark word right before "screen", or within three words after
+    it ("dark hair" is no dark screen)."""
+    for i, w in enumerate(tokens):
+        if w == "screen" and ((i and tokens[i - 1] in _DARK) or _DARK & set(tokens[i + 1: i + 4])):
+            return True
+    return False
+
+
+def scenes(graph: EntityGraph, video_id: str) -> list[tuple[ShotView, ...]]:
+    """The scenes of a video: its shots grouped from each cut to the next."""
+    grouped: list[list[ShotView]] = []
+    for shot in graph.shots(video_id):
+        if shot.opens_scene or not grouped:
+            grouped.append([shot])
+        else:
+            grouped[-1].append(shot)
+    return [tuple(g) for g in grouped]
+
+
+def matching_scenes(graph: EntityGraph, video_id: str, description: SceneDescription) -> list[Scene]:
+    """The scenes of ``video_id`` that fit ``description`` best (all with the best fit, at least
+    :data:`MIN_FIT`), in order of time; empty when the description says nothing or nothing fits."""
+    if description.empty:
+        return []
+    scored = [Scene(group, _fit(graph, group, description)) for group in scenes(graph, video_id)]
+    best = max((s.fit for s in scored), default=0.0)
+    if best < MIN_FIT:
+        return []
+    return [s for s in scored if s.fit >= best - 1e-9]
+
+
+def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescription) -> float:
+    """The share of the described features the scene shows, a contradicted one counting :data:`CONTRADICTED`
+    times against it."""
+    from m3agent.graph.references import fits_eyewear, fits_gender  # references resolves through this module
+
+    moment = graph.at(group[0].video_id, group[0].start_s, group[-1].end_s)
+    on_screen = {s.person.character_id: s.person for s in moment.on_screen}
+    most = max((len(graph.at(s.video_id, s.start_s, s.end_s).on_screen) for s in group), default=0)
+    checks: list[bool | None] = []  # measured features: True fits, False contradicts, None unknown
+    if wanted.shown != "any":
+        checks.append(_shown_fits(group, most, wanted.shown))
+    if wanted.people is not None:
+        checks.append(most == wanted.people)
+    for kind in wanted.kinds:
+        checks.append(any(fits_gender(graph, p, kind) for p in on_screen.values()) if on_screen else False)
+    if wanted.glasses:
+        checks.append(any(fits_eyewear(graph, p, "glasses") for p in on_screen.values()) if on_screen else False)
+    topic = 0.0
+    if wanted.topic:
+        said = {stem(w) for u in moment.speaking for w in words(u.text)}
+        said |= {stem(w) for s in group for w in words(s.summary)} | {stem(w) for t in moment.scene for w in words(t)}
+        topic = sum(w in said for w in wanted.topic) / len(wanted.topic)
+    return _score(checks) + TOPIC_WEIGHT * topic if checks else topic
+
+
+def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:
+    kinds = {s.kind for s in group if s.kind in ("still", "live")}
+    if shown == "dark":
+        return most_on_screen == 0
+    if not kinds:
+        return None
+    return (shown in kinds) and (shown != "still" or most_on_screen > 0)
+
+
+def _score(checks: list[bool | None]) -> float:
+    fits = sum(1 for c in checks if c is True)
+    contradicted = sum(1 for c in checks if c is False)
+    return fits / (len(checks) + (CONTRADICTED - 1) * contradicted)

@@ -1,0 +1,101 @@
+"""The one reading of a question (:mod:`m3agent.control.reading`), table by table: each row is a wording and what
+it must read as. Rows are phrasings of the M3-Bench question types, written to cover the tables, not copied from an
+evaluation set."""
+
+from __future__ import annotations
+
+import pytest
+
+from m3agent.control.query import Intent, parse_query
+from m3agent.control.reading import Asks, Scene, has_phrase, read_question
+
+ASKS = [
+    ("Who speaks first?", Asks.WHO),
+    ("In the opening scene, who is on the left?", Asks.WHO),
+    ("Whose voice is heard over the music?", Asks.WHO),
+    ("To whom does the host hand the microphone?", Asks.WHO),
+    ("What is written on the sign?", Asks.WHAT),
+    ("What time does the interview start?", Asks.WHEN),
+    ("When does the woman with glasses appear?", Asks.WHEN),
+    ("Where is the man standing?", Asks.WHERE),
+    ("How many people are on screen at 0:40?", Asks.HOW_MANY),
+    ("How often is applause heard?", Asks.HOW_MANY),
+    ("Which person laughs?", Asks.WHICH),
+    ("Is the same man seen again later?", Asks.YES_NO),
+    ("Did anyone mention the budget?", Asks.YES_NO),
+    ("Has a low voice been heard so far at 2:00?", Asks.YES_NO),
+    ("Describe the room.", Asks.OTHER),
+    ("", Asks.OTHER),
+]
+
+
+@pytest.mark.parametrize(("question", "asks"), ASKS)
+def test_what_a_question_asks_for(question: str, asks: Asks) -> None:
+    assert read_question(question).asks is asks
+
+
+SCENES = [
+    ("What comes right after the first scene?", Scene.FIRST),
+    ("Who is seen in the opening shot?", Scene.FIRST),
+    ("What is heard at the very beginning?", Scene.FIRST),
+    ("Who is in the last scene?", Scene.LAST),
+    ("What happens in the final part?", Scene.LAST),
+    ("What is said at the end?", Scene.LAST),
+    ("Who speaks first?", Scene.ANY),  # "first" alone names no scene
+    ("Was the last thing said a question?", Scene.ANY),
+]
+
+
+@pytest.mark.parametrize(("question", "scene"), SCENES)
+def test_the_scene_a_question_names_by_its_place(question: str, scene: Scene) -> None:
+    assert read_question(question).scene is scene
+
+
+def test_times_quotes_and_bounds() -> None:
+    reading = read_question('Was the voice heard at 0:44 heard before 1:02:05, after "we will win"?')
+    assert reading.times == (44.0, 3725.0) and reading.order and reading.anchored
+    assert reading.quotes == ("we will win",) and reading.quoted("We will WIN") and not reading.quoted("we lost")
+    assert read_question("Who says “thank you” first?").quotes == ("thank you",)
+    assert read_question("How many people were seen up to 0:38?").so_far
+    assert read_question("How many voices so far at 2:10?").so_far
+    assert not read_question("How many voices so far?").so_far  # a bound needs its time
+    assert not read_question("What did Ann say about the budget?").anchored
+    assert not read_question("What did Ann say about the budget?").order
+
+
+@pytest.mark.parametrize(("question", "occurrence", "wears"), [
+    ("When does the woman with glasses appear for the second time?", 2, "glasses"),
+    ("Who wears spectacles the last time we see him?", -1, "glasses"),
+    ("What does the man in eyeglasses say?", 1, "glasses"),
+    ("What does the man say the third time he speaks?", 3, "any"),
+    ("What time is it?", 1, "any"),
+])
+def test_occurrences_and_eyewear(question: str, occurrence: int, wears: str) -> None:
+    reading = read_question(question)
+    assert (reading.occurrence, reading.wears) == (occurrence, wears)
+
+
+@pytest.mark.parametrize(("question", "person"), [
+    ("Who is on screen?", True), ("Whose bag is it?", True), ("What is on screen?", False),
+    ("Is the whole room lit?", False),  # "whole" is not "who"
+])
+def test_a_person_is_asked_for(question: str, person: bool) -> None:
+    assert read_question(question).asks_person is person
+
+
+def test_the_character_behind_a_name_or_description() -> None:
+    from m3agent.control.characters import CharacterIndex
+
+    empty = CharacterIndex({}, {})
+    for question in ("Which character is Alice?", "What is the character id of the host?",
+                     "Which voice is the narrator's?"):
+        assert read_question(question).asks_character, question
+        assert parse_query(question, empty).intent is Intent.CHARACTER_OF, question
+    assert parse_query("What did the character say?", empty).intent is Intent.SEARCH
+
+
+def test_phrases_are_whole_words_in_order() -> None:
+    words = read_question("Up to 1:00, so far so good").words
+    assert has_phrase(words, ("so", "far")) and has_phrase(words, ("up", "to"))
+    assert not has_phrase(words, ("far", "so", "far")) and not has_phrase(words, ("to", "up"))
+    assert read_question("Who is here?") is read_question("Who is here?")  # read once, shared

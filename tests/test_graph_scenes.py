@@ -1,0 +1,77 @@
+"""Scenes found by their content (:mod:`m3agent.graph.scenes`): a description read into measured terms, scenes
+scored against it, and the plan's operations that use them (when, shown so far, which first, how many)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from m3agent.control.graph_answers import graph_answer
+from m3agent.graph.operators import EntityGraph
+from m3agent.graph.scenes import SceneDescription, describe, matching_scenes, scenes
+from test_graph_answers import plan, ref
+from test_graph_operators import build
+
+
+@pytest.fixture
+def graph(make_store: Callable[[], Any]) -> EntityGraph:
+    store = make_store()
+    build(store)
+    return EntityGraph(store)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("the photo of two men side by side", SceneDescription("still", 2, ("man",))),
+    ("the dark screen with three voices in turn", SceneDescription("dark", 0, (), topic=("turn",))),
+    ("the screen goes black", SceneDescription("dark", 0)),
+    ("the woman with dark hair pulled back",
+     SceneDescription("any", None, ("woman",), topic=("dark", "hair", "pull", "back"))),
+    ("the split-screen TV interview", SceneDescription("any", 2, (), topic=("interview",))),
+    ("different still photos", SceneDescription("still")),
+    ("dark-screen passages", SceneDescription("dark", 0)),
+    ("the woman with glasses talking indoors", SceneDescription("any", None, ("woman",), True, ("indoor",))),
+    ("the snow tubing home video", SceneDescription("live", topic=("snow", "tub", "home"))),
+])
+def test_a_description_in_measured_terms(text: str, expected: SceneDescription) -> None:
+    assert describe(text) == expected
+
+
+def test_scenes_run_from_cut_to_cut_and_fit_their_description(graph: EntityGraph) -> None:
+    assert [(g[0].start_s, g[-1].end_s) for g in scenes(graph, "v1")] == [(0.0, 12.0), (12.0, 48.0), (48.0, 60.0)]
+    spans = {text: [(s.start_s, s.end_s) for s in matching_scenes(graph, "v1", describe(text))]
+             for text in ("the dark screen with a voice", "the two people side by side", "the part with the chair",
+                          "the photo of a lighthouse")}
+    assert spans["the dark screen with a voice"] == [(48.0, 60.0)]
+    assert spans["the two people side by side"] == [(0.0, 12.0)]
+    assert spans["the part with the chair"] == [(12.0, 48.0)]
+    assert spans["the photo of a lighthouse"] == []  # nothing measured says still, no word is found: no guess
+    assert matching_scenes(graph, "v1", describe("the")) == []
+
+
+def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
+    dark, two = ref(about="the dark screen with a voice"), ref(about="the two people side by side")
+    first = graph_answer(graph, "v1", plan("Is the dark screen with a voice shown before the two people side by side?",
+                                           "which_first", dark, two))
+    assert first is not None and first.text.startswith("The two people side by side (0:00–0:12) comes first")
+    when = graph_answer(graph, "v1", plan("When is the dark screen with a voice shown?", "when", dark))
+    assert when is not None and when.text == "The dark screen with a voice is shown at 0:48–1:00."
+    not_yet = graph_answer(graph, "v1", plan("By 0:40, has the dark screen with a voice been shown yet?", "when",
+                                             {**dark, "time": "0:40"}))
+    assert not_yet is not None and not_yet.text.startswith("No: the dark screen with a voice is not shown before "
+                                                           "0:40; it is first shown at 0:48–1:00")
+    shown = graph_answer(graph, "v1", plan("Up to 0:50, did the video include the dark screen with a voice?", "when",
+                                           {**dark, "time": "0:50"}))
+    assert shown is not None and shown.text.startswith("Yes") and shown.memory_ids
+    bounded = graph_answer(graph, "v1", plan("Up to 0:40, did the video include the dark screen with a voice?",
+                                             "which_first", dark, ref(time="0:40")))
+    assert bounded is not None and bounded.text.startswith("No: the dark screen with a voice is not shown before")
+    alone = graph_answer(graph, "v1", plan("When is the dark screen with a voice first shown?", "which_first", dark))
+    assert alone is not None and alone.text == "The dark screen with a voice is shown at 0:48–1:00."
+    count = graph_answer(graph, "v1", plan("How many times is the dark screen with a voice shown?", "count_scenes",
+                                           dark))
+    assert count is not None and count.text.startswith("One: the dark screen with a voice at 0:48–1:00")
+    unchecked = plan("Is the photo of a lighthouse shown before the dark screen?", "which_first",
+                     ref(kind="photo", about="a photo of Paris"), dark)
+    assert unchecked.person.about == ""  # words the question does not hold are dropped
