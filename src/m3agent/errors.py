@@ -138,11 +138,12 @@ class ModelCrashError(ModelError):
     )
 
     def __init__(self, name: str, model_path: object, how: str, ready: dict[str, object],
-                 stderr_tail: list[str]) -> None:
-        runtime = f"llama.cpp (llama-cpp-python {ready.get('version', '?')})" if ready else "llama.cpp"
+                 stderr_tail: list[str], *, runtime: str = "llama.cpp", hint: str | None = None) -> None:
+        package = "llama-cpp-python" if runtime == "llama.cpp" else runtime
+        runtime = f"{runtime} ({package} {ready.get('version', '?')})" if ready else runtime
         stage = "while answering" if ready else "while loading the model"
         last = f"; its last words: {' | '.join(stderr_tail[-3:])}" if stderr_tail else ""
-        super().__init__(f"the local model runtime {runtime} {how} {stage} ({name}, {model_path}){last}")
+        super().__init__(f"the local model runtime {runtime} {how} {stage} ({name}, {model_path}){last}", hint=hint)
         self.how = how
 
 

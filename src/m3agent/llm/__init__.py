@@ -4,6 +4,7 @@ Specs: ``openai://host:port/v1?model=NAME`` or ``http(s)://host/v1?model=NAME``
 (any OpenAI-compatible server: vLLM, Ollama, llama.cpp server, hosted APIs),
 ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` / ``llamacpp:qwen-1.5b`` (assembled by
 ``m3agent models pull``) or ``llamacpp:/path/model.gguf`` (local llama-cpp-python),
+``openvino:qwen-1.5b`` / ``openvino:/path/model.gguf`` (the same GGUF models on OpenVINO GenAI),
 ``scripted:`` (replays given replies; deterministic tests and demos).
 """
 
@@ -131,6 +132,8 @@ CHAT_MODELS.register("openai", _OPENAI, "OpenAI-compatible endpoint (vLLM, Ollam
 CHAT_MODELS.register("http", _OPENAI, "OpenAI-compatible endpoint, http base URL")
 CHAT_MODELS.register("https", _OPENAI, "OpenAI-compatible endpoint, https base URL")
 CHAT_MODELS.register("llamacpp", "m3agent.llm.llamacpp:create", "local llama-cpp-python: smollm2 or a .gguf")
+CHAT_MODELS.register("openvino", "m3agent.llm.openvino:create",
+                     "local OpenVINO GenAI (prebuilt wheel, extra [openvino]): qwen-1.5b, qwen-0.5b or a .gguf")
 CHAT_MODELS.register("scripted", "m3agent.llm.scripted:create", "replays given replies (tests, demos)")
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,13 +28,36 @@ STDERR_LINES = 20
 """Lines of the worker's stderr kept to explain a crash."""
 
 
-class ModelProcess:
-    """One worker serving ``model_path``; not thread-safe (the chat backend holds a lock)."""
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """How errors name a worker's runtime: its title, the extra and package that install it, the fix of a
+    model that does not load."""
 
-    def __init__(self, model_path: Path, options: dict[str, int | str], name: str) -> None:
+    title: str
+    extra: str
+    package: str
+    load_hint: str
+    crash_hint: str | None = None
+    """The fix of a crash; None: :class:`~m3agent.errors.ModelCrashError`'s own (llama.cpp's rebuild)."""
+
+
+LLAMA_CPP = Runtime("llama.cpp", "local-llm", "llama-cpp-python",
+                    "check that the file is a complete GGUF (`m3agent models pull NAME` re-verifies a packaged one)")
+
+
+class ModelProcess:
+    """One worker serving ``model_path``; not thread-safe (the chat backend holds a lock).
+
+    ``worker``: the module run as ``python -m WORKER`` (:mod:`m3agent.llm.worker`, llama.cpp, by default;
+    :mod:`m3agent.llm.openvino_worker` speaks the same protocol); ``runtime`` names it in errors."""
+
+    def __init__(self, model_path: Path, options: dict[str, int | str], name: str, *,
+                 worker: str = "m3agent.llm.worker", runtime: Runtime | None = None) -> None:
         self.model_path = model_path
         self.options = dict(options)
         self.name = name
+        self.worker = worker
+        self.runtime = runtime or LLAMA_CPP
         self.ready: dict[str, Any] = {}
         """The worker's ready line: load time, llama-cpp-python version, compiled CPU features."""
         self._proc: subprocess.Popen[str] | None = None
@@ -48,7 +72,7 @@ class ModelProcess:
         """Send one request and return the worker's reply; a dead worker raises ModelCrashError."""
         proc = self._started()
         reply = self._exchange(proc, message)
-        _raise_for(reply, self.name)
+        _raise_for(reply, self.name, self.runtime)
         return reply
 
     def close(self) -> None:
@@ -61,7 +85,7 @@ class ModelProcess:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._stderr.clear()
-        worker = [sys.executable, "-m", "m3agent.llm.worker", "--parent", str(os.getpid())]
+        worker = [sys.executable, "-m", self.worker, "--parent", str(os.getpid())]
         proc = subprocess.Popen(worker, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
                                 errors="replace", bufsize=1)
@@ -71,7 +95,7 @@ class ModelProcess:
         self._proc = proc
         init = {"model_path": str(self.model_path), **self.options}
         reply = self._exchange(proc, init)
-        _raise_for(reply, self.name)
+        _raise_for(reply, self.name, self.runtime)
         self.ready = dict(reply["ready"])
         return proc
 
@@ -95,7 +119,8 @@ class ModelProcess:
             proc.kill()
             code = proc.wait()
         self._proc = None
-        return ModelCrashError(self.name, self.model_path, describe_exit(code), self.ready, list(self._stderr))
+        return ModelCrashError(self.name, self.model_path, describe_exit(code), self.ready, list(self._stderr),
+                               runtime=self.runtime.title, hint=self.runtime.crash_hint)
 
 
 def describe_exit(code: int) -> str:
@@ -110,19 +135,17 @@ def describe_exit(code: int) -> str:
     return f"killed by {sig.name} ({meaning.lower()})" if meaning else f"killed by {sig.name}"
 
 
-def _raise_for(reply: dict[str, Any], name: str) -> None:
+def _raise_for(reply: dict[str, Any], name: str, runtime: Runtime = LLAMA_CPP) -> None:
     kind = reply.get("error")
     if kind is None:
         return
     message = str(reply.get("message", ""))
     if kind == "missing":
-        raise MissingExtraError("the local LLM", "local-llm", package="llama-cpp-python")
+        raise MissingExtraError(f"the local LLM runtime {runtime.title}", runtime.extra, package=runtime.package)
     if kind == "overflow":
         raise ContextOverflowError(f"{name}: {message}")
     if kind == "load":
-        raise ModelError(f"llama.cpp could not load {name}: {message}",
-                         hint="check that the file is a complete GGUF (`m3agent models pull NAME` re-verifies "
-                              "a packaged one)")
+        raise ModelError(f"{runtime.title} could not load {name}: {message}", hint=runtime.load_hint)
     raise ModelError(f"{name}: the local model failed: {message}")
 
 

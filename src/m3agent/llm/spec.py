@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from m3agent.registry import parse_spec
 
+LOCAL_BACKENDS = ("llamacpp", "openvino")
+"""Registry names of the backends that run a model on this machine (control answers in grounded mode)."""
 NO_LLM = "none"
 """The LLM spec meaning "no model": ``--llm none`` answers in select mode by reranking alone."""
 
@@ -20,7 +22,7 @@ NO_LLM = "none"
 class ModelSpec:
     """An ``llm`` spec read as the chat-model registry reads it (:func:`m3agent.registry.parse_spec`), so
     callers follow the backend that will really be built: ``backend`` is the registry name (``llamacpp``,
-    ``openai``, ``http``, ``scripted``; ``none`` or ``""`` for no model), ``model`` what follows it."""
+    ``openvino``, ``openai``, ``http``, ``scripted``; ``none`` or ``""`` for no model), ``model`` what follows it."""
 
     backend: str
     model: str
@@ -38,8 +40,8 @@ class ModelSpec:
 
     @property
     def local(self) -> bool:
-        """A llama.cpp model run in this process (a packaged name or a .gguf file)."""
-        return self.backend == "llamacpp"
+        """A model run on this machine (a packaged name or a .gguf file) by llama.cpp or OpenVINO GenAI."""
+        return self.backend in LOCAL_BACKENDS
 
 
 def uses_llm(llm_spec: str | None) -> bool:

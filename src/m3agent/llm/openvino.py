@@ -1,0 +1,157 @@
+"""Local chat with OpenVINO GenAI on the CPU, in a process of its own; a schema constrains the reply to valid JSON.
+
+``openvino:qwen-1.5b`` / ``openvino:qwen-0.5b`` open the packaged GGUF models (:mod:`m3agent.llm.packaged`),
+``openvino:/path/model.gguf`` any GGUF of an architecture OpenVINO GenAI reads (llama, qwen2, qwen3). Why a second
+local runtime: ``pip install openvino-genai`` is a prebuilt wheel (no compiler, no compile at set-up), and it
+evaluates prompts faster than the portable llama.cpp build on some CPUs (docs/benchmarks.md, "Local runtimes:
+llama.cpp against OpenVINO GenAI"). The first use of a model converts it once into OpenVINO's format under the
+cache folder (:mod:`m3agent.llm.openvino_worker`); the model loads on the first call, not at construction.
+Text only: image and audio parts become visible placeholders, as with ``llamacpp:``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.errors import ConfigError, MissingExtraError, ModelError
+from m3agent.llm import ChatReply, Message, Usage, text_messages
+from m3agent.llm.model_process import ModelProcess, Runtime
+from m3agent.llm.schema import cap_strings, parse_reply
+
+if TYPE_CHECKING:
+    from m3agent.registry import BackendSpec
+
+PREPARED_FOLDER = "openvino"
+"""Under the cache folder: each GGUF converted to OpenVINO's format, in a folder named by the GGUF's identity."""
+OPENVINO = Runtime(
+    "OpenVINO GenAI", "openvino", "openvino-genai",
+    "OpenVINO GenAI reads GGUF files of the llama, qwen2 and qwen3 architectures; check the file "
+    "(`m3agent models pull NAME` re-verifies a packaged one), delete its converted copy under the cache folder's "
+    f"{PREPARED_FOLDER}/ to convert it again, or use the llama.cpp runtime (--llm llamacpp:NAME)",
+    "reinstall the runtime (pip install --force-reinstall 'm3agent[openvino]'); if only one model crashes, delete "
+    f"its converted copy under the cache folder's {PREPARED_FOLDER}/; or use the llama.cpp runtime "
+    "(--llm llamacpp:NAME), an endpoint (--llm openai://HOST:PORT/v1?model=NAME) or no model (--llm none)")
+
+
+class OpenVinoChat:
+    """Chat completion with a local GGUF model run by OpenVINO GenAI in a process of its own (the protocol of
+    :mod:`m3agent.llm.worker`). One call at a time; greedy at temperature 0.
+
+    ``n_threads``: CPU threads (fixed when the model loads: OpenVINO cannot change them per call, so unlike
+    ``llamacpp:`` they do not shrink to the cores left free). ``n_ctx``: the context window callers size their
+    prompts by; a longer prompt is refused (:class:`~m3agent.errors.ContextOverflowError`) as llama.cpp does.
+    ``prefix_cache_mb`` (0, the default: measured no faster on 2 cores): OpenVINO's paged KV cache with prefix
+    reuse, which skips the evaluation of a prompt prefix already seen. ``prepared_dir``: where the converted
+    model is kept (see :func:`prepared_folder`)."""
+
+    def __init__(self, model_path: Path, *, prepared_dir: Path, n_ctx: int = 4096, n_threads: int = 2,
+                 max_string: int = 240, prefix_cache_mb: int = 0) -> None:
+        if not model_path.is_file():
+            raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
+        self.model_path = model_path
+        self.name = model_path.stem
+        self.max_string = max_string
+        self.context_tokens = n_ctx
+        """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
+        self._options: dict[str, int | str] = {"prepared_dir": str(prepared_dir), "n_ctx": n_ctx,
+                                               "n_threads": n_threads, "prefix_cache_mb": prefix_cache_mb}
+        self.timings: dict[str, float] = {}
+        """The last call's counts: ``prompt_evaluated`` tokens with ``prompt_ms`` (to the first reply token) and
+        ``generated`` tokens with ``generate_ms`` (after the first), as OpenVINO measured them."""
+        self._process: ModelProcess | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def process(self) -> ModelProcess:
+        """The model's process (started by the first call)."""
+        if self._process is None:
+            require_openvino()
+            self._process = ModelProcess(self.model_path, self._options, self.name,
+                                         worker="m3agent.llm.openvino_worker", runtime=OPENVINO)
+        return self._process
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        started = time.perf_counter()
+        request = {"messages": text_messages(messages),
+                   "grammar_schema": json.dumps(cap_strings(schema, self.max_string)) if schema is not None else None,
+                   "max_tokens": max_tokens, "temperature": temperature}
+        with self._lock:
+            out = self.process.request(request)
+        text = str(out.get("text", ""))
+        self.timings = dict(out.get("timings") or {})
+        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1,
+                      int(out.get("cached_tokens", 0)))
+        parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
+        return ChatReply(text, parsed, error, usage, self.name, time.perf_counter() - started)
+
+    def close(self) -> None:
+        """End the model's process (it also ends with this object or the program)."""
+        if self._process is not None:
+            self._process.close()
+
+
+def require_openvino() -> None:
+    """Fail early, with the install command, when openvino-genai is absent (found, not imported: the import
+    happens in the model's process)."""
+    if importlib.util.find_spec("openvino_genai") is None:
+        raise MissingExtraError("the OpenVINO GenAI runtime", "openvino", package="openvino-genai")
+
+
+def prepared_folder(root: Path, gguf: Path) -> Path:
+    """The folder of ``gguf``'s converted model under ``root``: named by the file's name, size and modification
+    time and the installed OpenVINO GenAI's version, so a changed file or another version converts afresh."""
+    stat = gguf.stat()
+    version = _openvino_version()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version}".encode()).hexdigest()
+    return root / f"{gguf.stem}-{key[:12]}"
+
+
+def _openvino_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openvino-genai")
+    except PackageNotFoundError:
+        return "?"
+
+
+def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> OpenVinoChat:
+    """Factory for ``openvino:qwen-1.5b`` / ``openvino:qwen-0.5b`` (packaged models, looked up under ``cache_dir``)
+    and ``openvino:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prefix_cache_mb=``); converted models are
+    kept under ``cache_dir``/:data:`PREPARED_FOLDER`."""
+    from m3agent.llm import packaged
+    from m3agent.settings import Settings
+
+    target = spec.target
+    if not target:
+        raise ConfigError("openvino: needs a model", hint="use openvino:qwen-1.5b, openvino:qwen-0.5b or "
+                          "openvino:/path/model.gguf")
+    known = ("n_ctx", "n_threads", "max_string", "prefix_cache_mb")
+    options: dict[str, Any] = {k: int(v) for k, v in spec.params.items() if k in known}
+    folder = Path(cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
+    title = ""
+    if target.endswith(".gguf") or "/" in target:
+        path = Path(target).expanduser()
+    else:
+        model = packaged.lookup(target)
+        path, title = packaged.verified_path(model, folder), f"{model.name} ({model.title}, OpenVINO)"
+    if not path.is_file():
+        raise ModelError(f"model file not found: {path}", hint="give an existing .gguf path")
+    chat = OpenVinoChat(path, prepared_dir=prepared_folder(folder / PREPARED_FOLDER, path), **options)
+    if title:
+        chat.name = title
+    return chat
