@@ -314,7 +314,7 @@ def test_a_voice_heard_while_people_are_seen_is_unmatched_not_unseen(make_store:
     people on screen named. A voice heard with nobody on screen stays unseen (test_order_counts_and_voices)."""
     from m3agent.control.people_words import describe_people
     from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, VoiceSegment
-    from m3agent.graph.references import fits_gender
+    from m3agent.graph.fits import fits_gender
 
     store = make_store()
     ids = build(store)

@@ -26,7 +26,8 @@ from m3agent.control.people_words import (
     unseen,
     who,
 )
-from m3agent.graph.references import Reference, Resolved, fits_gender, resolve, seen_while_heard
+from m3agent.graph.fits import fits_gender, seen_while_heard
+from m3agent.graph.references import Reference, Resolved, resolve
 from m3agent.graph.scenes import Scene, describe, matching_scenes
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set

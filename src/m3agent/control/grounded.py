@@ -45,8 +45,9 @@ from m3agent.control.results import SearchResult
 from m3agent.control.select import RERANK, SELECT_TOOL
 from m3agent.control.steps import Action, Answer, Observation, Provenance, Step, Thought
 from m3agent.errors import M3AgentError, MalformedReplyError, NotFoundError
+from m3agent.graph.fits import fits_eyewear, fits_gender
 from m3agent.graph.operators import EntityGraph
-from m3agent.graph.references import Reference, fits_eyewear, fits_gender, window_of
+from m3agent.graph.references import Reference, window_of
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock, day_of
 from m3agent.text import tokens as text_tokens

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from m3agent.graph.fits import fits_eyewear, fits_gender
 from m3agent.graph.scenes import describe, matching_scenes
 from m3agent.graph.values import Role
 from m3agent.text import STOPWORDS, words
@@ -41,8 +42,6 @@ INSTANT_S = 1.0
 speech is segmented, so an exact instant often holds nobody)."""
 NEAR_S = 3.0  # with nobody heard inside the window, a voice this close to it is the one meant
 MIN_QUOTE_MATCH = 0.5  # share of the quote's content words an utterance must hold to be the one quoted
-_GENDER = {"man": "male", "woman": "female"}
-_REGISTER = {"man": "low", "woman": "high"}
 T = TypeVar("T")
 
 
@@ -192,53 +191,10 @@ def _described_anywhere(graph: EntityGraph, video_id: str, ref: Reference) -> Re
     return Resolved(video_id, window, graph.shot_at(video_id, window[0]), person, sighting)
 
 
-def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:
-    """Whether ``person`` is measured to wear ``wears`` (``any``: everyone fits; an unmeasured or uncertain
-    person fits too, as with gender: a description narrows, it does not veto)."""
-    if wears == "any":
-        return True
-    measured = graph.profile(person).attribute("eyewear")
-    return measured is None or measured[0] in ("uncertain", wears)
-
-
 def _by_gender(graph: EntityGraph, items: list[T], kind: str, person_of: Callable[[T], Person]) -> list[T]:
     """The items whose person fits "man" / "woman" (measured apparent gender, else voice register); all of
     them for any other kind."""
     return [i for i in items if fits_gender(graph, person_of(i), kind)]
-
-
-def fits_gender(graph: EntityGraph, person: Person, kind: str) -> bool:
-    """Whether ``person`` reads as a ``man`` / ``woman``: by measured apparent gender, else by voice register (a
-    voice matched to no face also fits when someone seen while it speaks does: :func:`seen_while_heard`); an
-    unmeasured person fits either, and everyone fits a kind that names no gender."""
-    if kind not in _GENDER:
-        return True
-    profile = graph.profile(person)
-    gender = profile.attribute("apparent gender")
-    if gender is not None and gender[0] in ("male", "female"):
-        return gender[0] == _GENDER[kind]
-    register = profile.attribute("voice")
-    if register is None or register[0] not in ("low", "high") or register[0] == _REGISTER[kind]:
-        return True
-    # a voice matched to no face may be that of someone seen while it speaks: a raised voice reads "high"
-    return not person.face_ids and any(fits_gender(graph, p, kind) for p in seen_while_heard(graph, person))
-
-
-def seen_while_heard(graph: EntityGraph, person: Person) -> list[Person]:
-    """The people on screen in live video (not a still picture) while ``person`` is heard, in order of first
-    sighting; the candidates for the face of a voice the links did not match (its lips were not read over
-    overlapped speech, or it was shouted off the beat)."""
-    seen: dict[int, Person] = {}
-    for heard in graph.appearances(person):
-        if heard.role == Role.FACE:
-            continue
-        shot = graph.shot_at(heard.video_id, (heard.start_s + heard.end_s) / 2)
-        if shot is not None and shot.kind == "still":
-            continue
-        for sighting in graph.at(heard.video_id, heard.start_s, heard.end_s).on_screen:
-            if sighting.person.character_id != person.character_id:
-                seen.setdefault(sighting.person.character_id, sighting.person)
-    return list(seen.values())
 
 
 def _distance(start: float, end: float, t: float) -> float:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from m3agent.graph.fits import fits_eyewear, fits_gender
 from m3agent.text import STOPWORDS, stem, words
 
 if TYPE_CHECKING:
@@ -144,8 +145,6 @@ def matching_scenes(graph: EntityGraph, video_id: str, description: SceneDescrip
 def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescription) -> float:
     """The share of the described features the scene shows, a contradicted one counting :data:`CONTRADICTED`
     times against it."""
-    from m3agent.graph.references import fits_eyewear, fits_gender  # references resolves through this module
-
     moment = graph.at(group[0].video_id, group[0].start_s, group[-1].end_s)
     on_screen = {s.person.character_id: s.person for s in moment.on_screen}
     most = max((len(graph.at(s.video_id, s.start_s, s.end_s).on_screen) for s in group), default=0)
