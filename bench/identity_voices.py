@@ -112,12 +112,21 @@ def measure(settings: Any, workdir: Path, skip_episode: bool,
         row = {"talking_heads": {"voice_entities": heads["voice_entities"], "speakers": len(perception.HEADS),
                                  "identity_talking_heads": heads["identity_talking_heads"]},
                "debate": {"voice_entities": debate["debate_entities"]["voices"], "speakers": 2,
-                          "av_links_debate": debate["av_links_debate"]},
+                          "false_joins": debate["debate_false_joins"], "av_links_debate": debate["av_links_debate"]},
                **audio}
         if not skip_episode:
             row["episode"] = episode_voice_entities(settings, workdir / key, merge)
+        row["all"] = totals(row)
         result[key] = row
     return result
+
+
+def totals(row: dict[str, Any]) -> dict[str, Any]:
+    """Voice entities per true speaker over every input (the episode's known parts) and all false joins."""
+    entities = sum(r.get("voice_entities_known_parts", r["voice_entities"]) for r in row.values())
+    speakers = sum(r["speakers"] for r in row.values())
+    return {"voice_entities": entities, "speakers": speakers, "per_speaker_all": round(entities / speakers, 3),
+            "false_joins": sum(r.get("false_joins", 0) for r in row.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +167,9 @@ def write_section(result: dict[str, Any], command: str) -> None:
     lines = [run_line(result["environment"], command, result["load_average"]), "",
              "Voice entities / true speakers (1.0 is ideal; above: one person split, below: people joined or "
              "not heard). Episode: parts with known speakers; false joins = voice entities heard in parts that "
-             "share no speaker.", "",
+             "share no speaker (debate, AMI, pyannote: voice entities in which two true speakers each hold 1 s and "
+             "a quarter of the entity's single-speaker speech, by captions or RTTM). all: every input, the "
+             "episode's known parts.", "",
              "| input | merges on | merges off |", "|---|---|---|"]
     on, off = result["merge"], result["no_merge"]
     for name in on:
@@ -171,7 +182,10 @@ def _cell(row: dict[str, Any]) -> str:
         return (f"{row['voice_entities_known_parts']}/{row['speakers']} = {row['per_speaker']} "
                 f"({row['voice_entities']} voices in all, {row['false_joins']} false joins, "
                 f"{row['auto_merges']} automatic merges)")
-    return f"{row['voice_entities']}/{row['speakers']}"
+    if "per_speaker_all" in row:
+        return f"{row['voice_entities']}/{row['speakers']} = {row['per_speaker_all']}, {row['false_joins']} false joins"
+    joins = f", {row['false_joins']} false joins" if "false_joins" in row else ""
+    return f"{row['voice_entities']}/{row['speakers']}{joins}"
 
 
 if __name__ == "__main__":

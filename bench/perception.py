@@ -25,6 +25,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 SHARED = REPO.parent / "shared"
 MEDIA = SHARED / "media"
+HEARD_S = 1.0  # seconds of one person's speech that count as being heard in a voice entity
 HEADS = ["WDA_AlexandriaOcasioCortez_000", "WDA_KatieHill_000", "WDA_BobMenendez_000", "WDA_EdMarkey0_000"]
 RTF_VIDEOS = ["iianet_debate_trump_clinton.mp4", "long_multi_person/videollava_sample_demo_16_snow.mp4"]
 TARGETS = {
@@ -125,7 +126,7 @@ def av_links_debate(settings: Any, workdir: Path) -> dict[str, Any]:
                      "confidence": link.confidence, "correct": ok})
     all_ok = bool(rows) and all(r["correct"] for r in rows) and linked == set(DEBATE_SIDES)
     voices = {v for _, _, v in spans}
-    return {"av_links_debate": all_ok, "av_links_debate_detail": rows,
+    return {"av_links_debate": all_ok, "av_links_debate_detail": rows, "debate_false_joins": false_joins(spans, truth),
             "debate_voice_entities_per_speaker": round(len(voices) / len(DEBATE_SIDES), 2),
             "debate_entities": {"faces": len(faces), "voices": len(voices)}}
 
@@ -151,6 +152,7 @@ AUDIO_SPEAKERS = {"ami_1min": ("ami_mixture_1min/mixture.wav", "ami_mixture_1min
 def voice_entities_audio(settings: Any, workdir: Path) -> dict[str, Any]:
     """Voice entities per true speaker (RTTM) after ingesting each labelled recording into its own memory."""
     from m3agent.domain import EntityKind
+    from m3agent.media import default_video_id
     from m3agent.perception.scoring import read_rttm
     from m3agent.pipeline import ingest_source
     from m3agent.store import open_memory
@@ -161,9 +163,39 @@ def voice_entities_audio(settings: Any, workdir: Path) -> dict[str, Any]:
         ingest_source(run, str(DIAR / wav), perception_only=True, show_progress=False)
         with open_memory(run, readonly=True, create=False) as store:
             voices = len(store.entities(EntityKind.VOICE))
-        speakers = len({turn.speaker for turn in read_rttm(DIAR / rttm, file_id)})
-        out[name] = {"voice_entities": voices, "speakers": speakers}
+            spans = store.voice_spans(default_video_id(str(DIAR / wav)))
+        truth = [(t.start_s, t.end_s, t.speaker) for t in read_rttm(DIAR / rttm, file_id)]
+        out[name] = {"voice_entities": voices, "speakers": len({s for _, _, s in truth}),
+                     "false_joins": false_joins(spans, truth)}
     return out
+
+
+JOIN_SHARE = 0.25
+
+
+def false_joins(spans: list[tuple[float, float, int]], truth: list[tuple[float, float, str]]) -> int:
+    """Voice entities in which two true speakers each hold at least ``HEARD_S`` seconds and ``JOIN_SHARE`` of
+    the entity's speech that only one person speaks (overlapped speech counts for nobody); a second of a
+    neighbour's words at a mis-timed segment edge is not a join, another person's turns are."""
+    import numpy as np
+
+    end = max([e for _, e, _ in spans] + [e for _, e, _ in truth] + [0.0])
+    grid = np.arange(0.0, end, 0.01)
+    people = sorted({s for _, _, s in truth})
+    talking = np.zeros((len(people), len(grid)), dtype=bool)
+    for start, stop, speaker in truth:
+        talking[people.index(speaker), (grid >= start) & (grid < stop)] = True
+    alone = talking.sum(axis=0) == 1
+    joins = 0
+    for voice in sorted({v for _, _, v in spans}):
+        mine = np.zeros(len(grid), dtype=bool)
+        for start, stop, owner in spans:
+            if owner == voice:
+                mine |= (grid >= start) & (grid < stop)
+        seconds = (talking & (mine & alone)).sum(axis=1) * 0.01
+        total = float(seconds.sum())
+        joins += int(sum(1 for s in seconds if s >= HEARD_S and s >= JOIN_SHARE * total) > 1)
+    return joins
 
 
 def voice_entities_episode(settings: Any, workdir: Path) -> dict[str, Any]:

@@ -164,6 +164,16 @@ class VoiceSegment:
 
 
 @dataclass(frozen=True, slots=True)
+class CarriedTurn:
+    """Speech of one of a clip's speakers (``speaker``: ``VoiceSegment.speaker``) that the diarizer heard in the
+    previous clip's last seconds (absolute seconds): the evidence that this voice continues one heard there."""
+
+    speaker: int
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Entity:
     """A persistent face or voice identity. ``id`` is the number in ``<face_N>``/``<voice_N>``."""
 
@@ -337,6 +347,9 @@ class ClipMedia:
     ``problems`` lists recoverable decode issues (e.g. a corrupt tail).
     ``source`` is the file to decode again for more frames (active speakers at video rate);
     ``None`` for a live or growing source, which cannot be read twice.
+    ``context_audio`` is the audio just before ``clip.start_s`` (the previous clip's last seconds, same rate),
+    which the diarizer hears with the clip so a voice that runs over the boundary stays one speaker; ``None``
+    for a first clip.
     """
 
     clip: Clip
@@ -347,6 +360,7 @@ class ClipMedia:
     height: int = 0
     problems: tuple[str, ...] = ()
     source: VideoSource | None = None
+    context_audio: Any | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -477,10 +491,12 @@ class ClipSenses:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ClipPerception:
-    """Perception output of one clip, before cross-clip identity is assigned."""
+    """Perception output of one clip, before cross-clip identity is assigned; ``carried``: where the clip's
+    speakers were also heard in the previous clip's last seconds."""
 
     media: ClipMedia
     tracks: tuple[FaceTrack, ...]
     voices: tuple[VoiceSegment, ...]
     timings: dict[str, float] = field(default_factory=dict)
     senses: ClipSenses = field(default_factory=ClipSenses)
+    carried: tuple[CarriedTurn, ...] = ()

@@ -108,7 +108,10 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
         report = IngestReport(video_id=vid, source=info.source, clips_already_done=len(done))
         if vid != video.video_id:
             report.problems.append(f"{video.video_id!r} already names another file: this one is {vid!r}")
-        clips = _limit(iter_clips(source, settings.media, start, video_id=vid), done, max_clips)
+        context_s = settings.perception.voice_context_seconds if settings.perception.voices else 0.0
+        first = max(0, start - 1) if context_s > 0 else start  # a resumed run hears the clip before it too
+        clips = _limit(_with_context(iter_clips(source, settings.media, first, video_id=vid), context_s),
+                       done, max_clips)
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
                 _perceived_ahead(clips, settings) as perceived:
             for media, perception in perceived:
@@ -176,6 +179,20 @@ def _first_missing(done: set[int]) -> int:
     while index in done:
         index += 1
     return index
+
+
+def _with_context(clips: Iterator[ClipMedia], seconds: float) -> Iterator[ClipMedia]:
+    """``clips``, each with the last ``seconds`` of the previous clip's audio as ``context_audio`` (voices across
+    a clip boundary); the tail is sliced from the clip decoded just before, so a resumed run that starts one clip
+    early gives every clip the context an uninterrupted run gives it."""
+    previous: ClipMedia | None = None
+    for media in clips:
+        if seconds > 0 and previous is not None and previous.audio is not None \
+                and previous.clip.index == media.clip.index - 1:
+            tail = previous.audio[max(0, len(previous.audio) - round(seconds * previous.audio_rate)) :]
+            media = dataclasses.replace(media, context_audio=tail)
+        previous = media
+        yield media
 
 
 def _limit(clips: Iterator[ClipMedia], done: set[int], max_clips: int | None) -> Iterator[ClipMedia]:
@@ -380,15 +397,16 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
 
             faces = pool.submit(timed, "faces", perceive_faces, media, settings.perception)
         if settings.perception.voices and media.audio is not None:
-            from m3agent.perception.voices import perceive_audio
+            from m3agent.perception.voices import perceive_speech
 
-            voices = pool.submit(timed, "voices", perceive_audio, media, settings)
+            voices = pool.submit(timed, "voices", perceive_speech, media, settings)
         tracks = faces.result() if faces else ()
         if tracks and settings.perception.active_speaker:
             tracks = timed("asd", _active_speaker, media, tracks, settings)
-        segments = voices.result() if voices else ()
+        segments, carried = voices.result() if voices else ((), ())
         scene = senses.result() if senses else ClipSenses()
-    return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings, senses=scene)
+    return ClipPerception(media=media, tracks=tuple(tracks), voices=tuple(segments), timings=timings, senses=scene,
+                          carried=carried)
 
 
 def _active_speaker(media: ClipMedia, tracks: Any, settings: Settings) -> Any:

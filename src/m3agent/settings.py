@@ -23,8 +23,10 @@ DEFAULT_CONFIG_FILE = "m3agent.toml"
 DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, "face_photo_distance": 0.5}
 # Voice similarities per perception.voice_embedder (docs/benchmarks.md, Voice embedders: CAM++ vs Resemblyzer).
 VOICE_SIMILARITIES = {
-    "resemblyzer": {"voice_match_similarity": 0.75, "voice_merge_similarity": 0.6},
-    "campplus": {"voice_match_similarity": 0.45, "voice_merge_similarity": 0.3},
+    "resemblyzer": {"voice_match_similarity": 0.75, "voice_merge_similarity": 0.6,
+                    "voice_continuation_similarity": 0.6},
+    "campplus": {"voice_match_similarity": 0.45, "voice_merge_similarity": 0.3,
+                 "voice_continuation_similarity": 0.2},
 }
 
 
@@ -104,6 +106,16 @@ class PerceptionSettings(BaseModel):
         0.45, gt=0, le=1, description="campplus only: the same for two speakers of one clip when one of them spoke "
         "less than 2 s (1-1.5 s of one voice scored 0.43-0.56 median against the rest of it, different people at "
         "most 0.42, docs/benchmarks.md); 1 turns it off",
+    )
+    voice_context_seconds: float = Field(
+        8.0, ge=0, le=30, description="seconds of the previous clip's audio diarized with each clip, so a voice "
+        "that runs over a clip boundary is one speaker on both sides and its first words are not folded into "
+        "the next speaker (docs/benchmarks.md, Identity: voice entities per speaker); 0 turns it off",
+    )
+    voice_continuation_similarity: float = Field(
+        0.2, ge=-1, le=1, description="a speaker the diarizer also heard in the previous clip's last seconds "
+        "continues the voice entity heard there when their embeddings score at least this (a floor against a "
+        "wrong cluster, not the evidence itself; default: per voice_embedder)",
     )
     voice_snippet_seconds: float = Field(
         3.0, ge=0, le=30,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from m3agent.domain import ClipPerception, EntityKind, FaceObservation, FaceTrack, VoiceSegment
+from m3agent.domain import CarriedTurn, ClipPerception, EntityKind, FaceObservation, FaceTrack, VoiceSegment
 from m3agent.errors import ConfigError
 from m3agent.identity.banks import MatchRule, assign, score_matrix, unit_rows, update_bank
 from m3agent.identity.linking import LinkRule, decide_links, evidence_from, revisions
@@ -31,6 +31,7 @@ class IdentityRules:
     merge: MergeRule | None = None  # voice entities of one speaking face merged after linking (None: off)
     min_face_observations: int = 3
     snippet_seconds: float = 3.0
+    continuation: float = 1.0  # a speaker heard in the previous clip's tail continues its entity from this score
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IdentityRules:
@@ -45,6 +46,7 @@ class IdentityRules:
             min_face_observations=settings.perception.min_face_observations,
             snippet_seconds=settings.perception.voice_snippet_seconds,
             link_accept=settings.perception.link_accept_confidence,
+            continuation=settings.perception.voice_continuation_similarity,
             merge=MergeRule(link_accept=settings.perception.link_accept_confidence,
                             min_similarity=settings.perception.voice_merge_similarity)
             if settings.perception.voice_merge else None,
@@ -67,7 +69,8 @@ def resolve_clip(store: MemoryStore, writer: ClipWriter, perception: ClipPercept
     new: list[int] = []
     matched: list[int] = []
     tracks = _resolve_faces(store, writer, perception.tracks, rules, new, matched)
-    voices = _resolve_voices(store, writer, perception.voices, rules, new, matched, _face_times(tracks))
+    voices = _resolve_voices(store, writer, perception.voices, rules, new, matched, _face_times(tracks),
+                             perception.carried)
     for track in tracks:
         for obs in track.observations:
             writer.add_face(obs)
@@ -142,7 +145,10 @@ def _resolve_faces(store: MemoryStore, writer: ClipWriter, tracks: Sequence[Face
 
 def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[VoiceSegment], rules: IdentityRules,
                     new: list[int], matched: list[int],
-                    face_times: dict[int, set[float]]) -> tuple[VoiceSegment, ...]:
+                    face_times: dict[int, set[float]],
+                    carried: Sequence[CarriedTurn] = ()) -> tuple[VoiceSegment, ...]:
+    """Voice entity of each speaker of the clip; a speaker also heard in the previous clip's last seconds
+    continues the entity heard there (``rules.continuation``), as one voice over a clip boundary."""
     by_speaker: dict[int, list[VoiceSegment]] = defaultdict(list)
     for seg in voices:
         if seg.embedding is not None:
@@ -152,23 +158,53 @@ def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[Voi
     # Different speakers of one clip are different people by the diarizer's account.
     conflicts = {(i, j) for i in range(len(speakers)) for j in range(i + 1, len(speakers))}
     vetoes = _av_vetoes(store, [by_speaker[spk] for spk in speakers], face_times, rules.link_accept)
+    continued = _continued(store, writer.clip.video_id, speakers, carried)
     entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rules.voice, new, matched,
-                       [True] * len(candidates), vetoes)
+                       [True] * len(candidates), vetoes, continued, rules.continuation)
     speaker_entity = dict(zip(speakers, entity_of, strict=True))
     return tuple(dataclasses.replace(s, entity_id=speaker_entity.get(s.speaker)) for s in voices)
 
 
+MIN_CARRIED_S = 0.5  # seconds of a speaker's context speech that must lie in one stored entity's spans
+
+
+def _continued(store: MemoryStore, video_id: str, speakers: Sequence[int],
+               carried: Sequence[CarriedTurn]) -> dict[int, int]:
+    """Candidate index -> the voice entity stored for most of that speaker's speech before the clip (at least
+    ``MIN_CARRIED_S`` of it): the diarizer heard both as one voice."""
+    if not carried:
+        return {}
+    spans = store.voice_spans(video_id)
+    result: dict[int, int] = {}
+    for index, speaker in enumerate(speakers):
+        heard: dict[int, float] = defaultdict(float)
+        for turn in (t for t in carried if t.speaker == speaker):
+            for start, end, entity in spans:
+                heard[entity] += max(0.0, min(end, turn.end_s) - max(start, turn.start_s))
+        best = max(heard.items(), key=lambda kv: kv[1], default=(None, 0.0))
+        if best[0] is not None and best[1] >= MIN_CARRIED_S:
+            result[index] = best[0]
+    return result
+
+
 def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates: list[Matrix],
            conflicts: set[tuple[int, int]], rule: MatchRule, new: list[int], matched: list[int],
-           may_found: list[bool], vetoes: set[tuple[int, int]] | None = None) -> list[int | None]:
+           may_found: list[bool], vetoes: set[tuple[int, int]] | None = None,
+           continued: dict[int, int] | None = None, continuation: float = 1.0) -> list[int | None]:
     """Entity id for every candidate: an existing entity that matches, a new one, or ``None``.
 
-    ``vetoes`` holds (candidate index, entity id) pairs ruled out by other evidence.
+    ``vetoes`` holds (candidate index, entity id) pairs ruled out by other evidence; ``continued`` (candidate
+    index -> entity id) pairs count as a full match when they score at least ``continuation``.
     """
     entities = store.entities(kind)
     banks = [_bank(store, e.id) for e in entities]
     _same_descriptor(kind, candidates, banks)
     scores = score_matrix(candidates, banks, rule.top)
+    column_of = {entity.id: j for j, entity in enumerate(entities)}
+    for i, entity_id in (continued or {}).items():
+        j = column_of.get(entity_id)
+        if j is not None and scores[i, j] >= continuation:
+            scores[i, j] = 1.0
     for i, entity_id in vetoes or ():
         for j, entity in enumerate(entities):
             if entity.id == entity_id:

@@ -9,6 +9,8 @@ normalised mean of all its d-vector windows in the clip), so all segments of one
 speaker in a clip share one, more reliable, vector for cross-clip matching. With
 ``perception.voice_embedder = "campplus"`` that vector is instead the CAM++
 embedding of all the speaker's turns in the clip (the diarizer keeps the d-vector).
+:func:`perceive_speech` (the pipeline's call) also diarizes the previous clip's last seconds with the clip, so a
+voice that runs over the boundary is one speaker on both sides (``ClipPerception.carried``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import dataclasses
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from m3agent.domain import ClipMedia, VoiceSegment, Word
+from m3agent.domain import CarriedTurn, ClipMedia, VoiceSegment, Word
 from m3agent.perception.asr import AsrResult, AsrSegment, Transcriber
 from m3agent.perception.campplus import CamppEmbedder
 from m3agent.perception.diarize import Diarization, DiarizationParams, SpeakerTurn, diarize
@@ -84,24 +86,64 @@ def perceive_audio(
 
     ``timings`` (if given) receives seconds spent in ``vad``, ``diarize``, ``voice_embed`` (CAM++ only) and ``asr``.
     """
+    return perceive_speech(media, settings, timings, models)[0]
+
+
+def perceive_speech(
+    media: ClipMedia,
+    settings: Settings,
+    timings: dict[str, float] | None = None,
+    models: AudioModels | None = None,
+) -> tuple[tuple[VoiceSegment, ...], tuple[CarriedTurn, ...]]:
+    """:func:`perceive_audio`'s segments, and where their speakers were heard in ``media.context_audio``.
+
+    The last ``perception.voice_context_seconds`` before the clip are diarized with it: a voice that runs over
+    the boundary then has enough windows to be a speaker of its own (alone, its first second or two in the clip
+    were folded into the next speaker: one voice entity for two people), its embedding covers both sides, and
+    identity can continue the entity heard there. Only the clip's own speech is transcribed.
+    """
     audio = _clip_audio(media)
     if audio is None or not settings.perception.voices:
-        return ()
+        return (), ()
+    import numpy as np
+
+    context = _context_audio(media, settings.perception.voice_context_seconds)
+    heard = np.concatenate([context, audio]) if len(context) else audio
     m = models or audio_models(settings)
     with _timed(timings, "vad"):
-        probs = speech_probabilities(audio)
+        probs = speech_probabilities(heard)
     with _timed(timings, "diarize"):
-        diarization = diarize(audio, m.encoder, m.diarization, probs)
-    if not diarization.speech:
-        return ()
-    if m.identity is not None:
+        diarization = diarize(heard, m.encoder, m.diarization, probs)
+    if m.identity is not None and diarization.speech:
         with _timed(timings, "voice_embed"):
-            diarization = speaker_embeddings(audio, diarization, m.identity,
+            diarization = speaker_embeddings(heard, diarization, m.identity,
                                              settings.perception.voice_clip_merge_similarity,
                                              settings.perception.voice_clip_short_merge_similarity)
+    diarization, before = after_context(diarization, len(context) / RATE)
+    if not diarization.speech:
+        return (), ()
     with _timed(timings, "asr"):
         asr = m.transcriber.transcribe(audio, diarization.speech)
-    return attribute(asr, diarization, clip_index=media.clip.index, offset_s=media.clip.start_s)
+    start = media.clip.start_s
+    carried = tuple(CarriedTurn(t.speaker, start + t.start_s, start + t.end_s) for t in before)
+    return attribute(asr, diarization, clip_index=media.clip.index, offset_s=start), carried
+
+
+def after_context(diarization: Diarization, lead_s: float) -> tuple[Diarization, tuple[SpeakerTurn, ...]]:
+    """The clip's part of a diarization of ``lead_s`` seconds of context followed by the clip, in clip time, and
+    the context turns of the clip's speakers (negative times). Speakers heard only in the context are dropped;
+    the rest are renumbered by first appearance in the clip (as :func:`diarize` numbers them)."""
+    if lead_s <= 0:
+        return diarization, ()
+    inside = [SpeakerTurn(max(t.start_s, lead_s) - lead_s, t.end_s - lead_s, t.speaker)
+              for t in diarization.turns if t.end_s > lead_s]
+    order = {old: new for new, old in enumerate(dict.fromkeys(t.speaker for t in inside))}
+    before = tuple(SpeakerTurn(t.start_s - lead_s, min(t.end_s, lead_s) - lead_s, order[t.speaker])
+                   for t in diarization.turns if t.start_s < lead_s and t.speaker in order)
+    speech = tuple((max(a, lead_s) - lead_s, b - lead_s) for a, b in diarization.speech if b > lead_s)
+    embeddings = {order[k]: v for k, v in diarization.embeddings.items() if k in order}
+    turns = tuple(SpeakerTurn(t.start_s, t.end_s, order[t.speaker]) for t in inside)
+    return Diarization(turns, embeddings, speech), before
 
 
 def speaker_embeddings(
@@ -174,18 +216,33 @@ def labelled_turns(turns: list[SpeakerTurn]) -> list[SpeakerTurn]:
 
 def _clip_audio(media: ClipMedia) -> npt.NDArray[np.float32] | None:
     """The clip's audio as 16 kHz mono float32, or None when there is none."""
-    import numpy as np
-
     if media.audio is None or len(media.audio) == 0:
         return None
-    audio = np.asarray(media.audio, dtype=np.float32).reshape(-1)
-    if media.audio_rate != RATE:
+    return _at_rate(media.audio, media.audio_rate)
+
+
+def _context_audio(media: ClipMedia, seconds: float) -> npt.NDArray[np.float32]:
+    """The last ``seconds`` of ``media.context_audio`` as 16 kHz mono float32 (empty when there is none)."""
+    import numpy as np
+
+    context = media.context_audio
+    if context is None or seconds <= 0 or len(context) == 0:
+        return np.zeros(0, dtype=np.float32)
+    audio = _at_rate(context, media.audio_rate)
+    return audio[max(0, len(audio) - round(seconds * RATE)) :]
+
+
+def _at_rate(samples: Any, rate: int) -> npt.NDArray[np.float32]:
+    import numpy as np
+
+    audio = np.asarray(samples, dtype=np.float32).reshape(-1)
+    if rate != RATE:
         from math import gcd
 
         from scipy.signal import resample_poly
 
-        g = gcd(RATE, media.audio_rate)
-        audio = resample_poly(audio, RATE // g, media.audio_rate // g).astype(np.float32)
+        g = gcd(RATE, rate)
+        audio = resample_poly(audio, RATE // g, rate // g).astype(np.float32)
     return audio
 
 
