@@ -24,6 +24,7 @@ ASKS = [
     ("Is the same man seen again later?", Asks.YES_NO),
     ("Did anyone mention the budget?", Asks.YES_NO),
     ("Has a low voice been heard so far at 2:00?", Asks.YES_NO),
+    ("Is the friend who wrote the note still alive?", Asks.YES_NO),
     ("Describe the room.", Asks.OTHER),
     ("", Asks.OTHER),
 ]

@@ -55,7 +55,7 @@ _ASKS: tuple[tuple[Phrase, Asks], ...] = (
 """Question words, longest first at each start; the first one in the question decides."""
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
                           "will", "would", "should", "shall", "may", "might", "must"})
-"""A question opening with one of these (and holding no question word) asks yes or no."""
+"""A question opening with one of these asks yes or no, whatever question word follows."""
 _PERSON_WORDS = frozenset({"who", "whom", "whose"})
 _FIRST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("first scene", "first shot", "first part", "opening scene", "opening shot",
@@ -141,11 +141,13 @@ def read_question(text: str) -> QuestionReading:
 
 
 def _asks(tokens: Phrase) -> Asks:
+    if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
+        return Asks.YES_NO
     for start in range(len(tokens)):
         for phrase, asks in _ASKS:
             if tokens[start: start + len(phrase)] == phrase:
                 return asks
-    return Asks.YES_NO if tokens and tokens[0] in _AUXILIARIES else Asks.OTHER
+    return Asks.OTHER
 
 
 def _occurrence(tokens: Phrase) -> int:
