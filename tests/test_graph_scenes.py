@@ -75,3 +75,12 @@ def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
     unchecked = plan("Is the photo of a lighthouse shown before the dark screen?", "which_first",
                      ref(kind="photo", about="a photo of Paris"), dark)
     assert unchecked.person.about == ""  # words the question does not hold are dropped
+
+
+def test_the_plan_is_checked_against_the_reading_for_scenes(graph: EntityGraph) -> None:
+    last = plan("What is the last scene of the video?", "scene", ref(about="the last scene of the video"))
+    assert last.person.scene == "last" and last.person.about == ""  # the reading names the scene; no description
+    order = graph_answer(graph, "v1", plan("Is the dark screen with a voice shown before the two people side by "
+                                           "side?", "before", ref(about="the dark screen with a voice"),
+                                           ref(about="the two people side by side")))
+    assert order is not None and order.text.startswith("The two people side by side (0:00–0:12) comes first")

@@ -56,7 +56,10 @@ class GraphAnswer:
 
 def graph_answer(graph: EntityGraph, video_id: str, plan: Plan) -> GraphAnswer | None:
     """The answer to ``plan`` from the graph of ``video_id``; None when the graph cannot decide it."""
-    operation = _OPERATIONS.get(plan.ask)
+    ask = plan.ask
+    if ask in ("after", "before") and plan.other is not None and _is_scene(plan.person) and _is_scene(plan.other):
+        ask = "which_first"  # two scenes named: their order is asked, not what comes next to one of them
+    operation = _OPERATIONS.get(ask)
     return operation(_Run(graph, video_id, plan)) if operation is not None else None
 
 

@@ -19,6 +19,7 @@ from m3agent.control.reading import QuestionReading, Scene, read_question
 from m3agent.control.replies import Ask, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Reference
+from m3agent.graph.scenes import describe
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock_seconds
 
@@ -46,6 +47,7 @@ class Plan:
         other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
         person, self.other = _moment_of_the_person(person, other)
+        person = _with_the_named_scene(person, self.other, reading)
         person = _with_the_only_time(person, self.other, reading)
         person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
         self.person, self.other = _wearing(person, self.other, reading)
@@ -79,7 +81,7 @@ def reference(ref: PlanRef, reading: QuestionReading) -> Reference:
     time_s = _held_time(ref.time, reading)
     quote = ref.quote if reading.quoted(ref.quote) else ""
     scene = ref.scene if reading.holds(ref.scene) else Scene.ANY.value
-    about = ref.about if not quote and reading.says(ref.about) else ""
+    about = ref.about if not quote and reading.says(ref.about) and not describe(ref.about).empty else ""
     return Reference(ref.kind, ref.place, time_s, scene, quote, about=about)
 
 
@@ -97,6 +99,16 @@ def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[R
     if other is None or other.kind != "none" or other.quote or person.kind == "none" or person.anchored:
         return person, other
     return replace(person, time_s=other.time_s, scene=other.scene), None
+
+
+def _with_the_named_scene(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
+    """``person`` in the first or last scene when the question names it and no reference took it (the model wrote
+    the scene as a description instead, or left it out)."""
+    if reading.scene is Scene.ANY or person.scene != "any" or (other is not None and other.scene != "any"):
+        return person
+    if person.time_s is not None or person.quote:
+        return person
+    return replace(person, scene="first" if reading.scene is Scene.FIRST else "last", about="")
 
 
 def _with_the_only_time(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:

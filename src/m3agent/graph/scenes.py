@@ -23,7 +23,7 @@ from m3agent.text import STOPWORDS, stem, words
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
-    from m3agent.graph.values import ShotView
+    from m3agent.graph.values import Moment, ShotView
 
 T = TypeVar("T")
 Shown = Literal["any", "still", "live", "dark"]
@@ -50,6 +50,8 @@ MIN_FIT = 0.5
 """A scene must fit at least this share of what the description says to be one it may mean."""
 CONTRADICTED = 2.0
 """A described feature the scene contradicts weighs this many times one it only lacks evidence for."""
+EDGE_S = 1.0
+"""Seconds at each end of a scene left out when reading who is in it."""
 TOPIC_WEIGHT = 0.25
 """What the topic words found in a scene add to the fit of its measured features (they only tell apart scenes
 that fit alike; alone they are the whole fit)."""
@@ -145,9 +147,9 @@ def matching_scenes(graph: EntityGraph, video_id: str, description: SceneDescrip
 def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescription) -> float:
     """The share of the described features the scene shows, a contradicted one counting :data:`CONTRADICTED`
     times against it."""
-    moment = graph.at(group[0].video_id, group[0].start_s, group[-1].end_s)
+    moment = _inside(graph, group[0].video_id, group[0].start_s, group[-1].end_s)
     on_screen = {s.person.character_id: s.person for s in moment.on_screen}
-    most = max((len(graph.at(s.video_id, s.start_s, s.end_s).on_screen) for s in group), default=0)
+    most = max((len(_inside(graph, s.video_id, s.start_s, s.end_s).on_screen) for s in group), default=0)
     checks: list[bool | None] = []  # measured features: True fits, False contradicts, None unknown
     if wanted.shown != "any":
         checks.append(_shown_fits(group, most, wanted.shown))
@@ -163,6 +165,13 @@ def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescripti
         said |= {stem(w) for s in group for w in words(s.summary)} | {stem(w) for t in moment.scene for w in words(t)}
         topic = sum(w in said for w in wanted.topic) / len(wanted.topic)
     return _score(checks) + TOPIC_WEIGHT * topic if checks else topic
+
+
+def _inside(graph: EntityGraph, video_id: str, start_s: float, end_s: float) -> Moment:
+    """The moment of an interval without its edges (:data:`EDGE_S`, at most a quarter of it): people sampled just
+    before or after a cut belong to the neighbouring scene."""
+    inner = min(EDGE_S, (end_s - start_s) / 4)
+    return graph.at(video_id, start_s + inner, end_s - inner)
 
 
 def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:
