@@ -273,6 +273,10 @@ def _count_people(run: _Run) -> GraphAnswer | None:
         return _count_heard(run, found.window)
     moment = run.graph.at(run.video_id, *found.window)
     listed = [who(run.graph, s.person, s) for s in moment.on_screen]
+    if run.plan.sense != "seen":  # the graph's one person count: off-screen linked speakers, voices over no face
+        shown = {s.person.character_id for s in moment.on_screen}
+        listed += [who(run.graph, p) for p in run.graph.count_people(run.video_id, *found.window).counted
+                   if p.character_id not in shown]
     return run.answer("count", number=number_word(len(listed)), span=span_text(*found.window),
                       people=", ".join(listed) or "nobody")
 
@@ -302,9 +306,11 @@ def _count_so_far(run: _Run) -> GraphAnswer | None:
         return _count_described(run, time_s)
     if time_s is None:
         return None
-    seen = run.graph.count_people(run.video_id, 0.0, time_s).seen
+    count = run.graph.count_people(run.video_id, 0.0, time_s)
+    seen = count.seen if run.plan.sense == "seen" else count.counted
     run.spans.append((0.0, time_s))
     return run.answer("count_so_far", number=number_word(len(seen)).capitalize(), time=clock(time_s),
+                      sense="seen" if run.plan.sense == "seen" else "seen or heard",
                       people=", ".join(who(run.graph, p) for p in seen) or "nobody")
 
 

@@ -10,6 +10,7 @@ and voice entities), so a face seen at 0:10 and its linked voice heard at 3:00 a
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from m3agent.graph.values import (
     Moment,
     PeopleCount,
     Person,
+    Presence,
     Profile,
     Role,
     ShotView,
@@ -50,6 +52,12 @@ class _VideoData:
     video: Video
     sightings: tuple[tuple[float, int], ...]
     speech: tuple[tuple[float, float, int], ...]
+    times: tuple[float, ...]  # the sightings' times, in order, to find the faces of an interval by bisection
+
+    def seen_between(self, start_s: float, end_s: float) -> set[int]:
+        """The face entities sampled in ``[start_s, end_s]``, widened by :data:`AT_SLACK_S` on each side."""
+        low, high = bisect_left(self.times, start_s - AT_SLACK_S), bisect_right(self.times, end_s + AT_SLACK_S)
+        return {e for _, e in self.sightings[low:high]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +124,17 @@ class EntityGraph:
         """Every interval in which ``person`` is seen or heard, over all videos (or one), in time order."""
         out: list[Appearance] = []
         for vid in self._video_ids(video_id):
-            data = self._data(vid)
-            faces = merge_spans((t, t) for t, e in data.sightings if e in person.face_ids)
-            voices = merge_spans((a, b) for a, b, e in data.speech if e in person.voice_ids)
-            out += _with_roles(vid, faces, voices)
+            found = self.presence(person, vid)
+            out += _with_roles(vid, list(found.seen), list(found.speaking))
         return out
+
+    def presence(self, person: Person, video_id: str) -> Presence:
+        """When ``person`` is seen and when they speak in one video: sightings and speech each joined into spans
+        (:data:`MERGE_GAP_S`), in time order; a lone sighting is a span of no length."""
+        data = self._data(video_id)
+        seen = merge_spans((t, t) for t, e in data.sightings if e in person.face_ids)
+        speaking = merge_spans((a, b) for a, b, e in data.speech if e in person.voice_ids)
+        return Presence(person, video_id, tuple(seen), tuple(speaking))
 
     def profile(self, person: Person) -> Profile:
         """``person`` with all appearances (first and last among them) and the attributes measured for their face
@@ -146,11 +160,26 @@ class EntityGraph:
         return out
 
     def count_people(self, video_id: str, start_s: float, end_s: float) -> PeopleCount:
-        """Distinct people seen and heard in ``[start_s, end_s]`` of a video."""
+        """The people of ``[start_s, end_s]`` of a video, and the one rule for how many there are, kept here so
+        the API, the inspector and answers count alike.
+
+        A person counts when their face is seen there, or when they are heard there and their voice is linked
+        to a face (a known person, even speaking off screen). A voice linked to no face counts only when some of
+        its speech there falls where no face is on screen (a narrator over a dark screen): heard only over
+        faces, it may be one of them (a diarizer splits a shouting voice in overlapped speech, the face-voice
+        linker misses lips it could not read), so counting it would count a person twice."""
         data = self._data(video_id)
-        seen = {e for t, e in data.sightings if start_s - AT_SLACK_S <= t <= end_s + AT_SLACK_S}
-        heard = {e for a, b, e in data.speech if a <= end_s and b >= start_s}
-        return PeopleCount(video_id, start_s, end_s, self._persons_of(seen), self._persons_of(heard))
+        seen = self._persons_of(data.seen_between(start_s, end_s))
+        heard = self._persons_of({e for a, b, e in data.speech if a <= end_s and b >= start_s})
+        shown, spoke = {p.character_id for p in seen}, {p.character_id for p in heard}
+        counted = tuple(p for p in self.people() if p.character_id in shown or (
+            p.character_id in spoke and (bool(p.face_ids) or self._heard_off_faces(data, p, start_s, end_s))))
+        return PeopleCount(video_id, start_s, end_s, seen, heard, counted)
+
+    def _heard_off_faces(self, data: _VideoData, person: Person, start_s: float, end_s: float) -> bool:
+        """Whether some of ``person``'s speech inside ``[start_s, end_s]`` has no face on screen."""
+        return any(not data.seen_between(max(a, start_s), min(b, end_s))
+                   for a, b, e in data.speech if e in person.voice_ids and a <= end_s and b >= start_s)
 
     # moments and shots -----------------------------------------------------
     def at(self, video_id: str, start_s: float, end_s: float | None = None) -> Moment:
@@ -159,10 +188,15 @@ class EntityGraph:
         end = start_s if end_s is None else max(start_s, end_s)
         data = self._data(video_id)
         heard = self.heard(video_id, start_s, end)
-        scene = tuple(m.text for m in self._scene_memories(video_id, start_s, end)
-                      if read_shot_summary(m) is None and not m.text.startswith("Scene change"))
+        scene = tuple(m.text for m in self.scene_notes(video_id, start_s, end))
         return Moment(video_id, start_s, end, self._sightings(data.video, start_s, end), tuple(heard), scene,
                       self.shot_at(video_id, (start_s + end) / 2))
+
+    def scene_notes(self, video_id: str, start_s: float = 0.0, end_s: float = float("inf")) -> list[Memory]:
+        """The scene memories of ``[start_s, end_s]`` other than shot summaries (on-screen text, and objects and
+        sounds told on their own when no shot holds them), in time order."""
+        return [m for m in self._scene_memories(video_id, start_s, end_s)
+                if read_shot_summary(m) is None and not m.text.startswith("Scene change")]
 
     def heard(self, video_id: str, start_s: float, end_s: float) -> list[Utterance]:
         """What is said in ``[start_s, end_s]`` of a video and by whom, in time order."""
@@ -238,8 +272,9 @@ class EntityGraph:
     def _data(self, video_id: str) -> _VideoData:
         if video_id not in self._videos:
             video = self.store.get_video(video_id)
-            self._videos[video_id] = _VideoData(video, tuple(self.store.face_sightings(video_id)),
-                                                tuple(self.store.voice_spans(video_id)))
+            sightings = tuple(sorted(self.store.face_sightings(video_id)))
+            self._videos[video_id] = _VideoData(video, sightings, tuple(self.store.voice_spans(video_id)),
+                                                tuple(t for t, _ in sightings))
         return self._videos[video_id]
 
     def _persons_of(self, entity_ids: set[int]) -> tuple[Person, ...]:

@@ -151,21 +151,42 @@ class Company:
 
 @dataclass(frozen=True, slots=True)
 class PeopleCount:
-    """Distinct people seen and heard in an interval (a person both seen and heard counts once)."""
+    """The people of an interval: everyone ``seen`` and ``heard``, and those ``counted`` as people by the rule of
+    :meth:`~m3agent.graph.operators.EntityGraph.count_people` (``distinct`` is their number; a person both seen
+    and heard counts once). ``not_counted``: the voices heard but left out (matched to no face, heard only while
+    a face was on screen)."""
 
     video_id: str
     start_s: float
     end_s: float
     seen: tuple[Person, ...]
     heard: tuple[Person, ...]
+    counted: tuple[Person, ...]
 
     @property
     def distinct(self) -> int:
-        return len({p.character_id for p in self.seen + self.heard})
+        return len(self.counted)
+
+    @property
+    def not_counted(self) -> tuple[Person, ...]:
+        kept = {p.character_id for p in self.counted}
+        return tuple(p for p in self.heard if p.character_id not in kept)
 
     def to_dict(self) -> dict[str, Any]:
         return {"video_id": self.video_id, "span": span_text(self.start_s, self.end_s), "distinct": self.distinct,
-                "seen": [p.label for p in self.seen], "heard": [p.label for p in self.heard]}
+                "seen": [p.label for p in self.seen], "heard": [p.label for p in self.heard],
+                "not_counted": [p.label for p in self.not_counted]}
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """When one person is seen (face sightings joined into spans) and when they speak in one video, in time
+    order: the two rows of their swimlane."""
+
+    person: Person
+    video_id: str
+    seen: tuple[tuple[float, float], ...]
+    speaking: tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,8 @@ def list_shots(ctx: Ctx, video_id: VideoId, offset: Offset = 0, limit: Limit = 1
 @router.get("/api/videos/{video_id}/count", response_model=gs.PeopleCountOut, responses=UNFIT,
             summary="How many distinct people are seen or heard in an interval")
 def count_people(ctx: Ctx, video_id: VideoId, start: Start = None, end: End = None) -> gs.PeopleCountOut:
-    """Distinct people seen and heard from ``start`` (default 0:00) to ``end`` (default: the video's end)."""
+    """How many people are in ``start`` (default 0:00) to ``end`` (default: the video's end): everyone seen,
+    everyone heard whose voice is linked to a face, and a voice linked to no face only when some of its speech
+    has no face on screen (``not_counted`` lists the voices left out)."""
     begin = 0.0 if start is None else graph_service.seconds(start, "start")
     return graph_service.count(ctx, video_id, begin, None if end is None else graph_service.seconds(end, "end"))

@@ -149,13 +149,18 @@ class ProfileOut(BaseModel):
 
 
 class PeopleCountOut(BaseModel):
-    """How many distinct people are seen or heard in an interval (one seen and heard counts once)."""
+    """How many people are in an interval: everyone seen, everyone heard whose voice is linked to a face, and a
+    voice linked to no face only when some of its speech there has no face on screen (heard only over faces it
+    may be one of them). One seen and heard counts once."""
 
     video_id: str
     start_s: float
     end_s: float
     span: str
-    distinct: int
+    distinct: int = Field(description="how many people: the number of `people`")
     seen: list[str] = Field(description="labels of the people seen")
     heard: list[str] = Field(description="labels of the people heard")
-    people: list[PersonOut] = Field(description="the distinct people, each once")
+    not_counted: list[str] = Field(default_factory=list,
+                                   description="labels of voices linked to no face heard only while a face was on "
+                                               "screen: perhaps one of the people seen, so not counted")
+    people: list[PersonOut] = Field(description="the people counted, each once")

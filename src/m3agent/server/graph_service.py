@@ -165,7 +165,8 @@ def shots(ctx: ServerContext, video_id: str) -> list[ShotOut]:
 
 
 def count(ctx: ServerContext, video_id: str, start: float = 0.0, end: float | None = None) -> PeopleCountOut:
-    """Distinct people seen and heard in ``[start, end]`` (``end`` None: to the end of the video)."""
+    """How many people are in ``[start, end]`` (``end`` None: to the end of the video), by the graph's one rule
+    (:meth:`~m3agent.graph.operators.EntityGraph.count_people`)."""
     with reading(ctx) as graph:
         stored = video(graph.store, video_id)
         start, end = interval(graph.store, stored, start, end)
@@ -209,7 +210,8 @@ def company_out(company: Company) -> CompanyOut:
 
 
 def count_out(value: PeopleCount) -> PeopleCountOut:
-    distinct = {p.character_id: p for p in value.seen + value.heard}
+    """The count as the graph decides it (:meth:`~m3agent.graph.operators.EntityGraph.count_people`): ``people``
+    are the counted ones, by character id."""
     return PeopleCountOut.model_validate({
         **value.to_dict(), "start_s": round(value.start_s, 2), "end_s": round(value.end_s, 2),
-        "people": [person_out(p) for p in sorted(distinct.values(), key=lambda p: p.character_id)]})
+        "people": [person_out(p) for p in sorted(value.counted, key=lambda p: p.character_id)]})

@@ -1,10 +1,13 @@
 """The web inspector: server-rendered pages (Jinja2) with a little JavaScript, assets inside the package.
 
 Pages: ``/`` videos, ingest (upload or allowed-folder path) and jobs with live
-progress and cancel; ``/videos/{id}`` a paged timeline of clips (memories
-filtered by kind and words, faces, voice lines with their own snippets) under
-a player with who is on screen now, or a notice when the browser cannot play
-the file; ``/people`` (:mod:`m3agent.server.people_pages`); ``/characters``
+progress and cancel; ``/videos/{id}`` a player with who is on screen now beside it (or a notice
+when the browser cannot play the file), the swimlanes under it (people seen
+and speaking, shots still or live, text and sounds; they follow the playhead
+and seek on a click: :mod:`m3agent.server.swimlanes`) and a paged timeline of
+clips (memories filtered by kind and words, faces, voice lines with their own
+snippets; a memory or evidence link that seeks keeps the player in view and
+marks the memory); ``/people`` (:mod:`m3agent.server.people_pages`); ``/characters``
 (with the merge history and undo) and ``/characters/{id}`` (crops, snippets,
 facts, measured description, appearances, seen with; rename, merge with a
 side-by-side check, split, link a voice to a face); ``/ask`` (streamed rounds,
@@ -33,6 +36,7 @@ from m3agent.server.deps import Ctx
 from m3agent.server.pages import HERE, page, render
 from m3agent.server.playback import unplayable_codecs
 from m3agent.server.security import TOKEN_COOKIE
+from m3agent.server.swimlanes import Swimlanes, swimlanes
 from m3agent.server.timeline import TimelineQuery, timeline_page
 
 router = APIRouter(include_in_schema=False)
@@ -89,7 +93,15 @@ def _video_data(ctx: ServerContext, video_id: str, query: TimelineQuery) -> dict
     with ctx.stores.read() as store:
         path = service.media_file(ctx, store.get_video(video_id))
     return {"video": detail, "timeline": timeline, "query": query, "kinds": [k.value for k in MemoryKind],
-            "served": path is not None, "unplayable": unplayable_codecs(path) if path is not None else ()}
+            "served": path is not None, "unplayable": unplayable_codecs(path) if path is not None else (),
+            "lanes": _lanes(ctx, video_id)}
+
+
+def _lanes(ctx: ServerContext, video_id: str) -> Swimlanes | None:
+    """The video's swimlanes (people, shots, text and sounds) from the graph the API serves."""
+    with graph_service.reading(ctx) as graph:
+        stored = graph.store.get_video(video_id)
+        return swimlanes(graph, video_id, graph_service.video_end(graph.store, stored))
 
 
 @router.get("/characters", response_class=HTMLResponse)

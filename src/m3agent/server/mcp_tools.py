@@ -216,8 +216,9 @@ def _graph_tools(ctx: ServerContext) -> list[Callable[..., Any]]:
     def count_people(video_id: GraphVideo, start: Time = 0.0,
                      end: Annotated[Clock | None, Field(description="default: the end of the video")] = None,
                      ) -> graph_schemas.PeopleCountOut:
-        """How many distinct people are seen or heard in an interval of a video, and who. Use it for "how many
-        people are in the room?" rather than counting names in search results."""
+        """How many people are in an interval of a video, and who (a voice matched to no face counts only when
+        heard with no face on screen). Use it for "how many people are in the room?" rather than counting names
+        in search results."""
         return graph_service.count(ctx, video_id, graph_service.seconds(start, "start"),
                                    None if end is None else graph_service.seconds(end, "end"))
 

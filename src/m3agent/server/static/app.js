@@ -130,13 +130,26 @@ async function playAudio(url) {
   }
 }
 
+// a memory or evidence link that seeks keeps the player in view (sticky) and marks the memory it came from
+function pinPlayer() { const box = $("#player-box"); if (box) box.classList.add("pinned"); }
+
+function cite(memory) {
+  $$(".memory.cited").forEach((node) => node.classList.remove("cited"));
+  memory.classList.add("cited");
+}
+
 function setupPlayer() {
   $$(".seek").forEach((link) => link.addEventListener("click", (event) => {
     event.preventDefault();
     seek(Number(link.dataset.t));
+    pinPlayer();
+    const memory = link.closest(".memory");
+    if (memory) cite(memory);
   }));
-  const t = new URLSearchParams(location.search).get("t");
-  if (t !== null) seek(Number(t));
+  const params = new URLSearchParams(location.search), t = params.get("t");
+  if (t !== null) { seek(Number(t)); pinPlayer(); }
+  const cited = params.get("m") && $(`.memory[data-memory="${CSS.escape(params.get("m"))}"]`);
+  if (cited) { cite(cited); cited.scrollIntoView({ block: "center" }); }
   $$("button.play").forEach((button) => button.addEventListener("click", () => playAudio(button.dataset.audio)));
   const player = $("#player");
   if (player) player.addEventListener("error", () => { $("#player-failed").hidden = false; player.hidden = true; });
@@ -179,6 +192,56 @@ function setupOnScreen() {
   };
   const later = () => { clearTimeout(timer); timer = setTimeout(show, AT_WAIT_MS); };
   ["timeupdate", "seeked", "loadeddata"].forEach((name) => player.addEventListener(name, later));
+}
+
+// the swimlanes under the player: bars placed by their percentages (CSSOM), the playhead and the bars under
+// it follow playback, a click on a lane seeks to the time under the pointer
+const SEEN_SLACK_S = 0.5; // as the graph's AT_SLACK_S: a face sampled this close to a time is on screen at it
+
+function underPlayhead(bar, t) {
+  const start = Number(bar.dataset.start), end = Number(bar.dataset.end);
+  if (bar.classList.contains("seen")) return t >= start - SEEN_SLACK_S && t <= end + SEEN_SLACK_S;
+  return t >= start && (t < end || (t === end && !bar.nextElementSibling.classList.contains("bar")));
+}
+
+function showShot(bar) {
+  const box = $("#shot-now");
+  if (!box || box.dataset.shot === (bar ? bar.dataset.start : "")) return;
+  box.dataset.shot = bar ? bar.dataset.start : "";
+  if (!bar) { box.replaceChildren(); return; }
+  const people = Number(bar.dataset.people);
+  const cut = bar.classList.contains("opens") && bar.previousElementSibling !== null;
+  box.replaceChildren(el("b", {}, `Shot ${clock(Number(bar.dataset.start))}–${clock(Number(bar.dataset.end))}`),
+    ` · ${cut ? "after a scene change · " : ""}${bar.dataset.kind} · ${people} ${people === 1 ? "person" : "people"}: `,
+    ...withPeople(bar.dataset.summary || "no summary"));
+  namePeople(box);
+}
+
+function followLanes(lanes, t) {
+  const duration = Number(lanes.dataset.duration);
+  lanes.dataset.t = t;
+  $$(".playhead", lanes).forEach((head) => { head.style.left = `${Math.min(100, (100 * t) / duration)}%`; });
+  $$(".bar", lanes).forEach((bar) => bar.classList.toggle("current", underPlayhead(bar, t)));
+  $$(".lane", lanes).forEach((lane) => lane.classList.toggle("active", $(".bar.current", lane) !== null));
+  showShot($("#lane-shots .bar.current", lanes));
+}
+
+function setupLanes() {
+  const lanes = $("#swimlanes"), player = $("#player");
+  if (!lanes) return;
+  const duration = Number(lanes.dataset.duration);
+  $$(".bar", lanes).forEach((bar) => {
+    bar.style.left = `${Number(bar.dataset.left)}%`;
+    bar.style.width = `${Number(bar.dataset.width)}%`;
+  });
+  $$(".track", lanes).forEach((track) => track.addEventListener("click", (event) => {
+    const box = track.getBoundingClientRect();
+    seek(Math.min(duration, Math.max(0, ((event.clientX - box.left) / box.width) * duration)));
+  }));
+  namePeople(lanes);
+  const follow = () => followLanes(lanes, player ? player.currentTime : 0);
+  if (player) ["timeupdate", "seeked", "loadedmetadata"].forEach((name) => player.addEventListener(name, follow));
+  follow();
 }
 
 // home page: ingest (upload with its progress, or a server path), the jobs table refreshed while any runs
@@ -435,7 +498,8 @@ async function namePeople(root) {
 // ask page: stream the steps (SSE over fetch), show the answer with citations, keep the last answers
 function evidenceList(items) {
   return el("ol", { class: "evidence" }, items.map((e) => el("li", { class: `memory${e.cited ? " cited" : ""}` },
-    el("a", { class: "citation", href: `/videos/${encodeURIComponent(e.video_id)}?t=${e.start_s}#clip-${e.clip_index}` },
+    el("a", { class: "citation", href: `/videos/${encodeURIComponent(e.video_id)}?t=${e.start_s}`
+      + `${e.memory_id === undefined ? "" : "&m=" + e.memory_id}#clip-${e.clip_index}` },
       `${e.video_id} CLIP ${e.clip_index} ${clock(e.start_s)}`), " ", withPeople(e.text))));
 }
 
@@ -555,5 +619,5 @@ function setupAsk() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  setupForget(); setupPlayer(); setupOnScreen(); setupIngest(); setupCharacter(); setupAsk();
+  setupForget(); setupPlayer(); setupOnScreen(); setupLanes(); setupIngest(); setupCharacter(); setupAsk();
 });
