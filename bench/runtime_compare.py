@@ -45,7 +45,9 @@ def grounded_questions(count: int, *, distinct: bool, salt: str) -> list[tuple[l
                                                                               str]]:
     """``count`` grounded prompts, their reply schema and the expected room. ``distinct`` puts a unique line first
     in each system prompt (``salt`` keeps rounds apart too)."""
+    from m3agent import tags
     from m3agent.llm.prompts import load_prompt_set
+    from m3agent.text import clock
 
     grounded = load_prompt_set("control_grounded")
     notes = [m for line in load_prompt_set("runtime_check").sections["user"].splitlines()
@@ -55,7 +57,7 @@ def grounded_questions(count: int, *, distinct: bool, salt: str) -> list[tuple[l
         k = (i * 5) % len(notes)
         chosen = [notes[(k + j) % len(notes)] for j in range(MEMORIES)]
         chosen = chosen[1:] + chosen[:1]  # the asked note last, not first
-        lines = [f"[m{j + 1}] CLIP_{j + 1} [0:{j:02d}-0:{j + 1:02d}]: <character_{j % 4 + 1}> says: "
+        lines = [f"[m{j + 1}] CLIP_{j + 1} [{clock(j)}-{clock(j + 1)}]: {tags.character(j % 4 + 1)} says: "
                  f"\"The {m.group(1)} is stored in room {m.group(2)}, {m.group(3)}.\"" for j, m in enumerate(chosen)]
         system = grounded.render("system")
         if distinct:

@@ -103,7 +103,7 @@ def test_pages_rename_play_ask_follow_citation_and_forget(server: str, browser: 
     citations = browser.find_elements(By.CSS_SELECTOR, "#answer a.citation")
     assert citations and "debate" in citations[0].get_attribute("href")
     shot(browser, "6-ask")
-    target = float(citations[0].get_attribute("href").split("t=")[1].split("#")[0])
+    target = float(citations[0].get_attribute("href").split("t=")[1].split("&")[0].split("#")[0])
     citations[0].click()
     wait(browser, lambda b: abs(b.execute_script("return document.getElementById('player').currentTime")
                                 - target) < 0.5 and b.execute_script("return document.getElementById('player')"

@@ -105,3 +105,5 @@ class AnswerOut(BaseModel):
     before_clip: int | None
     raw_text: str = Field(description="the model's final reply as written")
     failure: str | None = Field(description="why the answer is empty, when it is")
+    provenance: str | None = Field(None, description="which answerer decided, in grounded mode: graph decision, "
+                                   "graph facts, nothing found, attribution check, model or reranker")
