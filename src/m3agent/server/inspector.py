@@ -28,7 +28,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from m3agent import views
-from m3agent.domain import Entity, EntityKind, MemoryKind
+from m3agent.domain import Entity, EntityKind
 from m3agent.errors import NotFoundError
 from m3agent.server import graph_service, service
 from m3agent.server.context import ServerContext
@@ -37,7 +37,7 @@ from m3agent.server.pages import HERE, page, render
 from m3agent.server.playback import unplayable_codecs
 from m3agent.server.security import TOKEN_COOKIE
 from m3agent.server.swimlanes import Swimlanes, swimlanes
-from m3agent.server.timeline import TimelineQuery, timeline_page
+from m3agent.server.timeline import FILTER_KINDS, TimelineQuery, timeline_page
 
 router = APIRouter(include_in_schema=False)
 T = TypeVar("T")
@@ -74,8 +74,9 @@ async def video_page(request: Request, ctx: Ctx, video_id: str, kind: str = "", 
     return await page(request, "video.html", lambda: _video_data(ctx, video_id, query))
 
 
-def _kind(text: str) -> MemoryKind | None:
-    return MemoryKind(text) if text in {k.value for k in MemoryKind} else None
+def _kind(text: str) -> str:
+    """A kind the timeline filters by (``episodic``, ``semantic``, ``text`` for on-screen text); empty: all."""
+    return text if text in FILTER_KINDS else ""
 
 
 def _number(text: str, kind: Callable[[str], T]) -> T | None:
@@ -92,7 +93,7 @@ def _video_data(ctx: ServerContext, video_id: str, query: TimelineQuery) -> dict
         timeline = timeline_page(store, video_id, query, ctx.settings.server.inspector_clips_per_page)
     with ctx.stores.read() as store:
         path = service.media_file(ctx, store.get_video(video_id))
-    return {"video": detail, "timeline": timeline, "query": query, "kinds": [k.value for k in MemoryKind],
+    return {"video": detail, "timeline": timeline, "query": query, "kinds": FILTER_KINDS,
             "served": path is not None, "unplayable": unplayable_codecs(path) if path is not None else (),
             "lanes": _lanes(ctx, video_id)}
 

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from m3agent import __version__, tags
 from m3agent.errors import M3AgentError
+from m3agent.server import browser_text
 from m3agent.server.failures import error_body, status_of
 
 HERE = Path(__file__).parent
@@ -23,7 +24,9 @@ def _templates() -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     env.filters["clock"] = _time_or_unknown
-    env.globals.update(character_tag=tags.character, voice_tag=tags.voice)
+    env.globals.update(character_tag=tags.character, voice_tag=tags.voice, error_titles=browser_text.TITLES)
+    env.filters["browser_message"] = browser_text.message
+    env.filters["plural"] = plural
     return env
 
 
@@ -36,6 +39,11 @@ def render(request: Request, name: str, **data: Any) -> HTMLResponse:
         _ENV.append(_templates())
     html = _ENV[0].get_template(name).render(request=request, version=__version__, **data)
     return HTMLResponse(html)
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``1 clip``, ``2 clips``; ``many`` for a plural that is not ``one`` + s (``memory``, ``memories``)."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 def _time_or_unknown(seconds: float | None) -> str:
@@ -55,7 +63,9 @@ async def page(request: Request, name: str, load: Callable[[], dict[str, Any]]) 
 
 
 def error_page(request: Request, exc: M3AgentError) -> HTMLResponse:
-    """The documented error shape (error, message, hint) as a page, with the error's HTTP status."""
-    response = render(request, "error.html", problem=error_body(exc))
-    response.status_code = status_of(exc)
+    """The error (error, message, hint) as a browser user reads it (:mod:`m3agent.server.browser_text`), with
+    the error's HTTP status."""
+    status = status_of(exc)
+    response = render(request, "error.html", problem=browser_text.problem(error_body(exc), status))
+    response.status_code = status
     return response

@@ -12,24 +12,30 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent import views
 from m3agent.domain import ClipStatus, MemoryKind, SearchFilter
+from m3agent.server.swimlanes import ON_SCREEN
 
 if TYPE_CHECKING:
     from m3agent.domain import Clip
     from m3agent.store.protocol import MemoryStore
 
 
+TEXT_KIND = "text"  # the filter's own kind for on-screen text (stored as episodic memories ``On screen …: "…"``)
+FILTER_KINDS = {**{k.value: k.value for k in MemoryKind}, TEXT_KIND: "on-screen text"}  # value -> label
+
+
 @dataclass(frozen=True, slots=True)
 class TimelineQuery:
-    """What the reader asked for: a kind of memory, words to find, a page (1-based) or a time to land on."""
+    """What the reader asked for: a kind of memory (a :class:`MemoryKind` value or :data:`TEXT_KIND`; empty:
+    all), words to find, a page (1-based) or a time to land on."""
 
-    kind: MemoryKind | None = None
+    kind: str = ""
     words: str = ""
     page: int | None = None
     at_s: float | None = None
 
     @property
     def filtered(self) -> bool:
-        return self.kind is not None or bool(self.words.strip())
+        return bool(self.kind) or bool(self.words.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +68,13 @@ def timeline_page(store: MemoryStore, video_id: str, query: TimelineQuery, per_p
     """The page of ``video_id``'s timeline that ``query`` asks for (the page holding ``at_s`` when no page is
     given; the last page when the page number is past the end)."""
     character_of, names = views.character_names(store, video_id)
-    flt = SearchFilter(kinds=(query.kind,)) if query.kind is not None else None
-    rows = _matching([views.memory_row(m, character_of, names) for m in store.memories(video_id, None, flt)],
-                     query.words)
+    stored = MemoryKind(query.kind) if query.kind in {k.value for k in MemoryKind} else None
+    flt = SearchFilter(kinds=(stored,)) if stored is not None else None
+    rows = [{**views.memory_row(m, character_of, names), "on_screen": ON_SCREEN.match(m.text) is not None}
+            for m in store.memories(video_id, None, flt)]
+    if query.kind == TEXT_KIND:
+        rows = [r for r in rows if r["on_screen"]]
+    rows = _matching(rows, query.words)
     by_clip: dict[int, list[dict[str, Any]]] = {}
     for row in rows:
         by_clip.setdefault(row["clip"], []).append(row)

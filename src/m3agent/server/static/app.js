@@ -20,10 +20,40 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// errors: the documented {error, message, hint}, shown in the page
+// errors as a browser user reads them, by the rules of server/browser_text.py: a title in words for the API's
+// error name (the page carries the table, data-titles), no process ids or server paths in the message, and a
+// hint for a person, not a program (no endpoint, no Ctrl-C, no pid, no path on the server)
+const UNFIT_HINT = /\/api\/|\/docs\b|\b(GET|POST|PATCH|PUT|DELETE) \/|ctrl-c|\bpid\b|(^|[\s(])\/[\w.-]+\//i;
+const PROCESS = /\s*\((?:pid|process) \d+[^)]*\)/gi;
+const SERVER_PATH = /(?<![\w:/.])\/(?:[\w.-]+\/)+([\w.-]+)/g;
+const BROWSER_HINTS = { 403: "this server does not allow that; choose something it allows, or ask whoever runs it",
+  404: "check the address, or go back to the videos",
+  409: "reload the page to see the memory as it is now, then try again" };
+const BROWSER_HINT = "try again; if it keeps failing, tell whoever runs this server";
+
+function errorTitle(name) {
+  const box = $("#problem");
+  let titles = {};
+  try { titles = JSON.parse((box && box.dataset.titles) || "{}"); } catch (e) { titles = {}; }
+  if (titles[name]) return titles[name];
+  if (!/^[A-Z][A-Za-z0-9]*[a-z][A-Z][A-Za-z0-9]*$/.test(name)) return name;  // not a class name: already words
+  const words = name.replace(/Error$/, "").match(/[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+/g) || [];
+  if (!words.length) return "Something went wrong";
+  const text = words.map((w) => (w.length > 1 && w === w.toUpperCase() ? w : w.toLowerCase())).join(" ");
+  return text[0].toUpperCase() + text.slice(1);
+}
+
+function browserMessage(text) { return String(text || "").replace(PROCESS, "").replace(SERVER_PATH, "$1"); }
+
+function browserHint(text, status) {
+  return text && !UNFIT_HINT.test(text) ? text : BROWSER_HINTS[status] || BROWSER_HINT;
+}
+
+// errors: the documented {error, message, hint}, shown in the page as a browser user reads them
 function problemOf(status, data) {
   if (data && typeof data.message === "string") {
-    return { error: data.error || `HTTP ${status}`, message: data.message, hint: data.hint || "" };
+    return { error: errorTitle(data.error || `HTTP ${status}`), message: browserMessage(data.message),
+      hint: browserHint(data.hint || "", status) };
   }
   if (data && Array.isArray(data.detail)) {
     const first = data.detail[0] || {};
@@ -35,10 +65,13 @@ function problemOf(status, data) {
     hint: "try again; the server's log says more" };
 }
 
-function showProblem(problem) {
+// a problem comes from what the user did (cleared by their next success) or from a background refresh (the
+// jobs poll), which clears only its own: a poll never hides an error the user has not read
+function showProblem(problem, source = "user") {
   const box = $("#problem");
   status(problem.message);
   if (!box) return;
+  box.dataset.source = source;
   $(".problem-error", box).textContent = problem.error;
   $(".problem-message", box).textContent = problem.message;
   $(".problem-hint", box).textContent = problem.hint;
@@ -46,7 +79,10 @@ function showProblem(problem) {
   box.scrollIntoView({ block: "nearest" });
 }
 
-function clearProblem() { const box = $("#problem"); if (box) box.hidden = true; }
+function clearProblem(source = "user") {
+  const box = $("#problem");
+  if (box && (source === "user" || box.dataset.source === source)) box.hidden = true;
+}
 
 class ApiError extends Error {
   constructor(problem) { super(problem.message); this.problem = problem; }
@@ -55,7 +91,7 @@ class ApiError extends Error {
 const OFFLINE = { error: "no answer", message: "the server did not answer",
   hint: "check that m3agent serve is still running, then try again" };
 
-async function api(method, url, body) {
+async function api(method, url, body, source = "user") {
   let response;
   try {
     response = await fetch(url, {
@@ -63,16 +99,16 @@ async function api(method, url, body) {
       body: body ? JSON.stringify(body) : undefined, credentials: "same-origin",
     });
   } catch (e) {
-    showProblem(OFFLINE);
+    showProblem(OFFLINE, source);
     throw new ApiError(OFFLINE);
   }
   const data = await response.json().catch(() => null);
   if (!response.ok) {
     const problem = problemOf(response.status, data);
-    showProblem(problem);
+    showProblem(problem, source);
     throw new ApiError(problem);
   }
-  clearProblem();
+  clearProblem(source);
   return data;
 }
 
@@ -84,6 +120,9 @@ function guarded(handler) {
     }
   };
 }
+
+// "1 clip", "2 clips"; many for a plural that is not one + s ("memory", "memories")
+function plural(count, one, many = `${one}s`) { return `${count} ${count === 1 ? one : many}`; }
 
 function clock(seconds) {
   const s = Math.floor(seconds);
@@ -104,7 +143,7 @@ function setupForget() {
     if (button.dataset.then) location.href = button.dataset.then; else location.reload();
   }));
   const close = $("#problem .problem-close");
-  if (close) close.addEventListener("click", clearProblem);
+  if (close) close.addEventListener("click", () => clearProblem());
 }
 
 // the player: ?t= on load, every .seek link, a notice when the browser cannot play the file
@@ -256,11 +295,13 @@ function jobRow(job) {
   const cancel = ACTIVE.has(job.state)
     ? el("button", { type: "button", class: "danger cancel", "data-cancel": job.id }, "Cancel") : null;
   const video = el("a", { href: `/videos/${encodeURIComponent(job.video_id)}` }, job.video_id);
-  const error = job.error ? [job.error, job.hint ? el("span", { class: "muted" }, ` (${job.hint})`) : null] : "";
+  const error = job.error
+    ? [browserMessage(job.error), el("span", { class: "muted" }, ` (${browserHint(job.hint || "", 0)})`)] : "";
   return el("tr", { "data-job": job.id, "data-state": job.state },
     el("td", { class: "muted" }, job.id.slice(0, 8)), el("td", { class: "wrap" }, video),
     el("td", { class: `state-${job.state}` }, job.state),
-    el("td", { class: "progress-cell" }, progress, ` ${done}${job.clips_total ? " / " + job.clips_total : ""} clips`),
+    el("td", { class: "progress-cell" }, progress,
+      ` ${job.clips_total ? `${done} / ${plural(job.clips_total, "clip")}` : plural(done, "clip")}`),
     el("td", {}, job.rtf ? job.rtf.toFixed(2) : ""),
     el("td", { class: "wrap error-cell" }, error, cancel));
 }
@@ -270,13 +311,16 @@ async function refreshJobs() {
   if (!table) return;
   polling = null;
   let page;
-  try { page = await api("GET", "/api/jobs?limit=10"); } catch (e) { polling = setTimeout(refreshJobs, POLL_MS * 5); return; }
+  try { page = await api("GET", "/api/jobs?limit=10", undefined, "poll"); } catch (e) {
+    polling = setTimeout(refreshJobs, POLL_MS * 5);
+    return;
+  }
   const rows = page.items.map(jobRow);
   $("tbody", table).replaceChildren(...(rows.length ? rows
     : [el("tr", { class: "empty-row" }, el("td", { colspan: 6, class: "empty" }, "No jobs yet."))]));
   const finished = page.items.some((job) => ACTIVE.has(jobStates.get(job.id)) && !ACTIVE.has(job.state));
   jobStates = new Map(page.items.map((job) => [job.id, job.state]));
-  if (finished) await refreshVideos();
+  if (finished) await refreshVideos().catch(() => null);
   if (page.items.some((job) => ACTIVE.has(job.state))) polling = setTimeout(refreshJobs, POLL_MS);
 }
 
@@ -292,7 +336,7 @@ function videoRow(video) {
 }
 
 async function refreshVideos() {
-  const page = await api("GET", "/api/videos?limit=1000");
+  const page = await api("GET", "/api/videos?limit=1000", undefined, "poll");
   $("#videos tbody").replaceChildren(...page.items.map(videoRow));
   const empty = $("#no-videos");
   if (empty) empty.hidden = page.items.length > 0;
@@ -509,7 +553,8 @@ function stepNode(step) {
   else if (step.type === "action") text = `round ${step.round} · ${step.tool}: ${step.content}`;
   else if (step.type === "observation") {
     const hits = step.result ? (step.result.clips || []).flatMap((c) => c.hits).length : 0;
-    text = `round ${step.round} · ${step.error ? "error: " + step.error : hits + " memories found"}`;
+    const found = step.error ? `error: ${step.error}` : `${plural(hits, "memory", "memories")} found`;
+    text = `round ${step.round} · ${found}`;
   } else return null;
   return el("div", { class: `step ${step.type}` }, withPeople(text));
 }
@@ -520,7 +565,8 @@ function showAnswer(answer, question) {
   box.replaceChildren(
     el("h2", {}, "Answer"), question ? el("p", { class: "muted asked" }, question) : null,
     el("p", { class: "answer-text" }, withPeople(answer.text || "(no answer)")),
-    el("p", { class: "muted" }, `${answer.mode} mode · ${answer.rounds} rounds · ${answer.searches.length} searches`),
+    el("p", { class: "muted" }, `${answer.mode} mode · ${plural(answer.rounds, "round")} · `
+      + plural(answer.searches.length, "search", "searches")),
     el("h3", {}, "Evidence"), evidenceList(answer.evidence));
   namePeople(box);
 }
@@ -546,7 +592,28 @@ function renderHistory() {
     el("span", { class: "muted" }, ` ${entry.video || "all videos"} · ${new Date(entry.at).toLocaleString()}`))));
 }
 
+// while an answer streams (or a search runs) its buttons are disabled and the answer is marked busy: one
+// question at a time; an empty memory keeps them disabled (the page says why)
+let asking = false;
+
+function busy(on) {
+  asking = on;
+  const idle = !on && !$("#empty-memory");
+  ["#ask-button", "#search-button", "#ask-again"].forEach((sel) => { const b = $(sel); if (b) b.disabled = !idle; });
+  $("#answer").setAttribute("aria-busy", on ? "true" : "false");
+  $("#steps").setAttribute("aria-busy", on ? "true" : "false");
+}
+
 async function ask(question, video) {
+  if (asking) return;
+  busy(true);
+  try { await streamAnswer(question, video); } catch (e) {
+    showProblem({ error: "Answer interrupted", message: "the connection closed before the answer was complete",
+      hint: "ask again" });
+  } finally { busy(false); }
+}
+
+async function streamAnswer(question, video) {
   $("#steps").replaceChildren(); $("#answer").hidden = true; $("#interrupted").hidden = true;
   clearProblem(); status("asking…");
   localStorage.setItem(PENDING_KEY, JSON.stringify({ question, video, at: Date.now() }));
@@ -581,11 +648,17 @@ async function ask(question, video) {
 }
 
 async function search(query, video) {
+  if (asking) return;
+  busy(true);
+  try { await searchMemories(query, video); } finally { busy(false); }
+}
+
+async function searchMemories(query, video) {
   const body = { query, k: 10 }; if (video) body.video_id = video;
   const result = await api("POST", "/api/search", body);
   const hits = (result.clips || []).flatMap((c) => c.hits);
   $("#answer").hidden = false;
-  $("#answer").replaceChildren(el("h2", {}, `${hits.length} memories`),
+  $("#answer").replaceChildren(el("h2", {}, plural(hits.length, "memory", "memories")),
     evidenceList(hits.map((h) => ({ ...h, cited: h.matched }))));
   await namePeople($("#answer"));
   status("searched");
@@ -606,6 +679,7 @@ function setupAsk() {
     const pending = JSON.parse(localStorage.getItem(PENDING_KEY) || "null");
     if (pending) { $("#question").value = pending.question; $("#video").value = pending.video || ""; ask(pending.question, pending.video); }
   });
+  busy(false);
   renderHistory();
   const pending = JSON.parse(localStorage.getItem(PENDING_KEY) || "null");
   if (pending) {
