@@ -12,17 +12,14 @@ replaced by a visible "[image omitted ...]" placeholder.
 from __future__ import annotations
 
 import importlib.util
-import json
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import ConfigError, MissingExtraError, ModelError
-from m3agent.llm import ChatReply, Message, Usage, text_messages
+from m3agent.llm import ChatReply, Message
 from m3agent.llm.model_process import ModelProcess
-from m3agent.llm.schema import cap_strings, parse_reply
 
 if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
@@ -114,18 +111,10 @@ class LlamaCppChat:
         max_tokens: int = 512,
         temperature: float = 0.0,
     ) -> ChatReply:
-        started = time.perf_counter()
-        request = {"messages": text_messages(messages),  # image/audio parts become visible placeholders
-                   "grammar_schema": json.dumps(cap_strings(schema, self.max_string)) if schema is not None else None,
-                   "max_tokens": max_tokens, "temperature": temperature}
         with self._lock:
-            out = self.process.request(request)
-        text = str(out.get("text", ""))
-        self.timings = dict(out.get("timings") or {})
-        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1,
-                      int(out.get("cached_tokens", 0)))
-        parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
-        return ChatReply(text, parsed, error, usage, self.name, time.perf_counter() - started)
+            reply, self.timings = self.process.chat(messages, schema, max_string=self.max_string,
+                                                    max_tokens=max_tokens, temperature=temperature)
+        return reply
 
     def close(self) -> None:
         """End the model's process (it also ends with this object or the program)."""

@@ -17,12 +17,16 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from m3agent.errors import ContextOverflowError, MissingExtraError, ModelCrashError, ModelError
+from m3agent.llm import ChatReply, Message, Usage, text_messages
+from m3agent.llm.schema import cap_strings, parse_reply
 
 STDERR_LINES = 20
 """Lines of the worker's stderr kept to explain a crash."""
@@ -74,6 +78,22 @@ class ModelProcess:
         reply = self._exchange(proc, message)
         _raise_for(reply, self.name, self.runtime)
         return reply
+
+    def chat(self, messages: Sequence[Message], schema: Mapping[str, Any] | None, *, max_string: int,
+             max_tokens: int, temperature: float) -> tuple[ChatReply, dict[str, float]]:
+        """One chat request to the worker (any runtime speaking this protocol): the reply, checked against
+        ``schema``, and the worker's timings. Image and audio parts become visible placeholders."""
+        started = time.perf_counter()
+        request = {"messages": text_messages(messages),
+                   "grammar_schema": json.dumps(cap_strings(schema, max_string)) if schema is not None else None,
+                   "max_tokens": max_tokens, "temperature": temperature}
+        out = self.request(request)
+        text = str(out.get("text", ""))
+        usage = Usage(int(out.get("prompt_tokens", 0)), int(out.get("completion_tokens", 0)), 1,
+                      int(out.get("cached_tokens", 0)))
+        parsed, error = parse_reply(text, schema) if schema is not None else (None, None)
+        reply = ChatReply(text, parsed, error, usage, self.name, time.perf_counter() - started)
+        return reply, dict(out.get("timings") or {})
 
     def close(self) -> None:
         """End the worker (closing its input ends it; a worker that hangs is killed)."""
