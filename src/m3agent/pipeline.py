@@ -99,7 +99,8 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
     vid = video_id or default_video_id(stored_source or source)
     embedder = create_embedder(settings.embedder, threads=settings.perception.threads)
     memorizer = None if perception_only else Memorizer.from_settings(settings, embedder)
-    video = dataclasses.replace(info.to_video(vid), fingerprint=file_fingerprint(source))
+    video = dataclasses.replace(info.to_video(vid, max_frame_side=settings.media.max_frame_side),
+                                fingerprint=file_fingerprint(source))
     with open_memory(settings) as store, \
             _claimed(store, video, new_id_on_clash, on_wait or _tell_waiting) as vid:
         ensure_embedding_model(store, embedder)

@@ -32,6 +32,7 @@ from m3agent.graph.values import (
     Sighting,
     Utterance,
 )
+from m3agent.media.frames import scaled_size
 from m3agent.memorize.scene_memories import PROVENANCE as SCENE_PROVENANCE
 from m3agent.memorize.scene_memories import read_shot_summary
 
@@ -76,7 +77,8 @@ class _ShotRow:
 
 
 class EntityGraph:
-    """The operators over ``store`` (``max_frame_side``: the setting frames were downscaled with, for positions)."""
+    """The operators over ``store``. ``max_frame_side`` places people only in videos stored before the sampled
+    frame size was stored with each video (``frame_width``, written at ingest): the setting they were sampled with."""
 
     def __init__(self, store: MemoryStore, *, max_frame_side: int = 1280) -> None:
         self.store = store
@@ -304,9 +306,15 @@ class EntityGraph:
                      for f in sorted(best.values(), key=lambda f: (f.bbox.x1 + f.bbox.x2) / 2))
 
     def _frame_width(self, video: Video, faces: Sequence[FaceObservation]) -> float:
+        """The width of the frames ``video``'s face boxes were measured in: as stored at ingest
+        (``frame_width``), else (a video stored before that) the picture's width scaled by ``max_frame_side``,
+        else the right edge of the rightmost box."""
+        stored = video.metadata.get("frame_width")
+        if isinstance(stored, int | float) and stored > 0:
+            return float(stored)
         width, height = video.metadata.get("width"), video.metadata.get("height")
         if isinstance(width, int | float) and isinstance(height, int | float) and width > 0 and height > 0:
-            return float(width) * min(1.0, self.max_frame_side / max(float(width), float(height)))
+            return float(scaled_size(width, height, self.max_frame_side)[0])
         return max((f.bbox.x2 for f in faces), default=1.0)
 
     def _scene_memories(self, video_id: str, start_s: float, end_s: float) -> list[Memory]:

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from av import VideoFrame
 
 
+def scaled_size(width: float, height: float, max_side: int) -> tuple[int, int]:
+    """The size a ``width`` x ``height`` picture is sampled at: downscaled so its longer side is at most
+    ``max_side`` (``media.max_frame_side``), never upscaled. Face boxes are in this picture's pixels."""
+    scale = min(1.0, max_side / max(width, height))
+    return max(2, round(width * scale)), max(2, round(height * scale))
+
+
 def to_upright_rgb(frame: VideoFrame, max_side: int) -> npt.NDArray[np.uint8]:
     """RGB ``uint8`` (H, W, 3) as the frame is meant to be displayed, longer side <= ``max_side``.
 
@@ -26,12 +33,7 @@ def to_upright_rgb(frame: VideoFrame, max_side: int) -> npt.NDArray[np.uint8]:
     """
     import numpy as np
 
-    sar = _sample_aspect_ratio(frame)
-    width = frame.width * sar
-    height = float(frame.height)
-    scale = min(1.0, max_side / max(width, height))
-    out_w = max(2, round(width * scale))
-    out_h = max(2, round(height * scale))
+    out_w, out_h = scaled_size(frame.width * _sample_aspect_ratio(frame), float(frame.height), max_side)
     rgb: npt.NDArray[np.uint8]
     if out_w == frame.width and out_h == frame.height:
         rgb = frame.to_ndarray(format="rgb24")  # type: ignore[assignment]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Video
 from m3agent.errors import MediaError
+from m3agent.media.frames import scaled_size
 from m3agent.media.sources import OpenOptions, open_source, source_kind
 
 if TYPE_CHECKING:
@@ -33,9 +34,11 @@ class MediaInfo:
     live: bool = False
     metadata: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
-    def to_video(self, video_id: str, title: str = "") -> Video:
-        """The domain :class:`Video` for a store, with these facts as metadata."""
-        facts = {
+    def to_video(self, video_id: str, title: str = "", *, max_frame_side: int | None = None) -> Video:
+        """The domain :class:`Video` for a store, with these facts as metadata. With ``max_frame_side`` (the
+        ingest's ``media.max_frame_side``) also ``frame_width`` / ``frame_height``: the size of the sampled
+        frames, whose pixels face boxes are in, so readers place people without the ingest's settings."""
+        facts: dict[str, object] = {
             "has_audio": self.has_audio,
             "has_video": self.has_video,
             "width": self.width,
@@ -44,6 +47,8 @@ class MediaInfo:
             "rotation": self.rotation,
             "live": self.live,
         }
+        if max_frame_side is not None and self.width > 0 and self.height > 0:
+            facts["frame_width"], facts["frame_height"] = scaled_size(self.width, self.height, max_frame_side)
         title = title or self.metadata.get("title", "")
         return Video(video_id, self.source, self.duration_s, title, facts)
 
