@@ -244,13 +244,49 @@ def test_who_is_on_screen_follows_the_player(panel: dict[str, Any], browser: Web
     assert "nobody on screen" in on_screen(browser, 12).text
 
 
+def inside_window(browser: WebDriver, element: Any) -> bool:
+    """Whether ``element`` lies within the window's width (a long name wrapped, not pushed out of view)."""
+    box = element.rect
+    return bool(box["x"] >= 0 and box["x"] + box["width"] <= browser.execute_script("return window.innerWidth"))
+
+
 def test_people_pages_hold_at_800_px_with_a_200_character_name(served: dict[str, Any], browser: WebDriver) -> None:
+    url, chef, stranger = served["url"], served["chef"], served["stranger"]
+    assert len(NAME) == 200
     browser.set_window_size(800, 900)
     try:
-        for name, path in {"people": "/people", "person": f"/characters/{served['chef']}"}.items():
-            browser.get(served["url"] + path)
+        pages = {"people": "/people", "person": f"/characters/{chef}", "seen-with": f"/characters/{stranger}",
+                 "video": "/videos/meet", "video-talk": "/videos/talk"}
+        for name, path in pages.items():
+            browser.get(url + path)
             wait(browser, lambda b: b.execute_script("return document.readyState") == "complete")
             assert overflow(browser) == 0, (name, overflow(browser))
             shot(browser, f"inspector-800-{name}-long-name")
+
+        browser.get(f"{url}/characters/{stranger}")  # "seen with": the name whole, as text, wrapped in view
+        link = browser.find_element(By.CSS_SELECTOR, f"#company li[data-character='{chef}'] a.wrap")
+        assert link.text.replace("\n", "") == NAME and inside_window(browser, link)
+        navigates(browser, link.click)
+        assert browser.current_url.endswith(f"/characters/{chef}")
+
+        browser.get(f"{url}/videos/meet")  # the video page: the lane cut short in its box, the face named in full
+        lane = browser.find_element(By.CSS_SELECTOR, f"#swimlanes .lane[data-character='{chef}'] .lane-name")
+        wait(browser, lambda b: lane.find_element(By.TAG_NAME, "a").get_attribute("data-named") is not None)
+        assert lane.text == NAME and inside_window(browser, lane)
+        assert lane.value_of_css_property("text-overflow") == "ellipsis"
+        face = browser.find_element(By.CSS_SELECTOR, f"#timeline a.face[href='/characters/{chef}'] .name")
+        assert face.text.replace("\n", "") == NAME and inside_window(browser, face)
+        assert not browser.find_elements(By.CSS_SELECTOR, "#timeline i, #swimlanes i")  # markup stays text
     finally:
         browser.set_window_size(1280, 1000)
+
+
+def test_navigation_marks_the_current_page(served: dict[str, Any], browser: WebDriver) -> None:
+    pages = {"/": "nav-videos", "/videos/meet": "nav-videos", "/people": "nav-people",
+             f"/people/{served['stranger']}": "nav-characters", "/characters": "nav-characters",
+             f"/characters/{served['chef']}": "nav-characters", "/ask": "nav-ask"}
+    for path, here in pages.items():
+        browser.get(served["url"] + path)
+        marked = browser.find_elements(By.CSS_SELECTOR, "nav a[aria-current]")
+        assert [(a.get_attribute("id"), a.get_attribute("aria-current")) for a in marked] == [(here, "page")], path
+        assert marked[0].value_of_css_property("font-weight") == "700"  # seen, not only announced

@@ -150,6 +150,23 @@ def test_a_merge_by_hand_is_recorded_and_undoable(make_store: MakeStore) -> None
     assert sorted(e.id for e in store.entities(EntityKind.VOICE)) == [a, b]
 
 
+def test_the_merge_that_took_a_character_id_away_is_found(make_store: MakeStore) -> None:
+    store = make_store()
+    store.add_video(Video("v1", "/x.mp4"))
+    vectors = unit_vectors(2, seed=7)
+    with store.clip(clip_of("v1", 0)) as w:
+        keep, absorb = (w.add_entity(EntityKind.FACE, [v]).id for v in vectors)
+    ids = {c.entity_ids[0]: c.id for c in store.characters()}
+    store.merge_entities(keep=keep, absorb=absorb)
+    assert [c.id for c in store.characters()] == [ids[keep]]  # the absorbed person's id is gone
+    [record] = store.entity_merges()
+    found = store.merge_of_character(ids[absorb])
+    assert found is not None and (found.id, found.keep_id, found.absorbed_id) == (record.id, keep, absorb)
+    assert store.merge_of_character(max(ids.values()) + 100) is None
+    store.undo_merge(record.id)
+    assert store.merge_of_character(ids[absorb]) is None  # undone: the id is back, no merge explains it
+
+
 # --- through identity resolution, as ingest runs it -------------------------------------------------
 
 CLIP_S = 10.0

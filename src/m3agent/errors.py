@@ -219,6 +219,15 @@ class UnfitRequestError(ServerRequestError):
     status_code = 422
 
 
+class EditConflictError(ServerRequestError):
+    """An edit sent with ``If-Match`` whose version is no longer current: someone changed the same thing since
+    it was read; nothing was written."""
+
+    status_code = 412
+    default_hint = ("read it again (the answer's ETag header is its version now), then send the edit again with "
+                    "that version in If-Match")
+
+
 class ServerBusyError(ServerRequestError):
     """The server cannot take the request now: every read store or the model is in use."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import Response
 
 from m3agent import tags, views
@@ -21,6 +21,8 @@ MergeId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the id of a 
 CharacterId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <character_N>")]
 VoiceId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="a voice segment's id (GET .../clips/{n})")]
 MediaIndex = Annotated[int, Path(ge=0, le=15)]
+IfMatch = Annotated[str | None, Header(max_length=1000, description="the ETag the client read (or *): rename "
+                                       "only if the name is still that version, else 412")]
 MEDIA: dict[int | str, dict[str, Any]] = {
     200: {"content": {"image/jpeg": {}, "audio/wav": {}}}, 404: {"model": schemas.Problem}}
 WAV: dict[int | str, dict[str, Any]] = {200: {"content": {"audio/wav": {}}}, 404: {"model": schemas.Problem}}
@@ -153,13 +155,22 @@ def list_characters(ctx: Ctx, video_id: Annotated[str | None, Query()] = None,
 
 @router.get("/api/characters/{character_id}", response_model=schemas.CharacterDetail,
             summary="A character: its faces and voices, facts, and appearances across videos")
-def get_character(ctx: Ctx, character_id: CharacterId) -> schemas.CharacterDetail:
-    """Everything known of one person: members, facts, how many events name them, where they appear."""
-    return service.character_detail(ctx, character_id)
+def get_character(ctx: Ctx, character_id: CharacterId, response: Response) -> schemas.CharacterDetail:
+    """Everything known of one person: members, facts, how many events name them, where they appear. The
+    ETag header is the version of the name, for a rename's If-Match."""
+    detail = service.character_detail(ctx, character_id)
+    response.headers["etag"] = service.name_version(m.name for m in detail.members)
+    return detail
 
 
 @router.patch("/api/characters/{character_id}", response_model=schemas.CharacterOut,
-              summary="Rename a character (all its entities)")
-def rename_character(ctx: Ctx, character_id: CharacterId, body: schemas.Rename) -> schemas.CharacterOut:
-    """Give every entity of the character the name (a character is named by its members)."""
-    return service.rename_character(ctx, character_id, body.name)
+              summary="Rename a character (all its entities); If-Match guards against lost updates",
+              responses={412: {"model": schemas.Problem, "description": "renamed meanwhile: nothing was written"}})
+def rename_character(ctx: Ctx, character_id: CharacterId, body: schemas.Rename, response: Response,
+                     if_match: IfMatch = None) -> schemas.CharacterOut:
+    """Give every entity of the character the name (a character is named by its members). With If-Match (the
+    ETag of ``GET /api/characters/{id}`` or of an earlier rename) the rename is refused with 412 when the name
+    changed since; without it the rename always applies, as before. The answer's ETag is the new version."""
+    renamed, version = service.rename_versioned(ctx, character_id, body.name, if_match)
+    response.headers["etag"] = version
+    return renamed

@@ -19,6 +19,7 @@ TITLES = {
     "ContentTooLargeError": "Too much to send",
     "ContextOverflowError": "Too long for the model",
     "DownloadError": "Download failed",
+    "EditConflictError": "Changed meanwhile",
     "EndpointError": "The model service did not answer",
     "IntegrityError": "Conflicting change",
     "InvalidRequestError": "Not accepted",
@@ -40,16 +41,17 @@ TITLES = {
     "UnsupportedUploadError": "Not a supported file",
     "UploadTooLargeError": "The file is too large",
 }
-# a hint for a program or an operator, not for a browser user: an endpoint or the API docs, Ctrl-C, a process
-# id, a path
-UNFIT_HINT = re.compile(r"/api/|/docs\b|\b(GET|POST|PATCH|PUT|DELETE) /|ctrl-c|\bpid\b|(^|[\s(])/[\w.-]+/",
-                        re.IGNORECASE)
+# a hint for a program or an operator, not for a browser user: an endpoint or the API docs, HTTP headers,
+# Ctrl-C, a process id, a path
+UNFIT_HINT = re.compile(r"/api/|/docs\b|\b(GET|POST|PATCH|PUT|DELETE) /|\b(if-match|etag)\b|ctrl-c|\bpid\b"
+                        r"|(^|[\s(])/[\w.-]+/", re.IGNORECASE)
 PROCESS = re.compile(r"\s*\((?:pid|process) \d+[^)]*\)", re.IGNORECASE)  # "(pid 12 on host, since ...)"
 SERVER_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.-]+/)+([\w.-]+)")  # /srv/data/talk.mp4 -> talk.mp4
 BROWSER_HINTS = {
     403: "this server does not allow that; choose something it allows, or ask whoever runs it",
     404: "check the address, or go back to the videos",
     409: "reload the page to see the memory as it is now, then try again",
+    412: "reload the page to see the change, then edit again if it is still wrong",
 }
 BROWSER_HINT = "try again; if it keeps failing, tell whoever runs this server"
 

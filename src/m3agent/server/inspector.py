@@ -2,7 +2,8 @@
 
 Pages: ``/`` videos, ingest (upload or allowed-folder path) and jobs with live
 progress and cancel; ``/videos/{id}`` a player with who is on screen now beside it (or a notice
-when the browser cannot play the file), the swimlanes under it (people seen
+when the browser cannot play the file; opened while its video is ingested, it follows the job and shows each
+clip as it is committed), the swimlanes under it (people seen
 and speaking, shots still or live, text and sounds; they follow the playhead
 and seek on a click: :mod:`m3agent.server.swimlanes`) and a paged timeline of
 clips (memories filtered by kind and words, faces, voice lines with their own
@@ -10,7 +11,8 @@ snippets; a memory or evidence link that seeks keeps the player in view and
 marks the memory); ``/people`` (:mod:`m3agent.server.people_pages`); ``/characters``
 (with the merge history and undo) and ``/characters/{id}`` (crops, snippets,
 facts, measured description, appearances, seen with; rename, merge with a
-side-by-side check, split, link a voice to a face); ``/ask`` (streamed rounds,
+side-by-side check, split, link a voice to a face; the id of a person a merge folded into another says into
+whom, with a link and undo); ``/ask`` (streamed rounds,
 searches and cited evidence that jump the player to the clip, people named
 instead of tagged; recent answers kept in the browser); and
 ``/login`` when the server has a token. Edits call the REST API from
@@ -27,8 +29,8 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from m3agent import views
-from m3agent.domain import Entity, EntityKind
+from m3agent import tags, views
+from m3agent.domain import Entity, EntityKind, EntityMerge
 from m3agent.errors import NotFoundError
 from m3agent.server import graph_service, service
 from m3agent.server.context import ServerContext
@@ -38,6 +40,7 @@ from m3agent.server.playback import unplayable_codecs
 from m3agent.server.security import TOKEN_COOKIE
 from m3agent.server.swimlanes import Swimlanes, swimlanes
 from m3agent.server.timeline import FILTER_KINDS, TimelineQuery, timeline_page
+from m3agent.store.protocol import MemoryStore
 
 router = APIRouter(include_in_schema=False)
 T = TypeVar("T")
@@ -95,7 +98,7 @@ def _video_data(ctx: ServerContext, video_id: str, query: TimelineQuery) -> dict
         path = service.media_file(ctx, store.get_video(video_id))
     return {"video": detail, "timeline": timeline, "query": query, "kinds": FILTER_KINDS,
             "served": path is not None, "unplayable": unplayable_codecs(path) if path is not None else (),
-            "lanes": _lanes(ctx, video_id)}
+            "lanes": _lanes(ctx, video_id), "job": ctx.require_jobs().active_job_of(video_id)}
 
 
 def _lanes(ctx: ServerContext, video_id: str) -> Swimlanes | None:
@@ -125,7 +128,50 @@ async def character_page(request: Request, ctx: Ctx, character_id: str) -> HTMLR
     """One character's crops, snippets, facts, appearances and the people seen or heard with them, with the forms
     to rename, merge (candidates with their crops or snippets, a warning for people seen together), split and
     link a voice to a face."""
-    return await page(request, "character.html", lambda: _character_data(ctx, _character_id(character_id)))
+    return await page(request, lambda data: "merged.html" if "merged" in data else "character.html",
+                      lambda: _character_or_merged(ctx, _character_id(character_id)))
+
+
+def _character_or_merged(ctx: ServerContext, character_id: int) -> dict[str, Any]:
+    """The character's page data or, when a merge took the id away, where the person went (``merged``)."""
+    try:
+        return _character_data(ctx, character_id)
+    except NotFoundError:
+        merged = _merged(ctx, character_id)
+        if merged is None:
+            raise
+        return {"merged": merged}
+
+
+def _merged(ctx: ServerContext, character_id: int) -> dict[str, Any] | None:
+    """The merge in force that folded character ``character_id`` into another, and that character now (its id,
+    name and first face); None when no merge explains the missing id."""
+    with ctx.stores.read() as store:
+        merge = store.merge_of_character(character_id)
+        if merge is None:
+            return None
+        keep = _survivor(store.entity_merges(), merge.keep_id)
+        character_of, names = views.character_names(store)
+        into = character_of.get(keep)
+        if into is None:
+            return None
+        face = next((e for e in _members(store, into) if store.get_entity(e).kind == EntityKind.FACE), None)
+    return {"merge": merge, "tag": tags.character(character_id), "into": into, "name": names.get(into, ""),
+            "into_tag": tags.character(into), "face": face}
+
+
+def _survivor(merges: list[EntityMerge], entity_id: int) -> int:
+    """The entity that holds ``entity_id`` now, following merges in force (a kept entity absorbed later)."""
+    into = {m.absorbed_id: m.keep_id for m in merges if m.undone_at is None}
+    seen = {entity_id}
+    while entity_id in into and into[entity_id] not in seen:
+        entity_id = into[entity_id]
+        seen.add(entity_id)
+    return entity_id
+
+
+def _members(store: MemoryStore, character_id: int) -> tuple[int, ...]:
+    return next((c.entity_ids for c in store.characters() if c.id == character_id), ())
 
 
 def _character_id(text: str) -> int:
@@ -146,7 +192,8 @@ def _character_data(ctx: ServerContext, character_id: int) -> dict[str, Any]:
         durations = {v.video_id: v.duration_s for v in store.videos()}
         merges = [m for m in reversed(store.entity_merges()) if m.keep_id in detail.entities][:50]
     return {"c": detail, "members": members, "others": others, "durations": durations, "company": company,
-            "merges": merges, **_measured(ctx, character_id)}
+            "merges": merges, "name_version": service.name_version(m.name for m in detail.members),
+            **_measured(ctx, character_id)}
 
 
 def _measured(ctx: ServerContext, character_id: int) -> dict[str, Any]:

@@ -52,14 +52,16 @@ def _time_or_unknown(seconds: float | None) -> str:
     return "?" if seconds is None else clock(seconds)
 
 
-async def page(request: Request, name: str, load: Callable[[], dict[str, Any]]) -> HTMLResponse:
-    """Template ``name`` filled with what ``load`` reads (in the threadpool); an m3agent error becomes an error
-    page with its status, message and hint instead of a raw JSON body."""
+async def page(request: Request, name: str | Callable[[dict[str, Any]], str],
+               load: Callable[[], dict[str, Any]]) -> HTMLResponse:
+    """Template ``name`` (or the one ``name`` picks for the data) filled with what ``load`` reads (in the
+    threadpool); an m3agent error becomes an error page with its status, message and hint instead of a raw
+    JSON body."""
     try:
         data = await run_in_threadpool(load)
     except M3AgentError as exc:
         return error_page(request, exc)
-    return render(request, name, **data)
+    return render(request, name if isinstance(name, str) else name(data), **data)
 
 
 def error_page(request: Request, exc: M3AgentError) -> HTMLResponse:

@@ -6,12 +6,16 @@ call. Everything returns plain schema values or m3agent domain values.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from m3agent import views
 from m3agent.domain import ClipStatus, EntityKind, MemoryKind
-from m3agent.errors import NotFoundError
+from m3agent.errors import EditConflictError, NotFoundError
 from m3agent.server import schemas
 from m3agent.server.security import inside
 
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 T = TypeVar("T")
+_RENAMES = threading.Lock()  # a versioned rename checks and writes under it: two requests never interleave
 
 # videos -----------------------------------------------------------------------
 def video_out(ctx: ServerContext, store: MemoryStore, video: Video) -> schemas.VideoOut:
@@ -191,15 +196,52 @@ def _appearances(store: MemoryStore, entity_ids: set[int]) -> list[schemas.Appea
     return rows
 
 
-def rename_character(ctx: ServerContext, character_id: int, name: str) -> schemas.CharacterOut:
-    """Give every entity of the character the name (a character is named by its members)."""
-    with ctx.write() as store:
+def rename_character(ctx: ServerContext, character_id: int, name: str,
+                     if_match: str | None = None) -> schemas.CharacterOut:
+    """Give every entity of the character the name (a character is named by its members); see
+    :func:`rename_versioned` for ``if_match``."""
+    return rename_versioned(ctx, character_id, name, if_match)[0]
+
+
+def rename_versioned(ctx: ServerContext, character_id: int, name: str,
+                     if_match: str | None = None) -> tuple[schemas.CharacterOut, str]:
+    """Rename the character and return it with the version (ETag) of its new name. With ``if_match`` (the
+    If-Match header: an ETag read before, or ``*``) the rename happens only while that version is current,
+    else :class:`~m3agent.errors.EditConflictError` and nothing is written: no rename is lost."""
+    with _RENAMES, ctx.write() as store:
         character = _character(store, character_id)
+        if if_match is not None and not _matches(if_match, _stored_version(store, character)):
+            raise EditConflictError(f"{character.tag} was renamed meanwhile, by someone else or in another tab:"
+                                    f" it is now {_named(character.name)}; this rename was not saved",
+                                    hint=f"GET /api/characters/{character_id} for the name now and its ETag, then"
+                                         " send the rename again with that ETag in If-Match")
         for entity_id in character.entity_ids:
             store.rename_entity(entity_id, name.strip())
         renamed = _character(store, character_id)
-        return schemas.CharacterOut(id=renamed.id, tag=renamed.tag, name=renamed.name,
-                                    entities=list(renamed.entity_ids))
+        out = schemas.CharacterOut(id=renamed.id, tag=renamed.tag, name=renamed.name,
+                                   entities=list(renamed.entity_ids))
+        return out, _stored_version(store, renamed)
+
+
+def name_version(names: Iterable[str]) -> str:
+    """The version of a character's name as an ETag (quoted): a digest of its members' names, which every
+    rename changes."""
+    digest = hashlib.sha256(json.dumps(sorted(set(names))).encode()).hexdigest()[:16]
+    return f'"{digest}"'
+
+
+def _stored_version(store: MemoryStore, character: Character) -> str:
+    return name_version(store.get_entity(e).name for e in character.entity_ids)
+
+
+def _matches(if_match: str, current: str) -> bool:
+    """Whether an If-Match header holds for ``current``: ``*``, or a list of ETags with ``current`` among them."""
+    listed = [tag.strip() for tag in if_match.split(",")]
+    return "*" in listed or current in listed
+
+
+def _named(name: str) -> str:
+    return f"named {name!r}" if name else "unnamed"
 
 
 def page(items: list[T], offset: int, limit: int) -> schemas.Page[T]:

@@ -118,6 +118,16 @@ def merges(d: Dialect, db: Any) -> list[EntityMerge]:
     return [_merge(r) for r in d.run(db, f"SELECT {_COLUMNS} FROM entity_merges ORDER BY id")]
 
 
+def merge_of_character(d: Dialect, db: Any, character_id: int) -> EntityMerge | None:
+    """The newest merge in force whose two entities held base character id ``character_id`` before it (the
+    snapshot's ``characters``): the one that folded that character into another; None when none did."""
+    rows = d.run(db, f"SELECT {_COLUMNS}, snapshot FROM entity_merges WHERE undone_at IS NULL ORDER BY id DESC")
+    for row in rows:
+        if character_id in json.loads(row[-1]).get("characters", {}).values():
+            return _merge(row[:-1])
+    return None
+
+
 def _merge(r: Sequence[Any]) -> EntityMerge:
     return EntityMerge(id=int(r[0]), keep_id=int(r[1]), absorbed_id=int(r[2]), kind=str(r[3]), source=str(r[4]),
                        evidence=str(r[5]), video_id=r[6], clip_index=r[7], created_at=str(r[8]),

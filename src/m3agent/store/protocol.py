@@ -253,6 +253,12 @@ class MemoryStore(Protocol):
         """Every recorded merge (by hand or automatic), oldest first."""
         ...
 
+    def merge_of_character(self, character_id: int) -> EntityMerge | None:
+        """The newest merge not undone that took character id ``character_id`` away (one of its two entities
+        held that id before it), so a page of that character can lead to where the person went; None when no
+        merge did."""
+        ...
+
     def undo_merge(self, merge_id: int) -> Entity:
         """Bring back the entity a recorded merge absorbed, under its old id, with its observations,
         bank, edges, links and the memory text the merge rewrote (where unchanged since); the pair is

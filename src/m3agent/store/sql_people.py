@@ -122,6 +122,12 @@ class SQLPeople(SQLBase[C]):
             return merge_log.merges(entity_ops.MERGES[self.dialect], db)
 
     @guarded
+    def merge_of_character(self, character_id: int) -> EntityMerge | None:
+        """The merge in force that folded character ``character_id`` into another (see the protocol)."""
+        with self._read() as db:
+            return merge_log.merge_of_character(entity_ops.MERGES[self.dialect], db, character_id)
+
+    @guarded
     def undo_merge(self, merge_id: int) -> Entity:
         """Bring back the entity merge ``merge_id`` absorbed (see the protocol); returns it."""
         with self._tx() as db:

@@ -22,13 +22,14 @@ function el(tag, attrs = {}, ...children) {
 
 // errors as a browser user reads them, by the rules of server/browser_text.py: a title in words for the API's
 // error name (the page carries the table, data-titles), no process ids or server paths in the message, and a
-// hint for a person, not a program (no endpoint, no Ctrl-C, no pid, no path on the server)
-const UNFIT_HINT = /\/api\/|\/docs\b|\b(GET|POST|PATCH|PUT|DELETE) \/|ctrl-c|\bpid\b|(^|[\s(])\/[\w.-]+\//i;
+// hint for a person, not a program (no endpoint, no HTTP header, no Ctrl-C, no pid, no path on the server)
+const UNFIT_HINT = /\/api\/|\/docs\b|\b(GET|POST|PATCH|PUT|DELETE) \/|\b(if-match|etag)\b|ctrl-c|\bpid\b|(^|[\s(])\/[\w.-]+\//i;
 const PROCESS = /\s*\((?:pid|process) \d+[^)]*\)/gi;
 const SERVER_PATH = /(?<![\w:/.])\/(?:[\w.-]+\/)+([\w.-]+)/g;
 const BROWSER_HINTS = { 403: "this server does not allow that; choose something it allows, or ask whoever runs it",
   404: "check the address, or go back to the videos",
-  409: "reload the page to see the memory as it is now, then try again" };
+  409: "reload the page to see the memory as it is now, then try again",
+  412: "reload the page to see the change, then edit again if it is still wrong" };
 const BROWSER_HINT = "try again; if it keeps failing, tell whoever runs this server";
 
 function errorTitle(name) {
@@ -91,11 +92,11 @@ class ApiError extends Error {
 const OFFLINE = { error: "no answer", message: "the server did not answer",
   hint: "check that m3agent serve is still running, then try again" };
 
-async function api(method, url, body, source = "user") {
+async function api(method, url, body, source = "user", headers = {}) {
   let response;
   try {
     response = await fetch(url, {
-      method, headers: body ? { "content-type": "application/json" } : {},
+      method, headers: body ? { "content-type": "application/json", ...headers } : headers,
       body: body ? JSON.stringify(body) : undefined, credentials: "same-origin",
     });
   } catch (e) {
@@ -156,7 +157,8 @@ function seek(t) {
   if (player.readyState >= 1) go(); else player.addEventListener("loadedmetadata", go, { once: true });
 }
 
-async function playAudio(url) {
+// a ▶ plays its snippet; a voice line (data-t: its start) that kept no audio plays in the video player instead
+async function playAudio(url, t = null) {
   const audio = new Audio(url);
   try {
     await audio.play();
@@ -164,9 +166,20 @@ async function playAudio(url) {
   } catch (e) {
     const response = await fetch(url, { credentials: "same-origin" }).catch(() => null);
     if (!response) { showProblem(OFFLINE); return; }
+    if (response.status === 404 && t !== null && playFrom(t)) return;
     if (!response.ok) showProblem(problemOf(response.status, await response.json().catch(() => null)));
     else showProblem({ error: "cannot play", message: String(e), hint: "this browser could not decode the audio" });
   }
+}
+
+function playFrom(t) {
+  const player = $("#player");
+  if (!player || player.hidden) return false;
+  seek(t);
+  pinPlayer();
+  player.play().catch(() => null);
+  status(`this line kept no audio of its own: the video plays from ${clock(t)}`);
+  return true;
 }
 
 // a memory or evidence link that seeks keeps the player in view (sticky) and marks the memory it came from
@@ -177,19 +190,26 @@ function cite(memory) {
   memory.classList.add("cited");
 }
 
-function setupPlayer() {
-  $$(".seek").forEach((link) => link.addEventListener("click", (event) => {
+// clicks on .seek links and ▶ buttons, delegated: rows a refresh brings in work as well
+function onSeekOrPlay(event) {
+  const link = event.target.closest(".seek"), button = event.target.closest("button.play");
+  if (link) {
     event.preventDefault();
     seek(Number(link.dataset.t));
     pinPlayer();
     const memory = link.closest(".memory");
     if (memory) cite(memory);
-  }));
+  } else if (button) {
+    playAudio(button.dataset.audio, button.dataset.t === undefined ? null : Number(button.dataset.t));
+  }
+}
+
+function setupPlayer() {
+  document.addEventListener("click", onSeekOrPlay);
   const params = new URLSearchParams(location.search), t = params.get("t");
   if (t !== null) { seek(Number(t)); pinPlayer(); }
   const cited = params.get("m") && $(`.memory[data-memory="${CSS.escape(params.get("m"))}"]`);
   if (cited) { cite(cited); cited.scrollIntoView({ block: "center" }); }
-  $$("button.play").forEach((button) => button.addEventListener("click", () => playAudio(button.dataset.audio)));
   const player = $("#player");
   if (player) player.addEventListener("error", () => { $("#player-failed").hidden = false; player.hidden = true; });
   $$(".strip .span").forEach((span) => {  // CSSOM, not a style attribute: allowed by a strict CSP
@@ -265,7 +285,8 @@ function followLanes(lanes, t) {
   showShot($("#lane-shots .bar.current", lanes));
 }
 
-function setupLanes() {
+// the lanes as rendered (again after a refresh brings new ones): bars placed, tracks seek, people named
+function layoutLanes() {
   const lanes = $("#swimlanes"), player = $("#player");
   if (!lanes) return;
   const duration = Number(lanes.dataset.duration);
@@ -278,14 +299,62 @@ function setupLanes() {
     seek(Math.min(duration, Math.max(0, ((event.clientX - box.left) / box.width) * duration)));
   }));
   namePeople(lanes);
-  const follow = () => followLanes(lanes, player ? player.currentTime : 0);
+  followLanes(lanes, player ? player.currentTime : 0);
+}
+
+function setupLanes() {
+  const player = $("#player");
+  const follow = () => { const lanes = $("#swimlanes"); if (lanes) followLanes(lanes, player.currentTime); };
   if (player) ["timeupdate", "seeked", "loadedmetadata"].forEach((name) => player.addEventListener(name, follow));
-  follow();
+  layoutLanes();
+}
+
+// a video page opened while its video is ingested polls the job (#ingesting); each committed clip and the
+// job's end refresh the parts of the page marked data-live (summary, swimlanes, timeline) without a reload
+function ingestText(job) {
+  const done = job.clips_already_done + job.clips_done;
+  const soFar = job.clips_total ? `${done} of ${plural(job.clips_total, "clip")}` : plural(done, "clip");
+  if (job.state === "queued") return "Waiting to be ingested; new clips appear here as they are committed.";
+  if (job.state === "running") return `Being ingested: ${soFar} so far; new clips appear here as they are committed.`;
+  if (job.state === "done") return `Ingested: ${plural(done, "clip")}.`;
+  if (job.state === "cancelled") return `Ingest cancelled after ${plural(done, "clip")}; the clips committed stay.`;
+  return `Ingest failed: ${browserMessage(job.error || "")}`;
+}
+
+async function refreshLive() {
+  const response = await fetch(location.href, { credentials: "same-origin" });
+  if (!response.ok) return;
+  const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+  $$("[data-live]").forEach((node) => {
+    const next = fresh.getElementById(node.id);
+    if (next) node.replaceWith(document.adoptNode(next));
+  });
+  layoutLanes();
+}
+
+function setupLiveVideo() {
+  const notice = $("#ingesting");
+  if (!notice) return;
+  let seen = `${notice.dataset.state}:${notice.dataset.done}`;
+  const poll = async () => {
+    let job;
+    try { job = await api("GET", `/api/jobs/${encodeURIComponent(notice.dataset.job)}`, undefined, "poll"); } catch (e) {
+      setTimeout(poll, POLL_MS * 5);
+      return;
+    }
+    const mark = `${job.state}:${job.clips_already_done + job.clips_done}`;
+    notice.dataset.state = job.state;
+    notice.textContent = ingestText(job);
+    if (mark !== seen) await refreshLive().catch(() => null);
+    seen = mark;
+    if (ACTIVE.has(job.state)) setTimeout(poll, POLL_MS);
+  };
+  setTimeout(poll, POLL_MS);
 }
 
 // home page: ingest (upload with its progress, or a server path), the jobs table refreshed while any runs
 const ACTIVE = new Set(["queued", "running"]);
-let jobStates = new Map();
+let jobStates = null; // job id -> "state:clips done" at the last poll
 let polling = null;
 
 function jobRow(job) {
@@ -318,9 +387,11 @@ async function refreshJobs() {
   const rows = page.items.map(jobRow);
   $("tbody", table).replaceChildren(...(rows.length ? rows
     : [el("tr", { class: "empty-row" }, el("td", { colspan: 6, class: "empty" }, "No jobs yet."))]));
-  const finished = page.items.some((job) => ACTIVE.has(jobStates.get(job.id)) && !ACTIVE.has(job.state));
-  jobStates = new Map(page.items.map((job) => [job.id, job.state]));
-  if (finished) await refreshVideos().catch(() => null);
+  // the videos table follows every job that moved since the last poll (a clip committed, a state changed)
+  const marks = new Map(page.items.map((job) => [job.id, `${job.state}:${job.clips_done}`]));
+  const moved = jobStates !== null && page.items.some((job) => jobStates.get(job.id) !== marks.get(job.id));
+  jobStates = marks;
+  if (moved) await refreshVideos().catch(() => null);
   if (page.items.some((job) => ACTIVE.has(job.state))) polling = setTimeout(refreshJobs, POLL_MS);
 }
 
@@ -448,8 +519,11 @@ function setupCharacter() {
   const rename = $("#rename");
   if (rename) rename.addEventListener("submit", guarded(async (event) => {
     event.preventDefault();
+    // If-Match: the version of the name this page shows; renamed meanwhile (another tab, someone else), the
+    // server refuses with 412 and the banner says to what, instead of overwriting it
     const name = rename.elements.name.value.trim();
-    await api("PATCH", `/api/characters/${rename.dataset.character}`, { name });
+    await api("PATCH", `/api/characters/${rename.dataset.character}`, { name }, "user",
+      { "if-match": rename.dataset.version });
     location.reload();
   }));
   $$("form.merge").forEach((form) => form.addEventListener("submit", guarded(async (event) => {
@@ -486,6 +560,8 @@ function setupCharacter() {
     location.href = `/characters/${kept.character}`;
   })));
   setupCandidates();
+  const merged = $("#merged-into");
+  if (merged) namePeople(merged);
 }
 
 // people in text: each <character_N>/<face_N>/<voice_N> becomes a link to the person's page reading their name
@@ -693,5 +769,6 @@ function setupAsk() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  setupForget(); setupPlayer(); setupOnScreen(); setupLanes(); setupIngest(); setupCharacter(); setupAsk();
+  setupForget(); setupPlayer(); setupOnScreen(); setupLanes(); setupLiveVideo(); setupIngest(); setupCharacter();
+  setupAsk();
 });
