@@ -112,6 +112,23 @@ def test_order_counts_and_voices(graph: tuple[EntityGraph, dict[str, int]]) -> N
     assert graph_answer(g, "v1", plan("What was said?", "recall", ref())) is None
 
 
+def test_a_count_naming_no_moment_counts_the_whole_video_as_the_api_does(
+        graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    """Issue 49: "how many people appear in this video?" is the graph's one count over the whole video (what
+    /api/videos/{id}/count answers with no interval), not left to a model reading memories."""
+    g, _ = graph
+    whole = g.count_people("v1", 0.0, 60.0)
+    q = "How many different people appear in this video?"
+    for ask in ("count_people", "count_so_far"):
+        answer = graph_answer(g, "v1", plan(q, ask, ref()))
+        assert answer is not None and answer.text.lower().startswith("three") and whole.distinct == 3
+        assert answer.memory_ids  # the whole video's shots are cited
+    seen = graph_answer(g, "v1", plan("How many people are seen in this video?", "count_people", ref(),
+                                      sense="seen"))
+    assert seen is not None and seen.text.startswith("Two (0:00–1:00):") and len(whole.seen) == 2
+    assert graph_answer(g, "v1", plan("How many men are in this video?", "count_people", ref(kind="man"))) is None
+
+
 def test_a_plan_keeps_only_times_and_quotes_the_question_holds() -> None:
     q = 'Is the man at 0:44 the one who says "good morning all"?'
     checked = plan(q, "same_person", ref(kind="man", time="1:10"), ref(quote="good morning all", scene="first"))

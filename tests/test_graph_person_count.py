@@ -13,7 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, FaceVoiceLink, LinkSource, Video, VoiceSegment
+from m3agent.domain import (
+    BBox,
+    Clip,
+    EntityKind,
+    FaceObservation,
+    FaceVoiceLink,
+    LinkSource,
+    ShotRecord,
+    Video,
+    VoiceSegment,
+)
 from m3agent.graph.operators import EntityGraph
 from m3agent.store import open_store
 
@@ -78,3 +88,31 @@ def test_the_api_counts_by_the_same_rule(room: tuple[Path, dict[str, int]], tmp_
         assert body["not_counted"] == [u1.label] and len(body["heard"]) == 3
         assert [p["character_id"] for p in body["people"]] == sorted(p.character_id for p in expected.counted)
         assert client.get("/api/videos/room/count", params={"start": "0:05", "end": "0:07"}).json()["distinct"] == 2
+
+
+def test_a_face_sampled_across_a_cut_is_not_counted_in_the_other_shot(tmp_path: Path) -> None:
+    """Faces are sampled every half second, so the slack that lets an instant catch a nearby sample reaches one
+    sample into the next shot: a shot's count (the timeline's "live · N") held its neighbours' people. The slack
+    stops at a cut; a sample at the cut belongs to the shot the cut opens."""
+    path = tmp_path / "cut.db"
+    store = open_store(str(path))
+    faces = np.eye(128, dtype=np.float32)
+    with store:
+        store.add_video(Video("cut", "/nowhere/cut.mp4", 10.0, metadata={"width": 1280, "height": 720}))
+        with store.clip(Clip("cut", 0, 0.0, 10.0)) as w:
+            a, b = (w.add_entity(EntityKind.FACE, [faces[i]]).id for i in (0, 1))
+            for k in range(10):
+                w.add_face(FaceObservation(0, k / 2, LEFT, 0.99, entity_id=a))  # 0.0-4.5: the first shot
+                w.add_face(FaceObservation(0, 5.0 + k / 2, RIGHT, 0.99, entity_id=b))  # 5.0-9.5: the second
+            w.add_shot(ShotRecord("cut", 0, 0.0, 5.0, False, "live", 0.9))
+            w.add_shot(ShotRecord("cut", 0, 5.0, 10.0, True, "live", 0.9))
+    with open_store(str(path)) as store:
+        graph = EntityGraph(store)
+        first, second = graph.person_of_entity(a), graph.person_of_entity(b)
+        assert graph.count_people("cut", 0.0, 5.0).counted == (first,)
+        assert graph.count_people("cut", 5.0, 10.0).counted == (second,)
+        assert graph.count_people("cut", 4.8, 4.8).counted == (first,)  # 4.5 is near; 5.0 is past the cut
+        assert graph.count_people("cut", 5.0, 5.0).counted == (second,)
+        assert [s.person for s in graph.at("cut", 4.8).on_screen] == [first]
+        assert [s.person for s in graph.at("cut", 0.0, 5.0).on_screen] == [first]
+        assert graph.count_people("cut", 4.0, 6.0).distinct == 2  # an interval across the cut holds both

@@ -266,19 +266,37 @@ def _count_people(run: _Run) -> GraphAnswer | None:
     ref = run.plan.person
     if ref.time_s is not None and run.plan.direction == "before":  # how many up to a time: from the start
         return _count_so_far(run)
-    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
-    if found is None:
-        return None
+    if _everyone(ref):  # "how many people appear in this video?": the whole video, not a guess from memories
+        window = _whole_video(run)
+        run.spans.append(window)
+    else:
+        found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+        if found is None:
+            return None
+        window = found.window
     if run.plan.sense == "heard":
-        return _count_heard(run, found.window)
-    moment = run.graph.at(run.video_id, *found.window)
+        return _count_heard(run, window)
+    moment = run.graph.at(run.video_id, *window)
     listed = [who(run.graph, s.person, s) for s in moment.on_screen]
     if run.plan.sense != "seen":  # the graph's one person count: off-screen linked speakers, voices over no face
         shown = {s.person.character_id for s in moment.on_screen}
-        listed += [who(run.graph, p) for p in run.graph.count_people(run.video_id, *found.window).counted
+        listed += [who(run.graph, p) for p in run.graph.count_people(run.video_id, *window).counted
                    if p.character_id not in shown]
-    return run.answer("count", number=number_word(len(listed)), span=span_text(*found.window),
+    return run.answer("count", number=number_word(len(listed)), span=span_text(*window),
                       people=", ".join(listed) or "nobody")
+
+
+def _everyone(ref: Reference) -> bool:
+    """Whether a count names no moment and no kind of person or place: everyone in the video is counted."""
+    return not ref.anchored and ref.kind in ("none", "person") and ref.place == "any" and ref.wears == "any"
+
+
+def _whole_video(run: _Run) -> tuple[float, float]:
+    """From the start to the video's end (its duration, else the end of its last stored clip)."""
+    video = run.graph.store.get_video(run.video_id)
+    if video.duration_s is not None and video.duration_s > 0:
+        return 0.0, video.duration_s
+    return 0.0, max((clip.end_s for clip, _, _ in run.graph.store.clips(run.video_id)), default=0.0)
 
 
 def _count_heard(run: _Run, window: tuple[float, float]) -> GraphAnswer:
@@ -305,7 +323,9 @@ def _count_so_far(run: _Run) -> GraphAnswer | None:
     if _is_scene(run.plan.person):
         return _count_described(run, time_s)
     if time_s is None:
-        return None
+        if not _everyone(run.plan.person):
+            return None
+        time_s = _whole_video(run)[1]  # "so far" at no time: the whole video
     count = run.graph.count_people(run.video_id, 0.0, time_s)
     seen = count.seen if run.plan.sense == "seen" else count.counted
     run.spans.append((0.0, time_s))

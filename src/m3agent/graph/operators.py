@@ -54,11 +54,33 @@ class _VideoData:
     sightings: tuple[tuple[float, int], ...]
     speech: tuple[tuple[float, float, int], ...]
     times: tuple[float, ...]  # the sightings' times, in order, to find the faces of an interval by bisection
+    cuts: tuple[float, ...] = ()  # the starts of the shots that open after a cut, in order
+
+    def bounds(self, start_s: float, end_s: float) -> tuple[float, float, bool]:
+        """The sample times that count for ``[start_s, end_s]``: ``(low, high, high is inclusive)``. The interval
+        is widened by :data:`AT_SLACK_S` on each side, but not across a shot cut: a face sampled on the far side
+        of a cut was in another picture (a shot's count holds neither the shot before nor the one after), and a
+        face sampled at a cut belongs to the shot the cut opens."""
+        low = start_s - AT_SLACK_S
+        before = bisect_right(self.cuts, start_s)
+        if before and self.cuts[before - 1] > low:
+            low = self.cuts[before - 1]
+        after = max(bisect_left(self.cuts, end_s), before)
+        if after < len(self.cuts) and self.cuts[after] <= end_s + AT_SLACK_S:
+            return low, self.cuts[after], False
+        return low, end_s + AT_SLACK_S, True
 
     def seen_between(self, start_s: float, end_s: float) -> set[int]:
-        """The face entities sampled in ``[start_s, end_s]``, widened by :data:`AT_SLACK_S` on each side."""
-        low, high = bisect_left(self.times, start_s - AT_SLACK_S), bisect_right(self.times, end_s + AT_SLACK_S)
-        return {e for _, e in self.sightings[low:high]}
+        """The face entities sampled in ``[start_s, end_s]``, widened as :meth:`bounds` says."""
+        low, high, closed = self.bounds(start_s, end_s)
+        first = bisect_left(self.times, low)
+        last = bisect_right(self.times, high) if closed else bisect_left(self.times, high)
+        return {e for _, e in self.sightings[first:last]}
+
+    def holds(self, time_s: float, start_s: float, end_s: float) -> bool:
+        """Whether a face sampled at ``time_s`` counts for ``[start_s, end_s]`` (as :meth:`seen_between`)."""
+        low, high, closed = self.bounds(start_s, end_s)
+        return low <= time_s and (time_s <= high if closed else time_s < high)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,8 +297,9 @@ class EntityGraph:
         if video_id not in self._videos:
             video = self.store.get_video(video_id)
             sightings = tuple(sorted(self.store.face_sightings(video_id)))
+            cuts = tuple(sorted({r.start_s for r in self.store.shots(video_id) if r.cut and r.start_s > 0}))
             self._videos[video_id] = _VideoData(video, sightings, tuple(self.store.voice_spans(video_id)),
-                                                tuple(t for t, _ in sightings))
+                                                tuple(t for t, _ in sightings), cuts)
         return self._videos[video_id]
 
     def _persons_of(self, entity_ids: set[int]) -> tuple[Person, ...]:
@@ -290,9 +313,10 @@ class EntityGraph:
                 if v.start_s <= end_s and v.end_s >= start_s]
 
     def _sightings(self, video: Video, start_s: float, end_s: float) -> tuple[Sighting, ...]:
+        data = self._data(video.video_id)
         faces = [f for i in self._clip_indexes(video.video_id, start_s, end_s)
                  for f in self.store.faces(video.video_id, i)
-                 if f.entity_id is not None and start_s - AT_SLACK_S <= f.time_s <= end_s + AT_SLACK_S]
+                 if f.entity_id is not None and data.holds(f.time_s, start_s, end_s)]
         width = self._frame_width(video, faces)
         best: dict[int, FaceObservation] = {}
         for f in faces:  # one sighting per person: the observation nearest the interval's middle
