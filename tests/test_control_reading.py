@@ -25,7 +25,12 @@ ASKS = [
     ("Did anyone mention the budget?", Asks.YES_NO),
     ("Has a low voice been heard so far at 2:00?", Asks.YES_NO),
     ("Is the friend who wrote the note still alive?", Asks.YES_NO),
+    ("Up to 0:50, did the video include the dark screen?", Asks.YES_NO),
+    ("By 0:40, has the photo been shown yet?", Asks.YES_NO),
+    ("At 1:20, which side is talking?", Asks.WHICH),
+    ("How does the video open?", Asks.OTHER),
     ("Describe the room.", Asks.OTHER),
+    ("Finish the line that starts with hello.", Asks.OTHER),
     ("", Asks.OTHER),
 ]
 
@@ -100,3 +105,37 @@ def test_phrases_are_whole_words_in_order() -> None:
     assert has_phrase(words, ("so", "far")) and has_phrase(words, ("up", "to"))
     assert not has_phrase(words, ("far", "so", "far")) and not has_phrase(words, ("to", "up"))
     assert read_question("Who is here?") is read_question("Who is here?")  # read once, shared
+
+
+@pytest.mark.parametrize(("question", "words", "moment"), [
+    ("What is said at 1:20?", True, 80.0),
+    ("Around 0:40, what words does the speaker use?", True, 40.0),
+    ("Quote the line spoken near 2:05.", True, 125.0),
+    ("What exactly does she say at 0:12?", True, 12.0),
+    ("What is the talk about at 1:20?", False, 80.0),
+    ("What did Ann say about the budget?", False, None),
+    ("Who says the line at 0:30?", False, 30.0),
+    ('What is said right after "we will win"?', False, None),
+    ("What is said right before 1:20?", True, None),
+    ("What has been said so far at 1:20?", True, None),
+    ("What is said between 0:10 and 0:20?", True, None),
+    ("What colour is the car at 0:10?", False, 10.0),
+])
+def test_words_said_and_the_one_moment(question: str, words: bool, moment: float | None) -> None:
+    reading = read_question(question)
+    assert (reading.asks_words, reading.moment) == (words, moment)
+
+
+@pytest.mark.parametrize(("question", "continues"), [
+    ('What is said right after "we will win"?', True),
+    ('Someone says "we will win". What are the next words?', True),
+    ('Someone begins "we will ...". How does the sentence end?', True),
+    ('Finish the line that starts "we will".', True),
+    ('What comes right after "we will win"?', False),
+    ('What is shown right after "we will win"?', False),
+    ('Who speaks right after "we will win"?', False),
+    ('When is "we will win" said?', False),
+    ("What is said right after the debate?", False),
+])
+def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
+    assert read_question(question).asks_continuation is continues

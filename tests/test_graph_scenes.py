@@ -84,3 +84,25 @@ def test_the_plan_is_checked_against_the_reading_for_scenes(graph: EntityGraph) 
                                            "side?", "before", ref(about="the dark screen with a voice"),
                                            ref(about="the two people side by side")))
     assert order is not None and order.text.startswith("The two people side by side (0:00–0:12) comes first")
+
+
+def test_a_scene_bounded_so_far_is_asked_whatever_operation_the_model_wrote(graph: EntityGraph) -> None:
+    dark = ref(about="the dark screen with a voice", time="0:50")
+    for ask in ("ever_seen", "seen_again", "which_first", "recall"):
+        asked = plan("Up to 0:50, did the video include the dark screen with a voice?", ask, dark)
+        shown = graph_answer(graph, "v1", asked)
+        assert shown is not None and shown.text.startswith("Yes"), ask
+    counted = graph_answer(graph, "v1", plan("Up to 0:50, how many times was the dark screen with a voice shown?",
+                                             "count_scenes", dark))
+    assert counted is not None and not counted.text.startswith("Yes"), "a count stays a count"
+    said = plan("Up to 0:50, what was said during the dark screen with a voice?", "recall", dark)
+    assert graph_answer(graph, "v1", said) is None, "not a yes-or-no question: the memories answer it"
+
+
+def test_the_shot_at_a_moment_is_described_for_the_answer_the_memories_lacked(graph: EntityGraph) -> None:
+    from m3agent.control.graph_answers import moment_scene
+
+    asked = plan("What is happening at 0:03?", "recall", ref(time="0:03"))
+    described = moment_scene(graph, "v1", asked, 3.0)
+    assert described is not None and described.text.startswith("The 0:03 scene (0:00–0:12")
+    assert described.memory_ids, "it cites the shot it describes"

@@ -59,6 +59,8 @@ def graph_answer(graph: EntityGraph, video_id: str, plan: Plan) -> GraphAnswer |
     ask = plan.ask
     if ask in ("after", "before") and plan.other is not None and _is_scene(plan.person) and _is_scene(plan.other):
         ask = "which_first"  # two scenes named: their order is asked, not what comes next to one of them
+    if plan.so_far and plan.yes_no and _is_scene(plan.person) and plan.person.time_s is not None:
+        ask = "when"  # "up to 1:05, was the dark screen shown?": whether the described scene came by then
     operation = _OPERATIONS.get(ask)
     return operation(_Run(graph, video_id, plan)) if operation is not None else None
 
@@ -202,8 +204,15 @@ def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
     return who(run.graph, found.person, found.sighting), first.start_s
 
 
-def _scene(run: _Run) -> GraphAnswer | None:
-    ref = run.plan.person
+def moment_scene(graph: EntityGraph, video_id: str, plan: Plan, time_s: float) -> GraphAnswer | None:
+    """What the graph shows of the shot at ``time_s`` (who is on screen and what they look like, still or live,
+    what is said, heard and written): the answer to "what is happening at 0:49?" when the memories shown to the
+    model did not say."""
+    return _scene(_Run(graph, video_id, plan), Reference("none", "any", time_s))
+
+
+def _scene(run: _Run, ref: Reference | None = None) -> GraphAnswer | None:
+    ref = ref or run.plan.person
     if ref.scene == "any" and ref.time_s is None:
         return None
     found = run.resolve(Reference("none", "any", ref.time_s, ref.scene))

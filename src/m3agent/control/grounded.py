@@ -13,8 +13,9 @@ Retrieval is the select mode's: ``search_memory`` with the question (hybrid
 ranking, character/name mapping, time filters, ``before_clip``), reranked
 without a model (:mod:`m3agent.control.rerank`), best ``select_k`` shown.
 
-Who answers is one ordered chain over one candidates value (:class:`Ground`), :data:`ANSWERERS`: the graph's
-decision of the question's plan, the model phrasing the graph's facts, an abstention when nothing was found, an
+Who answers is one ordered chain over one candidates value (:class:`Ground`), :data:`ANSWERERS`: the lines said
+in the question's window or after its quotation, quoted (:mod:`m3agent.control.spoken`), the graph's decision of
+the question's plan, the model phrasing the graph's facts, an abstention when nothing was found, an
 abstention when only other people's memories hold the question's details (:mod:`m3agent.control.attribution`),
 and the model over the retrieved memories. Each answers, abstains or passes; the Answer records which as its
 :class:`~m3agent.control.steps.Provenance`. An empty ``used`` (or an answer saying so) is the abstention
@@ -60,6 +61,8 @@ GROUNDED_PROMPT = "control_grounded"
 GRAPH_PROMPT = "control_grounded_graph"
 """The prompt when the question is anchored in the people graph (:mod:`m3agent.control.graph_facts`)."""
 GRAPH_TOOL = "entity_graph"
+SPOKEN_TOOL = "speech lines"
+"""The answerer quoting the lines said in the question's window (:mod:`m3agent.control.spoken`)."""
 PLAN_THOUGHT = "Query plan: "
 """How the Thought naming the query plan starts (``Query plan: seen_again after heard: voice @44s``)."""
 GRAPH_MEMORIES = 4
@@ -124,7 +127,7 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
     """Action + Observation of the retrieval, the plan, then the first answerer of :data:`ANSWERERS` that does not
     pass: its steps, a Thought naming what it used, and the Answer."""
     yield Action(1, SELECT_TOOL, run.question)
-    result = run.search(SELECT_TOOL, run.question, k=max(run.config.search_k, 2 * run.config.select_k))
+    result = run.search(SELECT_TOOL, run.question, k=retrieved(run))
     knowledge = "No memories found." if result.empty else render_result(result, with_video=run.video_id is None)
     yield Observation(1, knowledge, result)
     ground = _ground_of(run, result)
@@ -136,6 +139,17 @@ def grounded_steps(run: RunContext) -> Iterator[Step]:
         yield Observation(1, outcome.note, error=outcome.note)
     yield Thought(1, _explain(outcome))
     yield _finish(run, outcome)
+
+
+MOMENT_RETRIEVAL = 4
+"""A question about one instant retrieves this many times ``select_k`` memories of its time range: its words may
+match nothing at the instant, and the reranker then finds the memories there by time (:mod:`m3agent.control.rerank`)."""
+
+
+def retrieved(run: RunContext) -> int:
+    """How many memories the grounded retrieval asks for."""
+    share = MOMENT_RETRIEVAL if run.reading.moment is not None else 2
+    return max(run.config.search_k, share * run.config.select_k)
 
 
 def _ground_of(run: RunContext, result: SearchResult) -> Ground:
@@ -183,6 +197,23 @@ def graph_facts_answer(run: RunContext, ground: Ground) -> Grounded | None:
     return replace(outcome, cited=cited, graph_lines=frozenset(f.text for f in facts), steps=steps)
 
 
+def words_said(run: RunContext, ground: Ground) -> Grounded | None:
+    """The lines said at the question's moment or in its described scene, quoted (:mod:`m3agent.control.spoken`);
+    pass when the question does not ask for words said, names no window, or nothing was said in it."""
+    from m3agent.control.spoken import spoken
+
+    if ground.video_id is None or ground.graph is None:
+        return None
+    said = spoken(run.store, ground.graph, ground.video_id, run.reading, ground.plan, run.before_clip)
+    if said is None:
+        return None
+    ids = [m.id for m in said.lines if m.id is not None]
+    result = graph_search_result(run, SPOKEN_TOOL, ids, [])
+    run.searches.append(result)
+    steps = (Action(1, SPOKEN_TOOL, run.question), Observation(1, said.text, result))
+    return Grounded(said.text, (), Provenance.SPOKEN, SPOKEN_TOOL, cited=tuple(ids), steps=steps)
+
+
 def nothing_found(run: RunContext, ground: Ground) -> Grounded | None:
     """Abstain when no memory matched the question."""
     if ground.candidates:
@@ -211,10 +242,32 @@ def model_answer(run: RunContext, ground: Ground) -> Grounded:
     if people is not None and ground.video_id is not None and ground.plan is not None:
         wider = rank_candidates(ground.result, run.question, 2 * run.config.select_k)
         candidates = described_first(people, ground.video_id, ground.plan.person, wider)[: run.config.select_k]
-    return _ground(run, candidates, Provenance.MODEL, people=people)
+    outcome = _ground(run, candidates, Provenance.MODEL, people=people)
+    return (_moment_described(run, ground) if outcome.abstained else None) or outcome
 
 
-ANSWERERS: tuple[Answerer, ...] = (graph_decision, graph_facts_answer, nothing_found, attribution, model_answer)
+def _moment_described(run: RunContext, ground: Ground) -> Grounded | None:
+    """When the model found no answer to what happens or is shown at one instant ("what is happening at 0:49?"),
+    the graph's account of the shot there; None for any other question or when the graph has no shot there."""
+    from m3agent.control.graph_answers import moment_scene
+
+    reading = run.reading
+    if reading.moment is None or reading.asks not in (Asks.WHAT, Asks.OTHER) or reading.asks_words:
+        return None
+    if ground.graph is None or ground.video_id is None or ground.plan is None:
+        return None
+    decided = moment_scene(ground.graph, ground.video_id, ground.plan, reading.moment)
+    if decided is None:
+        return None
+    result = graph_search_result(run, GRAPH_TOOL, list(decided.memory_ids), [decided.text])
+    run.searches.append(result)
+    steps = (Action(1, GRAPH_TOOL, f"scene at {clock(reading.moment)}"), Observation(1, decided.text, result))
+    return Grounded(decided.text, (), Provenance.GRAPH, f"{GRAPH_TOOL} (the shot at the question's time)",
+                    decided.text, cited=decided.memory_ids, steps=steps)
+
+
+ANSWERERS: tuple[Answerer, ...] = (words_said, graph_decision, graph_facts_answer, nothing_found, attribution,
+                                   model_answer)
 """The grounded chain, in order: the first answerer that does not pass decides."""
 
 
@@ -424,6 +477,8 @@ def _short(text: str) -> str:
 def _explain(outcome: Grounded) -> str:
     if outcome.provenance is Provenance.GRAPH:
         return f"entity graph answered the plan from {len(outcome.cited)} shot memories."
+    if outcome.provenance is Provenance.SPOKEN:
+        return f"quoted the {len(outcome.cited)} speech memories said in the question's window."
     if outcome.abstained:
         return f"{outcome.model}: none of the retrieved memories answers the question."
     ids = ", ".join(c.label for c in outcome.used)
@@ -432,7 +487,8 @@ def _explain(outcome: Grounded) -> str:
     return f"{outcome.model} answered from {ids}."
 
 
-_RULED = frozenset({Provenance.GRAPH, Provenance.RERANKER, Provenance.ATTRIBUTION, Provenance.NOTHING_FOUND})
+_RULED = frozenset({Provenance.GRAPH, Provenance.SPOKEN, Provenance.RERANKER, Provenance.ATTRIBUTION,
+                    Provenance.NOTHING_FOUND})
 """Answers no model wrote: the Answer's ``model`` names the rule."""
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from m3agent.control.reading import QuestionReading, Scene, read_question
+from m3agent.control.reading import Asks, QuestionReading, Scene, read_question
 from m3agent.control.replies import Ask, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Reference
@@ -34,7 +34,7 @@ class Plan:
     """A checked plan: the operation, direction, sense and the references as :class:`Reference` values, checked
     against the question's :class:`QuestionReading` (a question given as text is read here)."""
 
-    __slots__ = ("ask", "direction", "distinct", "other", "person", "raw", "sense", "so_far")
+    __slots__ = ("ask", "direction", "distinct", "other", "person", "raw", "sense", "so_far", "yes_no")
 
     def __init__(self, reply: PlanReply, question: QuestionReading | str, raw: str = "") -> None:
         reading = read_question(question) if isinstance(question, str) else question
@@ -43,6 +43,7 @@ class Plan:
         self.sense = reply.sense
         self.so_far = reading.so_far  # the question's time bounds it from the start ("by 2:00", "so far")
         self.distinct = reading.distinct  # it counts different ones, not times shown
+        self.yes_no = reading.asks is Asks.YES_NO
         person = reference(reply.person, reading)
         other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None

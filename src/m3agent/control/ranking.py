@@ -37,6 +37,14 @@ if TYPE_CHECKING:
     from m3agent.embed import Embedder
     from m3agent.store.protocol import MemoryStore
 
+MOMENT_WEIGHT = 0.5
+"""A question about one instant ("what is the talk about at 1:20?") adds up to this for a memory at that instant:
+its words may share nothing with the memory's, and the time range of the search (a minute around it) holds
+memories of other scenes."""
+MOMENT_NEAR_S = 2.0
+"""A memory this close to the instant is at it (speech and shot bounds are known to about a second)."""
+MOMENT_FADE_S = 6.0
+"""Farther than this from the instant, a memory gains nothing."""
 MAX_VARIANTS = 8
 RRF_K = 4
 """Small: the first few ranks of either list dominate (60, the usual constant, flattened them; 10 gave 2.5 points
@@ -220,3 +228,10 @@ def with_clip_context(ranked: list[Ranked], weight: float = CLIP_CONTEXT_WEIGHT,
         bonus = weight * lenders[0].score if lenders else 0.0
         rescored.append(replace(item, score=item.score + bonus) if bonus else item)
     return sorted(rescored, key=lambda r: (-r.score, r.memory.id))
+
+
+def closeness(start_s: float, end_s: float, moment: float) -> float:
+    """1 for an interval within :data:`MOMENT_NEAR_S` of ``moment``, falling linearly to 0 at
+    :data:`MOMENT_FADE_S` beyond that."""
+    distance = max(0.0, start_s - moment, moment - end_s) - MOMENT_NEAR_S
+    return 1.0 if distance <= 0 else max(0.0, 1.0 - distance / MOMENT_FADE_S)

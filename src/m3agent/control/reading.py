@@ -49,6 +49,7 @@ Phrase = tuple[str, ...]
 
 _ASKS: tuple[tuple[Phrase, Asks], ...] = (
     (("how", "many"), Asks.HOW_MANY), (("how", "often"), Asks.HOW_MANY), (("how", "much"), Asks.HOW_MANY),
+    (("how",), Asks.OTHER),
     (("what", "time"), Asks.WHEN), (("who",), Asks.WHO), (("whom",), Asks.WHO), (("whose",), Asks.WHO),
     (("when",), Asks.WHEN), (("where",), Asks.WHERE), (("which",), Asks.WHICH), (("what",), Asks.WHAT),
 )  # fmt: skip
@@ -74,6 +75,15 @@ _CHARACTER_OF: tuple[Phrase, ...] = (("which", "character"), ("what", "character
                                      ("character", "tag"), ("character", "number"), ("which", "face", "is"),
                                      ("which", "voice", "is"), ("which", "person", "is"))
 """Questions asking for the character behind a name or a description ("which character is Alice?")."""
+_WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "words", "line", "lines", "utter",
+                        "utters", "uttered", "uttering", "quote", "verbatim", "exact"})
+"""Words asking for what was said word for word ("what is said at 1:20", "the line at 0:40"), not for its gist."""
+_GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed", "discussing", "discussion",
+                   "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered"})
+"""Words asking what speech is about: a summary, not the words."""
+_CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
+                        "continues", "continuing"})
+"""Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 
 
@@ -106,6 +116,28 @@ class QuestionReading:
         return any(w in _PERSON_WORDS for w in self.words)
 
     @property
+    def moment(self) -> float | None:
+        """The one instant the question asks about ("at 1:20", "around 0:40"): a single clock time that bounds
+        nothing ("so far") and is not the neighbour of what is asked ("right before 1:20"); else None."""
+        return self.times[0] if len(self.times) == 1 and not self.so_far and not self.order else None
+
+    @property
+    def asks_words(self) -> bool:
+        """Whether the question asks for the words said (a line, what someone says), not their gist, a speaker or
+        what follows a quotation."""
+        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_WORDS_SAID & set(self.words)) \
+            and not _GIST & set(self.words)
+
+    @property
+    def asks_continuation(self) -> bool:
+        """Whether the question asks for the words that follow its quotation ("what is said right after "…"?",
+        "how does the sentence end?"), not for who says it or what is shown next."""
+        if not self.quotes or self.asks in (Asks.WHO, Asks.WHEN, Asks.WHERE, Asks.HOW_MANY, Asks.YES_NO):
+            return False
+        held = set(self.words)
+        return bool(_CONTINUES & held) or (self.order and bool(_WORDS_SAID & held))
+
+    @property
     def anchored(self) -> bool:
         """Whether the question pins a moment: a clock time or the first / last scene."""
         return bool(self.times) or self.scene is not Scene.ANY
@@ -135,19 +167,21 @@ def read_question(text: str) -> QuestionReading:
     scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
         else Scene.ANY
     return QuestionReading(
-        text, tokens, _asks(tokens), times, quotes, scene, bool(times) and _has_any(tokens, _SO_FAR),
+        text, tokens, _asks(tuple(words(_QUOTED.sub(" ", text)))), times, quotes, scene, bool(times) and _has_any(tokens, _SO_FAR),
         any(w in _ORDER_WORDS for w in tokens), _occurrence(tokens), "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)))  # fmt: skip
 
 
 def _asks(tokens: Phrase) -> Asks:
+    """The first question word's kind (``tokens``: the question's words outside its quotations); a question opening with an auxiliary, or holding one and no question word
+    ("Up to 0:50, did the video show ...?"), asks yes or no."""
     if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
         return Asks.YES_NO
     for start in range(len(tokens)):
         for phrase, asks in _ASKS:
             if tokens[start: start + len(phrase)] == phrase:
                 return asks
-    return Asks.OTHER
+    return Asks.YES_NO if _AUXILIARIES & set(tokens) else Asks.OTHER
 
 
 def _occurrence(tokens: Phrase) -> int:

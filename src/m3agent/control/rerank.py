@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from m3agent import tags
-from m3agent.control.ranking import keyword_text
+from m3agent.control.ranking import MOMENT_WEIGHT, closeness, keyword_text
 from m3agent.control.reading import read_question
 from m3agent.control.results import Hit, SearchResult
 from m3agent.text import stem, tokens
@@ -65,9 +65,10 @@ def rank_candidates(result: SearchResult, question: str, limit: int) -> list[Can
     wanted = stems(keyword_text(question))
     idf = _idf(wanted, [stems(keyword_text(h.text)) for h in hits])
     top = max((h.score for h in hits), default=0.0) or 1.0
-    scored = [_candidate(hit, wanted, idf, top) for hit in hits]
+    reading = read_question(question)
+    scored = [_candidate(hit, wanted, idf, top, reading.moment) for hit in hits]
     bar = WHO_MATCH * max((c.overlap for c in scored), default=0.0)
-    who = read_question(question).asks_person and bar > 0
+    who = reading.asks_person and bar > 0
     first = [who and c.overlap >= bar and c.hit is not None and names_someone(c.hit) for c in scored]
     order = sorted(range(len(scored)), key=lambda i: (not first[i], -scored[i].score, i))
     return (facts + [scored[i] for i in order])[:limit]
@@ -84,11 +85,12 @@ def stems(text: str) -> set[str]:
     return {stem(word) for word in tokens(plain)}
 
 
-def _candidate(hit: Hit, wanted: set[str], idf: dict[str, float], top: float) -> Candidate:
+def _candidate(hit: Hit, wanted: set[str], idf: dict[str, float], top: float, moment: float | None) -> Candidate:
     found = stems(keyword_text(hit.text))
     total = sum(idf.values())
     overlap = sum(idf[w] for w in wanted & found) / total if total else 0.0
-    return Candidate(hit.text, hit, overlap + RETRIEVAL_WEIGHT * hit.score / top, overlap)
+    near = 0.0 if moment is None else MOMENT_WEIGHT * closeness(hit.memory.start_s, hit.memory.end_s, moment)
+    return Candidate(hit.text, hit, overlap + RETRIEVAL_WEIGHT * hit.score / top + near, overlap)
 
 
 def _idf(wanted: set[str], documents: Sequence[set[str]]) -> dict[str, float]:

@@ -28,12 +28,14 @@ from m3agent.control.query import Intent, ParsedQuery, parse_query
 from m3agent.control.ranking import (
     Ranked,
     alias_variants,
+    closeness,
     hybrid_rank,
     in_own_words,
     keyword_text,
     with_clip_context,
     without_names,
 )
+from m3agent.control.reading import read_question
 from m3agent.control.results import ClipCache, ClipHits, ClipRef, Hit, SearchResult
 from m3agent.domain import Memory, SearchFilter
 from m3agent.errors import ConfigError, M3AgentError
@@ -110,7 +112,7 @@ class MemorySearcher:
             return self._mapping("search_memory", parsed, k)
         if parsed.clips:
             return self._explicit_clips("search_memory", parsed)
-        ranked, notes = self._ranked(parsed, exclude_seen=False)
+        ranked, notes = self._ranked(parsed, exclude_seen=False, moment=read_question(query).moment)
         fresh = [r for r in ranked if r.memory.id not in self.shown]
         repeated = len(ranked) - len(fresh)
         hits = [Hit(r.memory, self._text(r.memory), r.score, r.similarity) for r in fresh[:k]]
@@ -131,19 +133,24 @@ class MemorySearcher:
             return False
         return not is_bookkeeping(memory)
 
-    def _ranked(self, parsed: ParsedQuery, *, exclude_seen: bool) -> tuple[list[Ranked], tuple[str, ...]]:
+    def _ranked(self, parsed: ParsedQuery, *, exclude_seen: bool,
+                moment: float | None = None) -> tuple[list[Ranked], tuple[str, ...]]:
         flt = replace(self.base_filter(), start_s=parsed.start_s, end_s=parsed.end_s)
         if exclude_seen:
             flt = replace(flt, exclude_clips=frozenset(self.seen_clips))
         notes = _time_notes(parsed)
         if parsed.entity_ids:
-            ranked = self._rank(parsed, replace(flt, entity_ids=parsed.entity_ids), restricted=True)
+            ranked = self._rank(parsed, replace(flt, entity_ids=parsed.entity_ids), restricted=True, moment=moment)
             if ranked:
                 return ranked, (*notes, f"restricted to memories of {self._who(parsed)}")
             notes += (f"nothing found for {self._who(parsed)}; searched all memories",)
-        return self._rank(parsed, flt, restricted=False), notes
+        return self._rank(parsed, flt, restricted=False, moment=moment), notes
 
-    def _rank(self, parsed: ParsedQuery, flt: SearchFilter, *, restricted: bool) -> list[Ranked]:
+    def _rank(self, parsed: ParsedQuery, flt: SearchFilter, *, restricted: bool,
+              moment: float | None = None) -> list[Ranked]:
+        """The fused ranking under ``flt``, visible memories only; unless ``restricted``, a memory needs a keyword
+        or enough similarity, or to lie at the question's ``moment`` (what is there is what "at 1:20" asks
+        about, whatever its words)."""
         # restricted: who is settled by the entity filter, so the vector asks only what, in the person's own
         # words and without the names; the alias variants (names as <voice_j> tags) measured 3 points of LoCoMo
         # recall@10 lower
@@ -155,7 +162,8 @@ class MemorySearcher:
         pool = self.pool + len(self.shown)  # shown memories are filtered after ranking
         ranked = hybrid_rank(self.store, self.embedder, variants, keywords, flt, pool=pool)
         # only what may be shown lends its clip context (not bookkeeping, nothing past the question's time)
-        return with_clip_context([r for r in ranked if self.visible(r.memory) and (restricted or self._relevant(r))])
+        return with_clip_context([r for r in ranked if self.visible(r.memory)
+                                  and (restricted or self._relevant(r) or _at(r.memory, moment))])
 
     def _relevant(self, item: Ranked) -> bool:
         return item.keyword or item.similarity is None or item.similarity >= self.min_similarity
@@ -260,6 +268,11 @@ class MemorySearcher:
         if self.video_id is None:
             return None
         return self.store.get_video(self.video_id).duration_s
+
+
+def _at(memory: Memory, moment: float | None) -> bool:
+    """Whether ``memory`` lies at the instant a question asks about (:func:`~m3agent.control.ranking.closeness`)."""
+    return moment is not None and closeness(memory.start_s, memory.end_s, moment) >= 1.0
 
 
 def _restricted_variants(parsed: ParsedQuery) -> list[str]:

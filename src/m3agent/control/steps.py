@@ -23,6 +23,8 @@ class Provenance(enum.StrEnum):
     """The entity graph's operators carried out the question's plan; no model wrote the answer."""
     GRAPH_FACTS = "graph facts"
     """The model phrased facts of the entity graph (and a few memories)."""
+    SPOKEN = "speech lines"
+    """The lines said at the question's moment or in its scene are quoted; no model wrote the answer."""
     NOTHING_FOUND = "nothing found"
     """No memory matched the question: an abstention without a model call."""
     ATTRIBUTION = "attribution check"

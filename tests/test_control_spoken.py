@@ -1,0 +1,124 @@
+"""Words said, quoted from the speech memories: at a moment, by the person a question describes, and after a
+quotation the recogniser cut across two lines (:mod:`m3agent.control.spoken`), and through the grounded chain."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from m3agent.control import Answer, answer_question
+from m3agent.control.reading import read_question
+from m3agent.control.spoken import following, speech_lines, spoken
+from m3agent.control.steps import Provenance
+from m3agent.domain import (
+    BBox,
+    Clip,
+    EntityKind,
+    FaceObservation,
+    FaceVoiceLink,
+    LinkSource,
+    Memory,
+    MemoryKind,
+    Video,
+    VoiceSegment,
+)
+from m3agent.graph.operators import EntityGraph
+from test_control_select import scripted
+from test_graph_answers import GROUNDED, plan, plan_reply, ref
+
+LINES = (  # (voice, start, end, words, caption)
+    ("a", 10.0, 12.2, "Because I was a senator with a Republican president. Oh really?", ""),
+    ("b", 12.3, 14.0, "I will be the president. You could have done it.", "oh really I will be"),
+    ("a", 14.5, 17.0, "If you were an effective senator, you could have done it.", ""),
+    ("b", 40.0, 43.0, "Thank you all for coming tonight.", ""),
+)
+
+
+def write(store: Any, embed: Callable[[str], Any]) -> dict[str, int]:
+    """Video v1: voices a (linked to the face on the left) and b (the face on the right) speak :data:`LINES`."""
+    store.add_video(Video("v1", "/v1.mp4", 60.0, metadata={"width": 1280, "height": 720}))
+    with store.clip(Clip("v1", 0, 0.0, 60.0)) as w:
+        ids = {name: w.add_entity(EntityKind.VOICE, [embed(name)]).id for name in ("a", "b")}
+        left, right = (w.add_entity(EntityKind.FACE, [embed(side)]).id for side in ("left", "right"))
+        for k in range(40):
+            w.add_face(FaceObservation(0, 8.0 + k / 2, BBox(100, 200, 300, 460), 0.99, entity_id=left))
+            w.add_face(FaceObservation(0, 8.0 + k / 2, BBox(900, 200, 1100, 460), 0.99, entity_id=right))
+        w.set_link(FaceVoiceLink(left, ids["a"], 1.0, LinkSource.AV, "test"))
+        w.set_link(FaceVoiceLink(right, ids["b"], 1.0, LinkSource.AV, "test"))
+        for voice, start, end, said, caption in LINES:
+            w.add_voice(VoiceSegment(0, start, end, said, entity_id=ids[voice]))
+            text = f'At 0:{int(start):02d} <voice_{ids[voice]}> says: "{said}"'
+            text += f' Captioned on screen: "{caption}".' if caption else ""
+            w.add_memory(Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v1", clip_index=0, start_s=start,
+                                end_s=end, entity_ids=(ids[voice],), embedding=embed(text)))
+        w.add_memory(Memory(kind=MemoryKind.EPISODIC, text="Shot 0:00–1:00: two people at desks.", video_id="v1",
+                            clip_index=0, start_s=0.0, end_s=60.0, embedding=embed("shot")))
+    return ids
+
+
+def test_the_lines_at_a_moment_and_the_nearest_one_around_it(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    write(store, _random)
+    graph = EntityGraph(store)
+
+    def said(question: str) -> str | None:
+        found = spoken(store, graph, "v1", read_question(question), None)
+        return None if found is None else found.text
+
+    both = said("What is said at 0:12?")
+    assert both is not None and "Oh really?" in both and "I will be the president" in both, "two lines meet there"
+    assert "Thank you" not in both and "effective" not in both
+    assert "Thank you all" in (said("Around 0:38, what words does the speaker use?") or ""), "the nearest, 2 s on"
+    assert said("What is said at 0:30?") is None, "no line within reach: the model answers"
+    assert said("What is the talk about at 0:12?") is None, "a gist is not the words"
+    assert said("Who says the line at 0:12?") is None
+
+
+def test_the_lines_of_the_person_the_plan_describes(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    write(store, _random)
+    question = "What does the person on the right say at 0:12?"
+    described = plan(question, "recall", ref(kind="person", place="right", time="0:12"))
+    found = spoken(store, EntityGraph(store), "v1", read_question(question), described)
+    assert found is not None and [m.start_s for m in found.lines] == [12.3]
+
+
+def test_the_words_after_a_quotation_cut_across_two_lines(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    write(store, _random)
+    lines = speech_lines(store, "v1", None)
+    after = following(lines, "oh really I will be")
+    assert after is not None and after.said.startswith("the president. You could have done it.")
+    assert [m.start_s for m in after.lines] == [12.3, 14.5], "the words run on into the next line"
+    ending = following(lines, "If you were an effective")
+    assert ending is not None and ending.said.startswith("senator, you could have done it.")
+    assert following(lines, "we shall fight on the beaches") is None
+    assert following(lines, "coming tonight") is None, "nothing is said after the last words"
+    assert following(speech_lines(store, "v1", before_clip=-1), "oh really") is None, "nothing before the clip"
+
+
+def test_the_grounded_chain_quotes_the_lines_without_a_model_answer(make_store: Callable[[], Any]) -> None:
+    from m3agent.embed import create_embedder
+
+    embedder = create_embedder("hash")
+    store = make_store()
+    store.set_embedding_model(embedder.name, embedder.dim)
+    write(store, lambda text: embedder.embed([text])[0])
+    recall = json.dumps(plan_reply("recall", ref(time="0:12")))
+    steps = list(answer_question(store, embedder, scripted(recall), "What is said at 0:12?", video_id="v1",
+                                 config=GROUNDED))
+    answer = steps[-1]
+    assert isinstance(answer, Answer) and answer.provenance is Provenance.SPOKEN
+    assert '"I will be the president. You could have done it."' in answer.text
+    assert "<voice_" not in answer.text, "people are said in words"
+    assert {(e.start_s, e.end_s) for e in answer.evidence if e.cited} == {(10.0, 12.2), (12.3, 14.0)}
+    asked = 'Someone says "oh really I will be". What are the next words?'
+    steps = list(answer_question(store, embedder, scripted(recall), asked, video_id="v1", config=GROUNDED))
+    assert isinstance(steps[-1], Answer) and "You could have done it" in steps[-1].text
+
+
+def _random(text: str) -> Any:
+    from store_helpers import unit_vectors
+
+    return unit_vectors(1, seed=sum(map(ord, text)))[0]
