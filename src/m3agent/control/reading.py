@@ -167,14 +167,16 @@ def read_question(text: str) -> QuestionReading:
     scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
         else Scene.ANY
     return QuestionReading(
-        text, tokens, _asks(tuple(words(_QUOTED.sub(" ", text)))), times, quotes, scene, bool(times) and _has_any(tokens, _SO_FAR),
+        text, tokens, _asks(tuple(words(_QUOTED.sub(" ", text)))), times, quotes, scene,
+        bool(times) and _has_any(tokens, _SO_FAR),
         any(w in _ORDER_WORDS for w in tokens), _occurrence(tokens), "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)))  # fmt: skip
 
 
 def _asks(tokens: Phrase) -> Asks:
-    """The first question word's kind (``tokens``: the question's words outside its quotations); a question opening with an auxiliary, or holding one and no question word
-    ("Up to 0:50, did the video show ...?"), asks yes or no."""
+    """The first question word's kind (``tokens``: the question's words outside its quotations); a question
+    opening with an auxiliary, or holding one and no question word ("Up to 0:50, did the video show ...?"), asks
+    yes or no."""
     if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
         return Asks.YES_NO
     for start in range(len(tokens)):
