@@ -208,6 +208,17 @@ class EntityMerge:
 
 
 @dataclass(frozen=True, slots=True)
+class MergedEntity:
+    """What a merge in force kept of the entity it absorbed (its snapshot), so a page can still show who that
+    was: its name then and its observations (face sightings or voice segments, now the kept entity's)."""
+
+    merge_id: int
+    kind: str
+    name: str
+    observations: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Character:
     """A group of entities that are one person; ``id`` is stable across refreshes."""
 

@@ -20,12 +20,14 @@ EntityId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <f
 MergeId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the id of a recorded merge")]
 CharacterId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="the N of <character_N>")]
 VoiceId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="a voice segment's id (GET .../clips/{n})")]
+FaceId = Annotated[int, Path(ge=0, le=schemas.MAX_ID, description="a face observation's id (GET /api/entities/{id})")]
 MediaIndex = Annotated[int, Path(ge=0, le=15)]
 IfMatch = Annotated[str | None, Header(max_length=1000, description="the ETag the client read (or *): rename "
                                        "only if the name is still that version, else 412")]
 MEDIA: dict[int | str, dict[str, Any]] = {
     200: {"content": {"image/jpeg": {}, "audio/wav": {}}}, 404: {"model": schemas.Problem}}
 WAV: dict[int | str, dict[str, Any]] = {200: {"content": {"audio/wav": {}}}, 404: {"model": schemas.Problem}}
+JPEG: dict[int | str, dict[str, Any]] = {200: {"content": {"image/jpeg": {}}}, 404: {"model": schemas.Problem}}
 
 
 @router.get("/api/entities", response_model=schemas.Page[schemas.EntityOut], summary="List face/voice entities")
@@ -135,6 +137,18 @@ def get_voice_audio(ctx: Ctx, voice_id: VoiceId) -> Response:
         raise NotFoundError(f"voice segment {voice_id} kept no audio",
                             hint="play the clip in the video player, or the voice's snippets on its character page")
     return Response(audio, media_type="audio/wav", headers={"cache-control": "no-store"})
+
+
+@router.get("/api/faces/{face_id}/crop", response_class=Response, responses=JPEG,
+            summary="The crop (JPEG) of one face observation: its own, else its track's nearest in the clip")
+def get_face_crop(ctx: Ctx, face_id: FaceId) -> Response:
+    """The face of one sighting, as a split shows it (only a track's chosen frames keep a crop of their own)."""
+    with ctx.stores.read() as store:
+        crop = store.face_crop(face_id)
+    if crop is None:
+        raise NotFoundError(f"face observation {face_id} kept no crop",
+                            hint="the entity's best crops are on its character page")
+    return Response(crop, media_type="image/jpeg", headers={"cache-control": "no-store"})
 
 
 @router.delete("/api/entities/{entity_id}", response_model=schemas.Forgotten, summary="Forget an entity")

@@ -9,7 +9,8 @@ and seek on a click: :mod:`m3agent.server.swimlanes`) and a paged timeline of
 clips (memories filtered by kind and words, faces, voice lines with their own
 snippets; a memory or evidence link that seeks keeps the player in view and
 marks the memory); ``/people`` (:mod:`m3agent.server.people_pages`); ``/characters``
-(with the merge history and undo) and ``/characters/{id}`` (crops, snippets,
+(with the merge history, each side shown as the person with a crop or ▶, and undo:
+:mod:`m3agent.server.merge_rows`) and ``/characters/{id}`` (crops, snippets,
 facts, measured description, appearances, seen with; rename, merge with a
 side-by-side check, split, link a voice to a face; the id of a person a merge folded into another says into
 whom, with a link and undo); ``/ask`` (streamed rounds,
@@ -30,11 +31,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from m3agent import tags, views
-from m3agent.domain import Entity, EntityKind, EntityMerge
+from m3agent.domain import Entity, EntityKind
 from m3agent.errors import NotFoundError
 from m3agent.server import graph_service, service
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
+from m3agent.server.merge_rows import merge_rows, survivor
 from m3agent.server.pages import HERE, page, render
 from m3agent.server.playback import unplayable_codecs
 from m3agent.server.security import TOKEN_COOKIE
@@ -118,7 +120,7 @@ async def characters_page(request: Request, ctx: Ctx) -> HTMLResponse:
                 faces = [e for e in character.entities if store.get_entity(e).kind == EntityKind.FACE]
                 rows.append({"character": character, "face": faces[0] if faces else None})
             merges = list(reversed(store.entity_merges()))[:50]
-            return {"characters": rows, "merges": merges}
+        return {"characters": rows, "merges": merge_rows(ctx, merges)}
 
     return await page(request, "characters.html", load)
 
@@ -150,7 +152,7 @@ def _merged(ctx: ServerContext, character_id: int) -> dict[str, Any] | None:
         merge = store.merge_of_character(character_id)
         if merge is None:
             return None
-        keep = _survivor(store.entity_merges(), merge.keep_id)
+        keep = survivor(store.entity_merges(), merge.keep_id)
         character_of, names = views.character_names(store)
         into = character_of.get(keep)
         if into is None:
@@ -158,16 +160,6 @@ def _merged(ctx: ServerContext, character_id: int) -> dict[str, Any] | None:
         face = next((e for e in _members(store, into) if store.get_entity(e).kind == EntityKind.FACE), None)
     return {"merge": merge, "tag": tags.character(character_id), "into": into, "name": names.get(into, ""),
             "into_tag": tags.character(into), "face": face}
-
-
-def _survivor(merges: list[EntityMerge], entity_id: int) -> int:
-    """The entity that holds ``entity_id`` now, following merges in force (a kept entity absorbed later)."""
-    into = {m.absorbed_id: m.keep_id for m in merges if m.undone_at is None}
-    seen = {entity_id}
-    while entity_id in into and into[entity_id] not in seen:
-        entity_id = into[entity_id]
-        seen.add(entity_id)
-    return entity_id
 
 
 def _members(store: MemoryStore, character_id: int) -> tuple[int, ...]:
@@ -192,7 +184,7 @@ def _character_data(ctx: ServerContext, character_id: int) -> dict[str, Any]:
         durations = {v.video_id: v.duration_s for v in store.videos()}
         merges = [m for m in reversed(store.entity_merges()) if m.keep_id in detail.entities][:50]
     return {"c": detail, "members": members, "others": others, "durations": durations, "company": company,
-            "merges": merges, "name_version": service.name_version(m.name for m in detail.members),
+            "merges": merge_rows(ctx, merges), "name_version": service.name_version(m.name for m in detail.members),
             **_measured(ctx, character_id)}
 
 

@@ -157,6 +157,8 @@ class ObservationOut(BaseModel):
     start_s: float
     end_s: float
     text: str = ""
+    media_url: str | None = Field(None, description="this sighting's face crop (JPEG) or this segment's snippet "
+                                  "(WAV); null when none was kept")
 
 
 class EntityDetail(EntityOut):

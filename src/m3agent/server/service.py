@@ -153,7 +153,16 @@ def observations(store: MemoryStore, entity: Entity) -> list[schemas.Observation
             rows += [schemas.ObservationOut(id=v.id, video_id=video.video_id, clip_index=v.clip_index,
                                             start_s=v.start_s, end_s=v.end_s, text=v.text)
                      for v in store.voices(video.video_id) if v.entity_id == entity.id]
-    return rows
+    shown = store.observations_with_media(entity.kind, [r.id for r in rows])
+    return [r.model_copy(update={"media_url": observation_media_url(entity.kind, r.id)}) if r.id in shown else r
+            for r in rows]
+
+
+def observation_media_url(kind: EntityKind | str, observation_id: int) -> str:
+    """Where one observation's crop (face) or snippet (voice) is served."""
+    if kind == EntityKind.FACE:
+        return f"/api/faces/{observation_id}/crop"
+    return f"/api/voices/{observation_id}/audio"
 
 
 def characters(store: MemoryStore, video_id: str | None = None) -> list[schemas.CharacterOut]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from m3agent.domain import EntityMerge
+from m3agent.domain import EntityMerge, MergedEntity
 from m3agent.errors import IntegrityError, NotFoundError
 from m3agent.store import dialect
 from m3agent.store.sqlite_schema import utc_now
@@ -126,6 +126,18 @@ def merge_of_character(d: Dialect, db: Any, character_id: int) -> EntityMerge | 
         if character_id in json.loads(row[-1]).get("characters", {}).values():
             return _merge(row[:-1])
     return None
+
+
+def merged_entity(d: Dialect, db: Any, merge_id: int) -> MergedEntity | None:
+    """The absorbed entity as merge ``merge_id`` recorded it (name, kind, observations); None when the merge
+    was undone (the entity is back) or there is no such merge."""
+    row = d.run(db, "SELECT snapshot FROM entity_merges WHERE id = ? AND undone_at IS NULL", (merge_id,)).fetchone()
+    if row is None:
+        return None
+    snapshot = json.loads(row[0])
+    entity = snapshot.get("entity", {})
+    return MergedEntity(merge_id=merge_id, kind=str(entity.get("kind", "")), name=str(entity.get("name") or ""),
+                        observations=tuple(int(i) for i in snapshot.get("observations", ())))
 
 
 def _merge(r: Sequence[Any]) -> EntityMerge:

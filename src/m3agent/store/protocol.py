@@ -30,6 +30,7 @@ from m3agent.domain import (
     FaceVoiceLink,
     ForgottenConsolidation,
     Memory,
+    MergedEntity,
     ScoredMemory,
     SearchFilter,
     ShotRecord,
@@ -247,6 +248,21 @@ class MemoryStore(Protocol):
     def voice_audio(self, voice_id: int) -> bytes | None:
         """The WAV snippet stored with voice segment ``voice_id`` (None when none was kept);
         :class:`~m3agent.errors.NotFoundError` for an unknown segment."""
+        ...
+
+    def face_crop(self, face_id: int) -> bytes | None:
+        """The crop (JPEG) of face observation ``face_id``: its own, else the nearest in time of its track in the
+        same clip and entity (only a track's chosen frames keep one); None when the track kept none,
+        :class:`~m3agent.errors.NotFoundError` for an unknown observation."""
+        ...
+
+    def observations_with_media(self, kind: EntityKind, observation_ids: Sequence[int]) -> set[int]:
+        """Those of ``observation_ids`` that :meth:`face_crop` (faces) or :meth:`voice_audio` (voice segments)
+        would answer with bytes: what a page can show without a broken image or a silent ▶."""
+        ...
+
+    def merged_entity(self, merge_id: int) -> MergedEntity | None:
+        """What merge ``merge_id`` recorded of the entity it absorbed; None when undone or unknown."""
         ...
 
     def entity_merges(self) -> list[EntityMerge]:

@@ -20,6 +20,7 @@ from m3agent.domain import (
     FaceObservation,
     FaceVoiceLink,
     LinkSource,
+    MergedEntity,
     ShotRecord,
     VoiceSegment,
 )
@@ -120,6 +121,12 @@ class SQLPeople(SQLBase[C]):
         """Every recorded merge (by hand or automatic), oldest first."""
         with self._read() as db:
             return merge_log.merges(entity_ops.MERGES[self.dialect], db)
+
+    @guarded
+    def merged_entity(self, merge_id: int) -> MergedEntity | None:
+        """What merge ``merge_id`` recorded of the entity it absorbed (see the protocol)."""
+        with self._read() as db:
+            return merge_log.merged_entity(entity_ops.MERGES[self.dialect], db, merge_id)
 
     @guarded
     def merge_of_character(self, character_id: int) -> EntityMerge | None:
@@ -252,6 +259,31 @@ class SQLPeople(SQLBase[C]):
             return [voice_from_row(r) for r in rows]
 
     @guarded
+    def face_crop(self, face_id: int) -> bytes | None:
+        """The crop of face observation ``face_id``, its own or its track's nearest (see the protocol)."""
+        with self._read() as db:
+            if self._run(db, "SELECT 1 FROM faces WHERE id = ?", (face_id,)).fetchone() is None:
+                raise NotFoundError(f"no face observation {face_id}")
+            row = self._run(db, f"SELECT b.data FROM faces f JOIN faces g ON {_CROP_OF} JOIN blobs b"
+                            " ON b.id = g.crop_blob WHERE f.id = ?"
+                            " ORDER BY CASE WHEN g.id = f.id THEN 0 ELSE 1 END, ABS(g.time_s - f.time_s), g.id"
+                            " LIMIT 1", (face_id,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    @guarded
+    def observations_with_media(self, kind: EntityKind, observation_ids: Sequence[int]) -> set[int]:
+        """The observations among ``observation_ids`` with a crop or kept audio (see the protocol)."""
+        sql = (f"SELECT f.id FROM faces f WHERE f.id IN ({{}}) AND EXISTS (SELECT 1 FROM faces g WHERE {_CROP_OF})"
+               if kind == EntityKind.FACE else "SELECT id FROM voices WHERE id IN ({}) AND audio_blob IS NOT NULL")
+        ids = sorted(set(observation_ids))
+        found: set[int] = set()
+        with self._read() as db:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at:at + 500]
+                found |= {int(r[0]) for r in self._run(db, sql.format(", ".join("?" for _ in chunk)), chunk)}
+        return found
+
+    @guarded
     def voice_audio(self, voice_id: int) -> bytes | None:
         """The WAV snippet stored with voice segment ``voice_id``, if any."""
         with self._read() as db:
@@ -260,6 +292,12 @@ class SQLPeople(SQLBase[C]):
         if row is None:
             raise NotFoundError(f"no voice segment {voice_id}")
         return None if row[0] is None else bytes(row[0])
+
+
+# the observations ``g`` whose crop can stand for face observation ``f``: itself, or one of its track in the same
+# clip of the same video given to the same entity (a track keeps crops of its chosen frames only)
+_CROP_OF = ("g.crop_blob IS NOT NULL AND g.video_id = f.video_id AND g.clip_index = f.clip_index"
+            " AND (g.id = f.id OR (f.track >= 0 AND g.track = f.track AND g.entity_id = f.entity_id))")
 
 
 def clip_scope(clip_index: int | None, video_id: str | None, *, exact: bool = False,

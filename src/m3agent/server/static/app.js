@@ -515,6 +515,12 @@ function setupCandidates() {
   }));
 }
 
+// a split list's crops are fetched once it is opened (an entity may have been seen thousands of times), then lazily
+function showCrops(box) {
+  $$("span.obs-crop[data-crop]", box).forEach((span) => span.replaceWith(el("img", {
+    class: "obs-crop", src: span.dataset.crop, alt: span.dataset.alt, loading: "lazy" })));
+}
+
 function setupCharacter() {
   const rename = $("#rename");
   if (rename) rename.addEventListener("submit", guarded(async (event) => {
@@ -543,6 +549,7 @@ function setupCharacter() {
     const character = await api("POST", "/api/links", body);
     location.href = `/characters/${character.id}`;
   })));
+  $$("details.split-box").forEach((box) => box.addEventListener("toggle", () => { if (box.open) showCrops(box); }));
   $$("form.split").forEach((form) => form.addEventListener("submit", guarded(async (event) => {
     event.preventDefault();
     const ids = $$("input[name=obs]:checked", form).map((box) => Number(box.value));
