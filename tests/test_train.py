@@ -101,8 +101,9 @@ def test_the_base_is_a_packaged_name_or_a_gguf_path_and_errors_say_what_to_do(tm
         assert base.sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
         assert base.folder == tmp_path / "cache" / "train" / "base" / f"My Model.Q8_0-{base.sha256[:12]}"
         assert base.spec == f"llamacpp:{model}" and base.short_name == "My Model.Q8_0"
-    assert default_run_name(base.short_name) == "control-My-Model.Q8_0-grpo"
-    assert default_run_name("qwen-0.5b") == "control-qwen-0.5b-grpo"
+    assert default_run_name(base.short_name, "grpo") == "control-My-Model.Q8_0-grpo"
+    assert default_run_name("qwen-0.5b", "expert") == "control-qwen-0.5b-expert"
+    assert TrainSettings().method == "expert", "the CPU default: rollouts sampled by llama.cpp"
 
     with pytest.raises(ModelError, match=r"no GGUF file at .*missing\.gguf") as missing:
         resolve_base(settings, str(tmp_path / "missing.gguf"))
@@ -242,9 +243,9 @@ def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     # memory, then the answer: ~470 tokens), 8 tokens a reply; the loss one rollout at a time, with the default
     # activation recomputation (peak 2.4 GB, 3.2 without); one thread (two spin against each other on a busy
     # 2-core machine: 5x slower)
-    small = {"base": str(source), "held_out": [HELD_CONV], "steps": 1, "questions_per_step": 1, "group": 2,
-             "micro_batch": 1, "rounds": 1, "max_new_tokens": 8, "max_context_tokens": 1024, "save_every": 1,
-             "threads": 1}  # fmt: skip
+    small = {"method": "grpo", "base": str(source), "held_out": [HELD_CONV], "steps": 1, "questions_per_step": 1,
+             "group": 2, "micro_batch": 1, "rounds": 1, "max_new_tokens": 8, "max_context_tokens": 1024,
+             "save_every": 1, "threads": 1}  # fmt: skip
     settings = load_settings(cache_dir=root / "cache", train=TrainSettings(**small), control={"search_k": 1})
     the_plan = service.plan(settings, data=data, store_path=root / "locomo.db")
     started, cpu = time.perf_counter(), time.process_time()
@@ -341,6 +342,7 @@ def test_the_exported_gguf_answers_through_the_normal_llm_path(run: Run) -> None
     from m3agent.embed import create_embedder
     from m3agent.llm import chat_model_from_settings
     from m3agent.store import open_store
+    from m3agent.train.episodes import ingest
     from m3agent.train.export import read_gguf
     from m3agent.train.service import plan
 
@@ -369,6 +371,8 @@ def test_the_exported_gguf_answers_through_the_normal_llm_path(run: Run) -> None
     config = AgentConfig.from_settings(run.settings.control, spec, mode="agent", rounds=2, max_tokens=96)
     try:
         with open_store(str(run.store)) as store:
+            ingest(store, create_embedder(run.settings.embedder), load_locomo(run.data),
+                   run.settings.media.clip_seconds)  # training ingested its own conversation only
             answer = ask(store, create_embedder(run.settings.embedder), chat, episode.question,
                          video_id=episode.video_id, config=config)  # fmt: skip
     finally:

@@ -273,12 +273,42 @@ class ControlSettings(BaseModel):
 
 
 class TrainSettings(BaseModel):
-    """``m3agent train control``: reinforcement learning of the agent loop's policy (GRPO + LoRA, TRL/PEFT).
+    """``m3agent train control``: reinforcement learning of the agent loop's policy with LoRA (TRL/PEFT): expert
+    iteration (:mod:`m3agent.train.expert`, rollouts sampled by llama.cpp: the CPU default) or GRPO
+    (:mod:`m3agent.train.trainer`, rollouts sampled by transformers: for a GPU).
 
     Episodes are LoCoMo questions over their conversation's memories; the split is by conversation, so no
     held-out conversation is ever seen in training. The reward's weights are documented in
     :mod:`m3agent.train.reward` and README, "Training the control policy".
     """
+
+    method: Literal["expert", "grpo"] = Field(
+        "expert",
+        description="expert: sample with llama.cpp, keep the rollouts that beat the greedy policy, fine-tune on them "
+        "(a rollout costs ~2.5x less than in transformers on a CPU); grpo: TRL GRPO, rollouts in transformers (a GPU)",
+    )
+    iterations: int = Field(
+        3, ge=1, description="expert: rounds of sample, keep, fine-tune, export (a resumed run continues up to it)"
+    )
+    samples: int = Field(4, ge=1, description="expert: rollouts sampled per training question and iteration (K)")
+    keep: Literal["beat_greedy", "threshold"] = Field(
+        "beat_greedy",
+        description="expert: keep a sampled rollout when its reward beats the greedy rollout's of the same question "
+        "(beat_greedy) or only reaches keep_min_reward (threshold)",
+    )
+    keep_min_reward: float = Field(
+        0.25, description="expert: the least reward a kept rollout earns, under either rule (an answer F1 of 0.25)"
+    )
+    keep_per_question: int = Field(1, ge=1, description="expert: most rollouts kept per question (the best ones)")
+    sft_learning_rate: float = Field(1e-4, gt=0, description="expert: learning rate of the LoRA fine-tuning")
+    sft_epochs: int = Field(2, ge=1, description="expert: passes over an iteration's kept rollouts")
+    sft_accumulation: int = Field(
+        4, ge=1, description="expert: kept rollouts per optimizer step (one at a time through the model)"
+    )
+    eval_questions: int = Field(
+        0, ge=0, description="expert: held-out questions answered (agent loop, llama.cpp) by the base and after each "
+        "iteration, for the held-out F1 curve; 0: none"
+    )
 
     base: str = Field(
         "qwen-0.5b",

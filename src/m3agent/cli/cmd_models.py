@@ -55,6 +55,10 @@ def _trained_base(facts: dict[str, object]) -> str:
 
 def _trained_title(facts: dict[str, object]) -> str:
     """``control policy from qwen-0.5b, 50 GRPO steps``: what a trained model's card says it is."""
+    train = facts.get("train")
+    if isinstance(train, dict) and train.get("method") == "expert":
+        count = facts.get("steps", "?")
+        return f"control policy from {_trained_base(facts)}, {count} expert iteration{'' if count == 1 else 's'}"
     return f"control policy from {_trained_base(facts)}, {facts.get('steps', '?')} GRPO steps"
 
 

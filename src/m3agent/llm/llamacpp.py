@@ -116,6 +116,17 @@ class LlamaCppChat:
                                                     max_tokens=max_tokens, temperature=temperature)
         return reply
 
+    def continue_tokens(self, ids: Sequence[int], *, max_tokens: int, temperature: float,
+                        stop_tokens: Sequence[int], seed: int) -> list[int]:  # fmt: skip
+        """Sample up to ``max_tokens`` token ids after ``ids`` as they stand (no chat template, no grammar), ending
+        with a stop token unless the limit cut them: training samples rollouts so and trains on those very ids."""
+        request = {"tokens": [int(t) for t in ids], "max_tokens": max_tokens, "temperature": temperature,
+                   "stop_tokens": [int(t) for t in stop_tokens], "seed": seed}  # fmt: skip
+        with self._lock:
+            out = self.process.request(request)
+        self.timings = dict(out.get("timings") or {})
+        return [int(t) for t in out["tokens"]]
+
     def close(self) -> None:
         """End the model's process (it also ends with this object or the program)."""
         if self._process is not None:

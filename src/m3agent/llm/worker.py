@@ -19,7 +19,11 @@ llama.cpp's own count and milliseconds of the prompt tokens it evaluated and of 
 threads the call used: with ``adapt_threads`` (default on) no more than the cores free when it started). Error
 kinds: ``missing``
 (llama-cpp-python not installed), ``load``, ``overflow`` (prompt over the context window),
-``failed``. The worker ends when its input ends (its parent closed it), or within a second of its
+``failed``. A request with ``tokens`` instead of ``messages`` (``{"tokens", "max_tokens", "temperature",
+"stop_tokens", "seed"}``) continues that token sequence as it stands, with no chat template and no grammar, and is
+answered by ``{"tokens", "prompt_tokens", "cached_tokens", "timings"}``: the sampled token ids, the last one a stop
+token unless ``max_tokens`` cut the reply (training samples rollouts so, :mod:`m3agent.train.expert`, and trains
+on exactly those ids). The worker ends when its input ends (its parent closed it), or within a second of its
 parent's death, even mid-request.
 """
 
@@ -217,11 +221,14 @@ def _set_threads(llama_cpp: Any, llama: Any, init: dict[str, Any]) -> dict[str, 
 
 def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init: dict[str, Any],
             states: PrefixStates | None = None) -> dict[str, Any]:
-    """One chat completion; llama-cpp-python's errors become error lines (a crash ends the process)."""
+    """One chat completion (or token continuation); llama-cpp-python's errors become error lines (a crash ends the
+    process)."""
     schema = request.get("grammar_schema")
     llama_cpp = _llama_cpp()
     threads = _set_threads(llama_cpp, llama, init)
     llama_cpp.llama_perf_context_reset(llama.ctx)
+    if "tokens" in request:
+        return _continue(llama_cpp, llama, request, threads)
     prefix = _prepare_prefix(llama, states, request["messages"])
     try:
         grammar = _grammar(grammars, schema) if schema else None
@@ -240,6 +247,33 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init:
     return {"text": out["choices"][0]["message"].get("content") or "", "prompt_tokens": prompt,
             "completion_tokens": completion, "cached_tokens": min(prompt, max(0, prompt - prompt_evaluated)),
             "timings": _timings(perf) | threads | prefix | lazy_grammar.counts(llama)}
+
+
+def _continue(llama_cpp: Any, llama: Any, request: dict[str, Any], threads: dict[str, int]) -> dict[str, Any]:
+    """Sample up to ``max_tokens`` tokens after ``tokens`` at ``temperature`` (0: greedy) with the ``seed``, plain
+    (no top-k, top-p, min-p or penalties: the distribution a trainer assumes), stopping after a stop token. The
+    longest prefix shared with the previous request is not evaluated again (a rollout's next round, or the next
+    rollout of the same prompt)."""
+    tokens = [int(t) for t in request["tokens"]]
+    limit = int(request["max_tokens"])
+    if len(tokens) + limit > int(llama.n_ctx()):
+        return {"error": "overflow", "message": f"{len(tokens)} tokens + {limit} to sample exceed the context "
+                f"window of {llama.n_ctx()} tokens"}
+    stops = {int(t) for t in request.get("stop_tokens") or ()}
+    llama.set_seed(int(request.get("seed", 0)))
+    sampled: list[int] = []
+    try:
+        for token in llama.generate(tokens, top_k=0, top_p=1.0, min_p=0.0, typical_p=1.0,
+                                    temp=float(request["temperature"]), repeat_penalty=1.0):
+            sampled.append(int(token))
+            if int(token) in stops or len(sampled) >= limit:
+                break
+    except RuntimeError as exc:
+        return {"error": "failed", "message": str(exc)}
+    perf = llama_cpp.llama_perf_context(llama.ctx)
+    evaluated = int(perf.n_p_eval) + int(perf.n_eval) - max(0, len(sampled) - 1)
+    return {"tokens": sampled, "prompt_tokens": len(tokens),
+            "cached_tokens": min(len(tokens), max(0, len(tokens) - evaluated)), "timings": _timings(perf) | threads}
 
 
 def _timings(perf: Any) -> dict[str, float]:

@@ -40,10 +40,11 @@ def checked_name(name: str) -> str:
     return name
 
 
-def default_run_name(base: str) -> str:
-    """``control-<base>-grpo`` (``control-qwen-0.5b-grpo``), with what a file name cannot hold replaced by ``-``."""
+def default_run_name(base: str, method: str) -> str:
+    """``control-<base>-<method>`` (``control-qwen-0.5b-expert``), with what a file name cannot hold replaced by
+    ``-``."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-.") or "model"
-    return f"control-{stem[:48]}-grpo"
+    return f"control-{stem[:48]}-{method}"
 
 
 def trained_dir(cache_dir: Path) -> Path:

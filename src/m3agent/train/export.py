@@ -148,23 +148,45 @@ def _copy_metadata(gguf: Any, reader: Any, writer: Any) -> None:
 def write_card(out: Path, facts: dict[str, Any]) -> Path:
     """``<model>.md`` beside the GGUF: what the model is, what it was trained on, how, and its scores."""
     card = out.with_suffix(".md")
+    train = facts["train"]
+    expert = train.get("method") == "expert"
+    how = ("expert iteration: rollouts sampled by llama.cpp, the best beating the greedy policy kept, TRL SFT"
+           if expert else f"TRL GRPO, loss `{train['loss']}`")
     lines = [f"# {facts['name']}", "",
-             f"The control policy of m3agent's agent loop, trained with reinforcement learning (TRL GRPO, "
-             f"loss `{facts['train']['loss']}`, PEFT LoRA r={facts['train']['lora_r']}) from "
-             f"`{facts['train']['base']}`, merged and stored Q8_0. Run it with `--llm llamacpp:{out}` "
-             f"(`--mode agent`).", "",
+             f"The control policy of m3agent's agent loop, trained with reinforcement learning ({how}, PEFT LoRA "
+             f"r={train['lora_r']}) from `{train['base']}`, merged and stored Q8_0. Run it with "
+             f"`--llm llamacpp:{out}` (`--mode agent`).", "",
              "## Data", "",
              f"LoCoMo conversations ingested as memories (embedder `{facts['embedder']}`), split by conversation: "
              f"trained on {', '.join(facts['train_conversations'])} ({facts['train_episodes']} questions); "
              f"held out: {', '.join(facts['held_out_conversations'])}.", "",
              "## Training", "",
-             f"- steps: {facts['steps']} x {facts['train']['questions_per_step']} questions x group "
-             f"{facts['train']['group']}; rounds {facts['train']['rounds']}, "
-             f"{facts['train']['max_new_tokens']} tokens a reply, temperature {facts['train']['temperature']}",
+             *(_expert_lines(facts) if expert else [
+                 f"- steps: {facts['steps']} x {train['questions_per_step']} questions x group {train['group']}; "
+                 f"rounds {train['rounds']}, {train['max_new_tokens']} tokens a reply, temperature "
+                 f"{train['temperature']}"]),
              f"- reward: {facts['train']['f1_weight']} x answer F1 + {facts['train']['evidence_weight']} x "
              f"evidence F1 - {facts['train']['format_penalty']} x format errors - "
              f"{facts['train']['leak_penalty']} x leaked ids (m3agent.train.reward)",
-             f"- last steps' mean reward {facts.get('final_reward', 'n/a')}, answer F1 {facts.get('final_f1', 'n/a')}",
+             f"- last {'iteration' if expert else 'steps'}' mean reward {facts.get('final_reward', 'n/a')}, answer "
+             f"F1 {facts.get('final_f1', 'n/a')}",
              "", "## Scores", "", "```json", json.dumps(facts.get("scores") or {}, indent=2), "```", ""]  # fmt: skip
     card.write_text("\n".join(lines), encoding="utf-8")
     return card
+
+
+def _expert_lines(facts: dict[str, Any]) -> list[str]:
+    """The card's account of an expert iteration run: its settings, then one line per iteration."""
+    train = facts["train"]
+    lines = [f"- {facts['steps']} iterations of {facts['train_episodes']} questions x {train['samples']} sampled "
+             f"rollouts (and a greedy one); rounds {train['rounds']}, {train['max_new_tokens']} tokens a reply, "
+             f"temperature {train['temperature']}; kept: the best {train['keep_per_question']} a question with "
+             f"reward >= {train['keep_min_reward']}" + (" beating the greedy rollout" if train["keep"] == "beat_greedy"
+                                                        else "") +
+             f"; SFT {train['sft_epochs']} epochs at {train['sft_learning_rate']}"]  # fmt: skip
+    for it in facts.get("iterations") or []:
+        held = it.get("held_out_f1")
+        lines.append(f"- iteration {it['iteration']}: reward {it['reward']:.3f} (greedy {it['greedy_reward']:.3f}), "
+                     f"kept {it['kept']} rollouts ({it['sft_tokens']} tokens trained), {it['minutes']:.1f} min"
+                     + (f", held-out F1 {held:.3f}" if held is not None else ""))  # fmt: skip
+    return lines

@@ -6,6 +6,8 @@ Each stage is its own function so a long run can be stopped after training and e
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from m3agent.embed import Embedder
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
+    from m3agent.train.episodes import Episode
     from m3agent.train.model import Base
     from m3agent.train.rollout import Rollout
     from m3agent.train.trainer import TrainResult
@@ -46,19 +49,52 @@ def plan(settings: Settings, *, data: Path | None = None, max_held_out: int | No
 
 
 def train(the_plan: Plan, name: str, *, show_progress: bool = True) -> TrainResult:
-    """Train run ``name`` (resuming its last checkpoint) on the plan's training episodes."""
+    """Train run ``name`` (resuming where it stopped) on the plan's training episodes, by ``train.method``:
+    expert iteration (:mod:`m3agent.train.expert`) or GRPO (:mod:`m3agent.train.trainer`)."""
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
+    from m3agent.train.expert import train_expert
     from m3agent.train.trainer import train_control
 
     settings = the_plan.settings
     embedder = create_embedder(settings.embedder)
     the_plan.store_path.parent.mkdir(parents=True, exist_ok=True)
+    folder = run_dir(settings.resolved_cache_dir(), name)
+    expert = settings.train.method == "expert"
+    held_out = _drawn(the_plan.split.held_out, settings.train.eval_questions, settings.train.seed) if expert else ()
     with open_store(str(the_plan.store_path)) as store:
-        _ingest_split(store, embedder, settings, the_plan)
-        return train_control(settings, run_dir(settings.resolved_cache_dir(), name), the_plan.split,
-                             lambda tokenizer: rollout(settings, store, embedder, tokenizer),
-                             show_progress=show_progress)  # fmt: skip
+        _ingest_episodes(store, embedder, settings, the_plan, [*the_plan.split.train, *held_out])
+
+        def environment(tokenizer: Any) -> Rollout:
+            return rollout(settings, store, embedder, tokenizer)
+
+        if not expert:
+            return train_control(settings, folder, the_plan.split, environment, show_progress=show_progress)
+
+        def evaluate(gguf: Path) -> float:
+            return held_out_f1(settings, store, embedder, held_out, gguf)
+
+        return train_expert(settings, folder, the_plan.split, environment,
+                            evaluate=evaluate if held_out else None, show_progress=show_progress)  # fmt: skip
+
+
+def _drawn(episodes: Sequence[Episode], count: int, seed: int) -> Sequence[Episode]:
+    """A seeded draw of ``count`` episodes (all when fewer), so a held-out curve spans the held-out conversations."""
+    import random
+
+    return episodes if count >= len(episodes) else random.Random(seed).sample(list(episodes), count)
+
+
+def held_out_f1(settings: Settings, store: MemoryStore, embedder: Embedder, episodes: Sequence[Episode],
+                gguf: Path) -> float:  # fmt: skip
+    """Mean answer F1 of the model in ``gguf`` on ``episodes`` in the agent loop through llama.cpp (the product's
+    path, at the run's threads and rounds)."""
+    from m3agent.train.evaluate import answer_f1
+
+    threads = settings.train.threads
+    spec = f"llamacpp:{gguf}?n_threads={threads}&n_threads_batch={threads}"
+    records = answer_f1(settings, store, embedder, episodes, spec, rounds=settings.train.rounds)
+    return round(sum(float(r["f1"]) for r in records) / max(1, len(records)), 4)
 
 
 def rollout(settings: Settings, store: MemoryStore, embedder: Embedder, tokenizer: Any) -> Rollout:
@@ -83,17 +119,48 @@ def export(settings: Settings, name: str) -> Path:
     base = trained_base(settings, facts)
     out = model_path(cache, name)
     out.parent.mkdir(parents=True, exist_ok=True)
-    state = merged_state(prepare_base(base), folder / ADAPTER, settings.train.threads)
-    write_gguf(base.gguf, state, out, name)
-    steps = read_steps(folder)
-    last = steps[-5:]
+    _check_trained(folder, facts)
+    policy = _last_policy(folder, facts)
+    if policy is not None:  # expert iteration exported its last policy already: the same merge, copied
+        shutil.copyfile(policy, out.with_name(out.name + ".partial"))
+        out.with_name(out.name + ".partial").replace(out)
+    else:
+        write_gguf(base.gguf, merged_state(prepare_base(base), folder / ADAPTER, settings.train.threads), out, name)
+    steps = [s for s in read_steps(folder) if s.get("reward") is not None]
+    expert = facts["train"].get("method") == "expert"
+    last = steps[-1:] if expert else steps[-5:]
     facts.update(name=name, steps=steps[-1]["step"] if steps else 0, scores=facts.get("scores"),
                  final_reward=round(sum(s["reward"] for s in last) / len(last), 4) if last else None,
-                 final_f1=round(sum(s["f1"] for s in last) / len(last), 4) if last else None)  # fmt: skip
+                 final_f1=round(sum(s["f1"] for s in last) / len(last), 4) if last else None,
+                 iterations=steps if expert else None)  # fmt: skip
     (folder / RUN_FILE).write_text(json.dumps(facts, indent=2), encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(facts, indent=2), encoding="utf-8")
     write_card(out, facts)
     return out
+
+
+def _check_trained(folder: Path, facts: dict[str, Any]) -> None:
+    """A :class:`ModelError` saying what to change when the run has no adapter (nothing was ever kept)."""
+    from m3agent.errors import ModelError
+    from m3agent.train.trainer import ADAPTER
+
+    if (folder / ADAPTER / "adapter_config.json").is_file():
+        return
+    if facts["train"].get("method") == "expert":
+        raise ModelError(f"run {folder.name} has no trained adapter: no iteration kept a rollout to fine-tune on",
+                         hint="sample more (--samples), lower train.keep_min_reward, or use train.keep = "
+                              "'threshold'; then run `m3agent train control` again with more --iterations")  # fmt: skip
+    raise ModelError(f"run {folder.name} has no trained adapter", hint="run `m3agent train control` first")
+
+
+def _last_policy(folder: Path, facts: dict[str, Any]) -> Path | None:
+    """The last expert iteration's policy GGUF (the run's adapter merged), or None (GRPO: merge it now)."""
+    if facts["train"].get("method") != "expert":
+        return None
+    from m3agent.train.expert import latest_trained
+
+    last = latest_trained(folder, int(facts["train"]["iterations"]) + 1)
+    return last.policy if last is not None else None
 
 
 def trained_base(settings: Settings, facts: dict[str, Any]) -> Base:
@@ -124,7 +191,7 @@ def before_after(the_plan: Plan, name: str) -> dict[str, Any]:
              "after": f"llamacpp:{model_path(settings.resolved_cache_dir(), name)}"}  # fmt: skip
     episodes = the_plan.split.held_out
     with open_store(str(the_plan.store_path)) as store:
-        _ingest_split(store, embedder, settings, the_plan)
+        _ingest_episodes(store, embedder, settings, the_plan, episodes)
         f1 = {side: [r["f1"] for r in answer_f1(settings, store, embedder, episodes, spec,
                                                rounds=settings.train.rounds)]
               for side, spec in specs.items()}  # fmt: skip
@@ -146,7 +213,10 @@ def add_scores(settings: Settings, name: str, scores: dict[str, Any]) -> None:
     write_card(out, facts)
 
 
-def _ingest_split(store: MemoryStore, embedder: Embedder, settings: Settings, the_plan: Plan) -> None:
-    wanted = set(the_plan.split.train_conversations) | set(the_plan.split.held_out_conversations)
+def _ingest_episodes(store: MemoryStore, embedder: Embedder, settings: Settings, the_plan: Plan,
+                     episodes: Sequence[Episode]) -> None:  # fmt: skip
+    """Make sure the conversations of ``episodes`` are in the store, and only those: a conversation costs
+    minutes to embed on 2 cores (all ten: ~15 min), and a run drawing a few questions needs a few."""
+    wanted = {e.video_id for e in episodes}
     samples = [s for s in load_samples(settings, the_plan.data) if s.sample_id in wanted]
     ingest(store, embedder, samples, settings.media.clip_seconds)

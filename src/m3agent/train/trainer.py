@@ -68,15 +68,15 @@ def train_control(
     started = time.perf_counter()
     train = settings.train
     base = resolve_base(settings, train.base)
-    _check_same_base(run_dir, base.sha256)
+    check_same_base(run_dir, base.sha256)
     run_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model(prepare_base(base), train.threads)
     rollout = rollout_for(tokenizer)
     recorder = _Recorder(run_dir, {e.qid: e for e in split.train}, rollout, started)
     trainer = _trainer(settings, run_dir, split, model, tokenizer, recorder)
-    _quiet(trainer)
+    quiet(trainer)
     trainer.add_callback(_callback(recorder, train.steps, show_progress))
-    _write_run(run_dir, settings, split, base)
+    write_run(run_dir, settings, split, base)
     checkpoint = latest_checkpoint(run_dir)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     adapter = run_dir / ADAPTER
@@ -85,11 +85,11 @@ def train_control(
     steps = int(trainer.state.global_step)
     del trainer, model, recorder
     gc.collect()  # the trainer, its callbacks and the model hold each other: free the weights before returning
-    _return_freed_memory()
+    return_freed_memory()
     return TrainResult(run_dir, adapter, steps, time.perf_counter() - started, plot(run_dir))
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Hand the freed heap back to the system (glibc keeps a step's activations, gigabytes, as free heap
     otherwise, and a second run in the same process, a resume or the export, starts on top of them)."""
     import ctypes
@@ -140,7 +140,7 @@ def _trainer(settings: Settings, run_dir: Path, split: Split, model: Any, tokeni
                        processing_class=tokenizer, peft_config=lora, rollout_func=recorder.rollout)  # fmt: skip
 
 
-def _quiet(trainer: Any) -> None:
+def quiet(trainer: Any) -> None:
     """Drop transformers' own log printing and bars: the run's bar and ``metrics.jsonl`` say it all."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -245,7 +245,7 @@ def _callback(recorder: _Recorder, total: int, show_progress: bool) -> Any:
     return Record()
 
 
-def _check_same_base(run_dir: Path, sha256: str) -> None:
+def check_same_base(run_dir: Path, sha256: str) -> None:
     """A run resumes only from the base it started from (its checkpoints are adapters of those weights)."""
     from m3agent.errors import ModelError
 
@@ -259,7 +259,7 @@ def _check_same_base(run_dir: Path, sha256: str) -> None:
                          "with another --name")  # fmt: skip
 
 
-def _write_run(run_dir: Path, settings: Settings, split: Split, base: Base) -> None:
+def write_run(run_dir: Path, settings: Settings, split: Split, base: Base) -> None:
     """``run.json``: the settings, the base (the packaged name or the file's absolute path, and the GGUF's
     sha256) and the split, so the card, the export and a resumed run say what was trained on."""
     path = run_dir / RUN_FILE
