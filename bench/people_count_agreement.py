@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from m3agent.text import clock
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 VIDEO_DIR = REPO.parent / "shared" / "media" / "video"
@@ -85,11 +87,6 @@ def answer_count(text: str) -> str | None:
 
 def _value(word: str) -> int:
     return int(word) if word.isdigit() else _WORDS[word.lower()]
-
-
-def clock(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 60}:{whole % 60:02d}"
 
 
 @dataclass(frozen=True, slots=True)
