@@ -55,6 +55,7 @@ from m3agent.text import tokens as text_tokens
 from m3agent.text import words as text_words
 
 if TYPE_CHECKING:
+    from m3agent.control.graph_answers import GraphAnswer
     from m3agent.control.runtime import RunContext
 
 GROUNDED_PROMPT = "control_grounded"
@@ -171,11 +172,18 @@ def graph_decision(run: RunContext, ground: Ground) -> Grounded | None:
     if decided is None:
         return None
     plan = ground.plan
+    return _graph_grounded(run, decided, plan.describe(), f"{run.chat.name if run.chat else RERANK} plan",
+                           plan.raw or decided.text)
+
+
+def _graph_grounded(run: RunContext, decided: GraphAnswer, action: str, why: str, raw: str) -> Grounded:
+    """A graph answer as the chain's outcome: its shot memories recorded as a search and cited, the graph's
+    Action and Observation as its steps."""
     result = graph_search_result(run, GRAPH_TOOL, list(decided.memory_ids), [decided.text])
     run.searches.append(result)
-    steps = (Action(1, GRAPH_TOOL, plan.describe()), Observation(1, decided.text, result))
-    return Grounded(decided.text, (), Provenance.GRAPH, f"{GRAPH_TOOL} ({run.chat.name if run.chat else RERANK} plan)",
-                    plan.raw or decided.text, cited=decided.memory_ids, steps=steps)
+    steps = (Action(1, GRAPH_TOOL, action), Observation(1, decided.text, result))
+    return Grounded(decided.text, (), Provenance.GRAPH, f"{GRAPH_TOOL} ({why})", raw, cited=decided.memory_ids,
+                    steps=steps)
 
 
 def graph_facts_answer(run: RunContext, ground: Ground) -> Grounded | None:
@@ -259,11 +267,8 @@ def _moment_described(run: RunContext, ground: Ground) -> Grounded | None:
     decided = moment_scene(ground.graph, ground.video_id, ground.plan, reading.moment)
     if decided is None:
         return None
-    result = graph_search_result(run, GRAPH_TOOL, list(decided.memory_ids), [decided.text])
-    run.searches.append(result)
-    steps = (Action(1, GRAPH_TOOL, f"scene at {clock(reading.moment)}"), Observation(1, decided.text, result))
-    return Grounded(decided.text, (), Provenance.GRAPH, f"{GRAPH_TOOL} (the shot at the question's time)",
-                    decided.text, cited=decided.memory_ids, steps=steps)
+    return _graph_grounded(run, decided, f"scene at {clock(reading.moment)}", "the shot at the question's time",
+                           decided.text)
 
 
 ANSWERERS: tuple[Answerer, ...] = (words_said, graph_decision, graph_facts_answer, nothing_found, attribution,

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
 from m3agent.graph.scenes import describe, matching_scenes
-from m3agent.memorize.fact_cues import SPEECH
-from m3agent.memorize.perception_writer import CAPTIONED
+from m3agent.memorize.fact_cues import SPEECH, speech_quote
 from m3agent.text import clock, words
 
 if TYPE_CHECKING:
@@ -98,29 +97,23 @@ def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> 
 def following(lines: list[Memory], quotation: str) -> Spoken | None:
     """The :data:`FOLLOWING_WORDS` words said after ``quotation`` (where the transcript holds most of it), with the
     lines they come from; None when no stretch holds :data:`MIN_QUOTE_SHARE` of it or nothing follows."""
-    stream = [(token, m) for m in lines for token in _said(m).split()]
+    stream = [(token, m) for m in lines for token in (speech_quote(m) or "").split()]
     wanted = words(quotation)
+    distinct = set(wanted)
     if not wanted or not stream:
         return None
     plain = [" ".join(words(token)) for token, _ in stream]
     best, end = 0, -1
     for start in range(len(stream)):
         window = plain[start: start + len(wanted)]
-        held = sum(w in window for w in set(wanted))
+        held = sum(w in window for w in distinct)
         if held > best:
             best, end = held, start + len(window)
-    if best < MIN_QUOTE_SHARE * len(set(wanted)) or end >= len(stream):
+    if best < MIN_QUOTE_SHARE * len(distinct) or end >= len(stream):
         return None
     after = stream[end: end + FOLLOWING_WORDS]
     sources = tuple(dict.fromkeys(m for _, m in after))
     return Spoken(sources, said=" ".join(token for token, _ in after))
-
-
-def _said(memory: Memory) -> str:
-    """The words a speech memory quotes (without the captions read on screen then)."""
-    found = SPEECH.match(memory.text)
-    quoted = found.group("quote") if found else ""
-    return quoted.split(CAPTIONED)[0].strip().strip('"')
 
 
 def _theirs(lines: list[Memory], graph: EntityGraph, video_id: str, plan: Plan | None) -> list[Memory]:

@@ -56,14 +56,7 @@ def plot(run_dir: Path) -> Path | None:
         line = axis.plot(x, y, alpha=0.35, marker=".", label=f"{label} (step mean)")[0]
         axis.plot(x, _moving(y, 5), color=line.get_color(), label=f"{label} (5-step mean)")
     axis.set_xlabel("step")
-    axis.set_title(f"control policy GRPO: {run_dir.name}")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
-    figure.tight_layout()
-    out = run_dir / CURVE
-    figure.savefig(out, dpi=110)
-    plt.close(figure)
-    return out
+    return _save(run_dir, figure, axis, f"control policy GRPO: {run_dir.name}", plt)
 
 
 def _moving(values: list[float], window: int) -> list[float]:
@@ -83,7 +76,12 @@ def _plot_iterations(run_dir: Path, records: list[dict[str, Any]], plt: Any) -> 
             axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
     axis.set_xlabel("iteration (0: the base model)")
     axis.set_xticks(sorted({int(s["iteration"]) for s in records}))
-    axis.set_title(f"control policy, expert iteration: {run_dir.name}")
+    return _save(run_dir, figure, axis, f"control policy, expert iteration: {run_dir.name}", plt)
+
+
+def _save(run_dir: Path, figure: Any, axis: Any, title: str, plt: Any) -> Path:
+    """The figure with its title, grid and legend written to the run's :data:`CURVE`."""
+    axis.set_title(title)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     figure.tight_layout()
