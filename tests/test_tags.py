@@ -104,3 +104,24 @@ def test_replace_first_replaces_one_occurrence_token_exactly() -> None:
     target = tags.Tag(tags.TagKind.CHARACTER, 1)
     text = "<character_10> met <character_1>, then <character_1> left"
     assert tags.replace_first(text, target, "<face_4>") == "<character_10> met <face_4>, then <character_1> left"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("speaking <character_8>, <character_3>, <c", "speaking <character_8>, <character_3>"),
+    ("the man on the left (<face_1", "the man on the left"),
+    ("heard <voice_", "heard"),
+    ("said it <", "said it"),
+    ("met <character_12>", "met <character_12>"),  # a whole tag stays
+    ("size < 5", "size < 5"),  # a comparison, not a tag
+    ("a<b", "a<b"),  # no tag kind starts with "b"
+    ("<ch", "<ch"),  # nothing would be left
+])
+def test_a_tag_cut_at_the_end_of_a_reply_is_dropped(text: str, kept: str) -> None:
+    assert tags.without_cut_tag(text) == kept
+
+
+def test_a_grounded_answer_cut_mid_tag_by_its_length_limit_keeps_no_fragment() -> None:
+    from m3agent.control.replies import GroundedReply
+
+    reply = GroundedReply.model_validate({"used": ["f1"], "answer": "Shot 0:14-0:22: speaking <character_8>, <c"})
+    assert reply.answer == "Shot 0:14-0:22: speaking <character_8>"

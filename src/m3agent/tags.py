@@ -97,6 +97,20 @@ def canonical_spelling(text: str) -> str:
     return _LOOSE_RE.sub(fix, text)
 
 
+_CUT_RE = re.compile(rf"<(?:[a-z]{{0,9}}|(?:{_KINDS})_\d*)$")
+
+
+def without_cut_tag(text: str) -> str:
+    """``text`` without a tag cut off at its very end (``"... speaking <charac"``): a reply that reached its length
+    limit mid-tag (the grounded answer's 80 characters). What precedes it is kept, trailing separators dropped;
+    text that is nothing but the fragment, or ends in a ``<`` that starts no tag kind, is returned as it is."""
+    match = _CUT_RE.search(text)
+    if match is None or not any(kind.value.startswith(match.group()[1:].split("_")[0]) for kind in TagKind):
+        return text
+    kept = text[: match.start()].rstrip(" ,;:(")
+    return kept or text
+
+
 def tokenize(text: str) -> list[Token]:
     """Split ``text`` into plain strings and :class:`Tag` tokens, in order.
 

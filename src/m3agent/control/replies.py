@@ -8,12 +8,16 @@ unusable reply becomes a :class:`~m3agent.errors.MalformedReplyError`) lives in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from m3agent.graph.references import Kind, Place, Scene
 from m3agent.llm.replies import Content, Reply, Stripped
+from m3agent.tags import without_cut_tag
+
+AnswerText = Annotated[Content, AfterValidator(without_cut_tag)]
+"""An answer the model wrote under a length limit: a tag the limit cut at its end is dropped."""
 
 
 class AgentReply(Reply):
@@ -51,7 +55,7 @@ class GroundedReply(Reply):
     """``control_grounded``: the ids of the shown memories the answer uses, then the short answer."""
 
     used: tuple[str, ...] = Field(max_length=8)
-    answer: Content
+    answer: AnswerText
 
 
 class VerdictReply(Reply):
