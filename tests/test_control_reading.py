@@ -139,3 +139,28 @@ def test_words_said_and_the_one_moment(question: str, words: bool, moment: float
 ])
 def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
     assert read_question(question).asks_continuation is continues
+
+
+@pytest.mark.parametrize(("question", "later"), [
+    ("Is the photo of a lighthouse shown after the interview?", True),
+    ("Does the interview come later in the video than the photo?", True),
+    ("Is the photo of a lighthouse shown before the interview?", False),
+    ("Does the photo come earlier in the video than the interview?", False),
+    ("Is the photo of a man with a red tie before a flag shown after the debate?", False),  # both ways: the usual
+    ("Which comes first, the photo or the interview?", False),
+])
+def test_which_way_an_order_question_asks(question: str, later: bool) -> None:
+    assert read_question(question).asks_later is later
+
+
+@pytest.mark.parametrize(("question", "gist"), [
+    ("What is the talk about at 1:20?", True),
+    ("What are the two speakers discussing around 0:40?", True),
+    ("What topic does the interview cover?", True),
+    ("What is said at 1:20?", False),  # the words, not their gist
+    ("What is the photo about?", False),  # not about speech
+    ('What is "we will win" about?', False),  # a quotation
+    ("Who is talking about the budget?", False),
+])
+def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> None:
+    assert read_question(question).asks_gist is gist

@@ -71,8 +71,20 @@ def test_the_lines_at_a_moment_and_the_nearest_one_around_it(make_store: Callabl
     assert "Thank you" not in both and "effective" not in both
     assert "Thank you all" in (said("Around 0:38, what words does the speaker use?") or ""), "the nearest, 2 s on"
     assert said("What is said at 0:30?") is None, "no line within reach: the model answers"
-    assert said("What is the talk about at 0:12?") is None, "a gist is not the words"
     assert said("Who says the line at 0:12?") is None
+
+
+def test_what_a_talk_is_about_is_answered_by_its_lines(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    write(store, _random)
+    graph = EntityGraph(store)
+    talk = spoken(store, graph, "v1", read_question("What is the talk about at 0:12?"), None)
+    assert talk is not None and talk.text.startswith("The talk at 0:10–0:17: ")  # no shots: 4 s either side
+    assert "Oh really?" in talk.text and "effective senator" in talk.text and "Thank you" not in talk.text
+    assert spoken(store, graph, "v1", read_question("What are they discussing at 0:41?"), None) is not None
+    assert spoken(store, graph, "v1", read_question("What is the talk about at 0:30?"), None) is None, "none said"
+    assert spoken(store, graph, "v1", read_question("What is the picture about at 0:12?"), None) is None, \
+        "not about speech"
 
 
 def test_the_lines_of_the_person_the_plan_describes(make_store: Callable[[], Any]) -> None:

@@ -104,6 +104,8 @@ def test_order_counts_and_voices(graph: tuple[EntityGraph, dict[str, int]]) -> N
     unseen = graph_answer(g, "v1", plan(q, "ever_seen", ref(kind="voice", time="0:51")))
     assert unseen is not None and unseen.text.startswith("No, the voice at 0:50–0:52 is") and "never seen" in \
         unseen.text
+    q = "In how many scenes is the voice at 0:51 seen?"
+    assert graph_answer(g, "v1", plan(q, "count_scenes", ref(kind="voice", time="0:51"))) is None, "never seen"
     q = "Is anyone on screen at 0:51?"
     nobody = graph_answer(g, "v1", plan(q, "anyone_there", ref(time="0:51")))
     assert nobody is not None and nobody.text.startswith("No, nobody is on screen at 0:50–0:52")

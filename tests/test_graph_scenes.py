@@ -54,7 +54,16 @@ def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
     dark, two = ref(about="the dark screen with a voice"), ref(about="the two people side by side")
     first = graph_answer(graph, "v1", plan("Is the dark screen with a voice shown before the two people side by side?",
                                            "which_first", dark, two))
-    assert first is not None and first.text.startswith("The two people side by side (0:00–0:12) comes first")
+    assert first is not None and first.text.startswith("No: the two people side by side (0:00–0:12) comes first")
+    later = graph_answer(graph, "v1", plan("Is the dark screen with a voice shown after the two people side by side?",
+                                           "which_first", dark, two))
+    assert later is not None and later.text.startswith("Yes: the two people side by side (0:00–0:12) comes first")
+    earlier = graph_answer(graph, "v1", plan("Do the two people side by side come earlier than the dark screen with "
+                                             "a voice?", "which_first", two, dark))
+    assert earlier is not None and earlier.text.startswith("Yes: the two people side by side")
+    which = graph_answer(graph, "v1", plan("Which comes first, the dark screen with a voice or the two people side "
+                                           "by side?", "which_first", dark, two))
+    assert which is not None and which.text.startswith("The two people side by side (0:00–0:12) comes first")
     when = graph_answer(graph, "v1", plan("When is the dark screen with a voice shown?", "when", dark))
     assert when is not None and when.text == "The dark screen with a voice is shown at 0:48–1:00."
     not_yet = graph_answer(graph, "v1", plan("By 0:40, has the dark screen with a voice been shown yet?", "when",
@@ -83,7 +92,7 @@ def test_the_plan_is_checked_against_the_reading_for_scenes(graph: EntityGraph) 
     order = graph_answer(graph, "v1", plan("Is the dark screen with a voice shown before the two people side by "
                                            "side?", "before", ref(about="the dark screen with a voice"),
                                            ref(about="the two people side by side")))
-    assert order is not None and order.text.startswith("The two people side by side (0:00–0:12) comes first")
+    assert order is not None and order.text.startswith("No: the two people side by side (0:00–0:12) comes first")
 
 
 def test_a_scene_bounded_so_far_is_asked_whatever_operation_the_model_wrote(graph: EntityGraph) -> None:

@@ -177,7 +177,10 @@ def _which_first(run: _Run) -> GraphAnswer | None:
     if one is None or two is None:
         return None
     (a_text, a_time), (b_text, b_time) = sorted((one, two), key=lambda t: t[1])
-    return run.answer("first", first=a_text, first_time=clock(a_time), second=b_text, second_time=clock(b_time))
+    section = "first"
+    if run.plan.yes_no:  # "does A come before B?" is answered yes or no, then the order
+        section = "first_yes" if (one[1] <= two[1]) != run.plan.later else "first_no"
+    return run.answer(section, first=a_text, first_time=clock(a_time), second=b_text, second_time=clock(b_time))
 
 
 def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
@@ -350,6 +353,8 @@ def _count_scenes(run: _Run) -> GraphAnswer | None:
     if found is None or found.person is None:
         return None
     apps = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    if not apps:  # the reference found someone only heard: not whom a count of scenes seen means
+        return None
     return run.answer("count_scenes", number=number_word(len(apps)).capitalize(),
                       who=who(run.graph, found.person, found.sighting), spans=run.spans_of(apps))
 

@@ -34,7 +34,7 @@ class Plan:
     """A checked plan: the operation, direction, sense and the references as :class:`Reference` values, checked
     against the question's :class:`QuestionReading` (a question given as text is read here)."""
 
-    __slots__ = ("ask", "direction", "distinct", "other", "person", "raw", "sense", "so_far", "yes_no")
+    __slots__ = ("ask", "direction", "distinct", "later", "other", "person", "raw", "sense", "so_far", "yes_no")
 
     def __init__(self, reply: PlanReply, question: QuestionReading | str, raw: str = "") -> None:
         reading = read_question(question) if isinstance(question, str) else question
@@ -44,6 +44,7 @@ class Plan:
         self.so_far = reading.so_far  # the question's time bounds it from the start ("by 2:00", "so far")
         self.distinct = reading.distinct  # it counts different ones, not times shown
         self.yes_no = reading.asks is Asks.YES_NO
+        self.later = reading.asks_later  # a yes/no question of order asks whether the first thing comes later
         person = reference(reply.person, reading)
         other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None

@@ -68,6 +68,9 @@ _LAST_SCENE: tuple[Phrase, ...] = tuple(
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38")."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "preceding"})
+_LATER = frozenset({"after", "later"})
+_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding"})
+"""Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
 _DISTINCT = frozenset({"different", "distinct"})
@@ -81,6 +84,11 @@ _WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "w
 _GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed", "discussing", "discussion",
                    "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered"})
 """Words asking what speech is about: a summary, not the words."""
+_TALK = frozenset({"talk", "talks", "talking", "speech", "speeches", "conversation", "discussion", "discuss",
+                   "discussed", "discussing", "speaker", "speakers", "speaking", "say", "says", "saying", "said",
+                   "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks"})
+"""Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
+about what is shown."""
 _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
                         "continues", "continuing"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
@@ -129,6 +137,14 @@ class QuestionReading:
             and not _GIST & set(self.words)
 
     @property
+    def asks_gist(self) -> bool:
+        """Whether the question asks what the speech is about ("what is the talk about at 1:20?", "what are they
+        discussing?"): a gist word and a word for speech, no quotation."""
+        held = set(self.words)
+        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_GIST & held) \
+            and bool(_TALK & held)
+
+    @property
     def asks_continuation(self) -> bool:
         """Whether the question asks for the words that follow its quotation ("what is said right after "…"?",
         "how does the sentence end?"), not for who says it or what is shown next."""
@@ -136,6 +152,14 @@ class QuestionReading:
             return False
         held = set(self.words)
         return bool(_CONTINUES & held) or (self.order and bool(_WORDS_SAID & held))
+
+    @property
+    def asks_later(self) -> bool:
+        """Whether a yes/no question of order asks if the first thing it names comes *later* ("is A shown after
+        B?"); False for "before" / "earlier" and when both ways are written (a description may hold one: "a red
+        tie before a flag"), so the usual reading, "does A come first?", stands."""
+        held = set(self.words)
+        return bool(_LATER & held) and not _EARLIER & held
 
     @property
     def anchored(self) -> bool:

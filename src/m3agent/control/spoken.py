@@ -1,6 +1,6 @@
 """What is said at a moment or in a scene, or after a quotation, quoted from the speech memories: "What is said
 at 1:20?", "Quote the line near 0:40", "What does he say during the dark screen?", "What are the next words after
-"…"?".
+"…"?", "What is the talk about at 1:20?".
 
 A question that asks for the words said (:attr:`~m3agent.control.reading.QuestionReading.asks_words`) is answered
 by the lines themselves, not by a model retelling them: the packaged models, shown the right line, answered
@@ -10,6 +10,11 @@ with one word of it ("because") or with a neighbouring line. The window is the q
 :data:`MAX_SCENES` of them). The lines are the perception writer's speech memories (``At 0:05 <voice_3> says:
 "..."``, with the captions read on screen then), cited as the answer's evidence. No window, or no line in it:
 the question passes to the next answerer.
+
+What a talk at an instant is about (:attr:`~m3agent.control.reading.QuestionReading.asks_gist`) is answered by
+the lines of the shot that holds the instant, the :data:`MAX_LINES` nearest it: the 1.5B, shown the retrieved
+memories, answered with one line ("Why didn't you do it?") or a word of one ("turbulence"); the talk's lines,
+quoted with their span, say what it is about in the speakers' own words.
 
 The words after a quotation (:attr:`~m3agent.control.reading.QuestionReading.asks_continuation`) are read from
 the video's transcript, the lines' quoted words one after another: a quotation the recogniser cut across two
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING
 from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
 from m3agent.graph.scenes import describe, matching_scenes
+from m3agent.graph.values import span_text
 from m3agent.memorize.fact_cues import SPEECH, speech_quote
 from m3agent.text import clock, words
 
@@ -45,7 +51,12 @@ MAX_SCENES = 2
 MAX_LINES = 8
 """Lines quoted in one answer; more are counted."""
 FOLLOWING_WORDS = 12
-"""The words after a quotation an answer gives: the rest of its sentence and the start of the next."""
+"""What a talk at an instant is about (:attr:`~m3agent.control.reading.QuestionReading.asks_gist`) is answered by
+the lines of the shot that holds the instant, the :data:`MAX_LINES` nearest it: the 1.5B, shown the retrieved
+memories, answered with one line ("Why didn't you do it?") or a word of one ("turbulence"); the talk's lines,
+quoted with their span, say what it is about in the speakers' own words.
+
+The words after a quotation an answer gives: the rest of its sentence and the start of the next."""
 MIN_QUOTE_SHARE = 0.6
 """A stretch of the transcript holding at least this share of a quotation's words (in any order) is where it
 was said: the recogniser and the asker rarely write a line word for word alike."""
@@ -59,13 +70,14 @@ class Spoken:
     lines: tuple[Memory, ...]
     more: int = 0
     said: str = ""
+    heading: str = ""  # what the lines are ("The talk at 1:19–1:33: "), written before them
 
     @property
     def text(self) -> str:
         if self.said:
             return f'After it, {clock(self.lines[0].start_s)}: "{self.said}"'
         quoted = " ".join(" ".join(m.text.split()) for m in self.lines)
-        return quoted + (f" ({self.more} more lines follow.)" if self.more else "")
+        return self.heading + quoted + (f" ({self.more} more lines follow.)" if self.more else "")
 
 
 def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: QuestionReading, plan: Plan | None,
@@ -73,6 +85,8 @@ def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: Quest
     """The lines said in the question's window (see the module); None when it names no window or none was said."""
     if reading.asks_continuation:
         return following(speech_lines(store, video_id, before_clip), reading.quotes[0])
+    if reading.asks_gist and reading.moment is not None:
+        return talk_at(speech_lines(store, video_id, before_clip), graph, video_id, reading.moment)
     if not reading.asks_words:
         return None
     lines = speech_lines(store, video_id, before_clip)
@@ -92,6 +106,19 @@ def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> 
     return sorted((m for m in store.memories(video_id, flt=flt)
                    if SPEECH.match(m.text) and (before_clip is None or m.clip_index <= before_clip)),
                   key=lambda m: (m.start_s, m.end_s))
+
+
+def talk_at(lines: list[Memory], graph: EntityGraph, video_id: str, moment: float) -> Spoken | None:
+    """The lines of the shot holding ``moment`` (without shots, those within :data:`NEAREST_S` of it), the
+    :data:`MAX_LINES` nearest the moment in time order, headed by the span they cover; None when none was said."""
+    shot = graph.shot_at(video_id, moment)
+    start, end = (shot.start_s, shot.end_s) if shot is not None else (moment - NEAREST_S, moment + NEAREST_S)
+    inside = [m for m in lines if m.start_s < end and m.end_s > start]
+    nearest = sorted(sorted(inside, key=lambda m: _distance(m, moment))[:MAX_LINES], key=lambda m: m.start_s)
+    if not nearest:
+        return None
+    span = span_text(nearest[0].start_s, nearest[-1].end_s)
+    return Spoken(tuple(nearest), heading=f"The talk at {span}: ")
 
 
 def following(lines: list[Memory], quotation: str) -> Spoken | None:
