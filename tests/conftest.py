@@ -96,6 +96,18 @@ def browser():  # type: ignore[no-untyped-def]
         driver.quit()
 
 
+
+@pytest.fixture
+def no_csp_violation(browser) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """A browser test ends with no Content-Security-Policy violation in the browser's log (what earlier tests of
+    the module logged is read and dropped first). Browser test modules use it through ``pytestmark``."""
+    from browser_helpers import csp_refusals
+
+    csp_refusals(browser)
+    yield
+    refused = csp_refusals(browser)
+    assert not refused, refused
+
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 
 

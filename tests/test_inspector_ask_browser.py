@@ -15,12 +15,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from browser_helpers import csp_refusals, strict_csp, wait
+from browser_helpers import strict_csp, wait
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from server_helpers import build_memory, live_server
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_csp_violation")]
 
 # the page's fetch of the answer stream waits until the test releases it, so the busy state can be seen
 HOLD_STREAM = """
@@ -48,13 +48,6 @@ def empty_served(tmp_path: Path) -> Iterator[str]:
     with live_server(strict_csp(create_app(settings, mcp=False))) as url:
         yield url
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    browser.get_log("browser")
-    yield
-    refused = csp_refusals(browser)
-    assert not refused, refused
 
 
 def disabled(browser: WebDriver, element_id: str) -> bool:

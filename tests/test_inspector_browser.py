@@ -22,14 +22,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import csp_refusals, images_loaded, navigates, overflow, shot, strict_csp, wait
+from browser_helpers import images_loaded, navigates, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Memory, MemoryKind, Video, VoiceSegment
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from m3agent.store import open_store
 from server_helpers import EMBEDDER, build_memory, jpeg, live_server, tone
 
-pytestmark = [pytest.mark.slow, pytest.mark.media]
+pytestmark = [pytest.mark.slow, pytest.mark.media, pytest.mark.usefixtures("no_csp_violation")]
 LONG_CLIPS, PER_CLIP = 120, 25  # an hour of 30 s clips, 3,000 memories
 LONG_NAME = "Bartholomew-Maximilian-" * 8  # 184 characters, no space to break at
 LONG_VIDEO = "a-recording-with-a-very-long-name-" * 4
@@ -100,14 +100,6 @@ def served(media_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     with live_server(strict_csp(create_app(settings, mcp=False))) as url:
         yield {"url": url, "built": built, "folder": folder, **ids}
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    """Every test ends with no Content-Security-Policy violation in the browser's log."""
-    browser.get_log("browser")
-    yield
-    refused = csp_refusals(browser)
-    assert not refused, refused
 
 
 def character_of(url: str, entity: int) -> int:

@@ -18,13 +18,13 @@ pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from browser_helpers import csp_refusals, strict_csp, wait
+from browser_helpers import strict_csp, wait
 from m3agent.server import browser_text
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from server_helpers import build_memory, live_server
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_csp_violation")]
 
 # what a browser user should never read in an error
 UNFIT = re.compile(r"[A-Z][a-z]+[A-Z]\w*Error|NotAvailableYet|/api/|\b(GET|POST) /|ctrl-c|\bpid\b|/tmp/|/srv/",
@@ -61,13 +61,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with live_server(strict_csp(create_app(settings, mcp=False))) as url:
         yield url
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    browser.get_log("browser")
-    yield
-    refused = csp_refusals(browser)
-    assert not refused, refused
 
 
 def banner(browser: WebDriver) -> dict[str, str]:

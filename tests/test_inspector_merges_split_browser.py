@@ -21,14 +21,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
-from browser_helpers import csp_refusals, overflow, shot, strict_csp, wait
+from browser_helpers import overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, Video, VoiceSegment
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from m3agent.store import open_store
 from server_helpers import build_memory, jpeg, live_server, tone
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_csp_violation")]
 CHEF = "Chef Anna"
 BOX = BBox(0, 0, 48, 64)
 
@@ -98,13 +98,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                            ).status_code == 200
         yield {"url": url, "face": built.face, "stranger": built.stranger, **ids}
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    browser.get_log("browser")
-    yield
-    refused = csp_refusals(browser)
-    assert not refused, refused
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import csp_refusals, images_loaded, navigates, overflow, shot, strict_csp, wait
+from browser_helpers import images_loaded, navigates, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, Video, VoiceSegment
 from m3agent.server import people_pages
 from m3agent.server.app import create_app
@@ -30,7 +30,7 @@ from m3agent.settings import load_settings
 from m3agent.store import open_store
 from server_helpers import build_memory, jpeg, live_server, tone
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_csp_violation")]
 NAME = '<i>Anna</i> & "Co" ' + "Bartholomew-Maximilian-" * 7 + "X" * 20  # 200 characters: markup, no space
 
 
@@ -69,12 +69,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         assert httpx.patch(f"{url}/api/characters/{chef}", json={"name": NAME}).status_code == 200
         yield {"url": url, "built": built, "chef": chef, "stranger": stranger, "speaker": speaker, "voice": voice}
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    browser.get_log("browser")
-    yield
-    assert not csp_refusals(browser)
 
 
 def cards(browser: WebDriver) -> dict[int, Any]:

@@ -22,14 +22,14 @@ pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from browser_helpers import csp_refusals, images_loaded, navigates, shot, strict_csp, wait
+from browser_helpers import images_loaded, navigates, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Memory, MemoryKind, Video, VoiceSegment
 from m3agent.server.app import create_app
 from m3agent.settings import Settings, load_settings
 from m3agent.store import open_memory, open_store
 from server_helpers import EMBEDDER, build_memory, jpeg, live_server, tone
 
-pytestmark = [pytest.mark.slow, pytest.mark.media]
+pytestmark = [pytest.mark.slow, pytest.mark.media, pytest.mark.usefixtures("no_csp_violation")]
 DEBATE = "iianet_debate_trump_clinton.mp4"  # H.264: plays in the browser
 UNFIT = re.compile(r"[A-Z][a-z]+[A-Z]\w*Error|/api/|\b(GET|POST|PATCH) /|if-match|etag|ctrl-c|\bpid\b", re.I)
 
@@ -73,13 +73,6 @@ def served(media_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     with live_server(strict_csp(create_app(settings, mcp=False))) as url:
         yield {"url": url, "face": built.face, **ids}
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    browser.get_log("browser")
-    yield
-    refused = csp_refusals(browser)
-    assert not refused, refused
 
 
 def character_of(url: str, entity: int) -> int:

@@ -25,7 +25,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from browser_helpers import csp_refusals, navigates, overflow, shot, strict_csp, wait
+from browser_helpers import navigates, overflow, shot, strict_csp, wait
 from m3agent.domain import (
     BBox,
     Clip,
@@ -45,7 +45,7 @@ from m3agent.settings import load_settings
 from m3agent.store import open_store
 from server_helpers import EMBEDDER, jpeg, live_server, tone
 
-pytestmark = [pytest.mark.slow, pytest.mark.media]
+pytestmark = [pytest.mark.slow, pytest.mark.media, pytest.mark.usefixtures("no_csp_violation")]
 DEBATE = "iianet_debate_trump_clinton.mp4"  # H.264: plays in the browser
 DURATION = 13.4
 SHOTS = ((0.0, 7.0, "live"), (7.0, 10.0, "still"), (10.0, DURATION, "live"))
@@ -111,12 +111,6 @@ def served(media_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         assert httpx.patch(f"{url}/api/characters/{people['host']}", json={"name": "Moderator"}).status_code == 200
         yield {"url": url, "last": ids["last"], **people}
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    csp_refusals(browser)  # forget what earlier tests logged
-    yield
-    assert not csp_refusals(browser)
 
 
 def attr(element: Any, name: str) -> str:

@@ -13,14 +13,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from browser_helpers import csp_refusals, navigates, strict_csp, wait
+from browser_helpers import navigates, strict_csp, wait
 from m3agent.domain import Clip, Memory, MemoryKind, Video
 from m3agent.server.app import create_app
 from m3agent.settings import load_settings
 from m3agent.store import open_store
 from server_helpers import EMBEDDER, build_memory, live_server
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_csp_violation")]
 SIGN = 'On screen 0:03–0:09: "OPEN 24 HOURS"'
 
 
@@ -43,13 +43,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with live_server(strict_csp(create_app(load_settings(memory=str(memory), llm="none"), mcp=False))) as url:
         yield url
 
-
-@pytest.fixture(autouse=True)
-def no_csp_violation(browser: WebDriver) -> Iterator[None]:
-    browser.get_log("browser")
-    yield
-    refused = csp_refusals(browser)
-    assert not refused, refused
 
 
 def words(browser: WebDriver, css: str) -> list[str]:
