@@ -37,7 +37,7 @@ def sample(count: int) -> list[tuple[Any, int, Any]]:
     """The first ``count`` questions of the seeded LoCoMo sample, in answering order, and one more to warm up."""
     sys.path.insert(0, str(REPO / "bench"))
     from locomo_answer_modes import draw, interleaved
-    from m3agent.bench.locomo_data import default_locomo_path, load_locomo
+    from m3agent.bench.locomo.data import default_locomo_path, load_locomo
     from m3agent.settings import load_settings
 
     settings = load_settings(shared_dir=SHARED)
@@ -47,7 +47,7 @@ def sample(count: int) -> list[tuple[Any, int, Any]]:
 
 def serve(llm: str, count: int) -> int:
     """The child: answer the sample's question of each index read from stdin, one RESULT line each."""
-    from m3agent.bench.locomo import ensure_ingested
+    from m3agent.bench.locomo.run import ensure_ingested
     from m3agent.bench.qa_metrics import score
     from m3agent.control import AgentConfig, ask
     from m3agent.embed import create_embedder

@@ -24,11 +24,11 @@ SHARED = REPO.parent / "shared"
 
 
 def evaluate(questions: int, llm: str | None, settings: Any) -> dict[str, Any]:
-    from m3agent.bench.locomo import default_store, ensure_ingested
-    from m3agent.bench.locomo_data import default_locomo_path, load_locomo
-    from m3agent.bench.locomo_ingest import dia_id_of
+    from m3agent.bench.locomo.data import default_locomo_path, load_locomo
+    from m3agent.bench.locomo.ingest import dia_id_of
+    from m3agent.bench.locomo.run import default_store, ensure_ingested
     from m3agent.control import AgentConfig, ask
-    from m3agent.control.rerank import rank_candidates
+    from m3agent.control.retrieval.rerank import rank_candidates
     from m3agent.embed import create_embedder
     from m3agent.llm import create_chat_model
     from m3agent.store import open_store

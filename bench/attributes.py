@@ -231,7 +231,7 @@ def label_of(rows: list[dict[str, Any]], time_s: float, cx: float, cy: float) ->
 def frames_by_shot(path: Path, settings: Any) -> Iterator[list[Any]]:
     """The sampled frames of ``path`` (media settings), shot by shot (the pipeline's shot detector)."""
     from m3agent.media import iter_clips
-    from m3agent.perception.shots import detect_shots
+    from m3agent.perception.scene.shots import detect_shots
 
     for clip in iter_clips(path, settings.media):
         for shot in detect_shots(clip.frames, clip.clip, settings.senses.shot_threshold):

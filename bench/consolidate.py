@@ -105,8 +105,8 @@ def _locomo_memory(medium: Medium, settings: Any, db: Path, sessions: int) -> Pa
         return db
     import dataclasses
 
-    from m3agent.bench.locomo_data import default_locomo_path, load_locomo
-    from m3agent.bench.locomo_ingest import ingest_sample
+    from m3agent.bench.locomo.data import default_locomo_path, load_locomo
+    from m3agent.bench.locomo.ingest import ingest_sample
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
 
@@ -157,7 +157,7 @@ class Counted:
 def run_medium(medium: Medium, base: Path, chat: Any, embedder: Any, args: argparse.Namespace,
                settings: Any) -> dict[str, Any]:
     """Consolidate a fresh copy of ``base``; the record of the run."""
-    from m3agent.memorize.consolidate import ConsolidationOptions, consolidate_video
+    from m3agent.memorize.consolidation.consolidate import ConsolidationOptions, consolidate_video
     from m3agent.memorize.rules import WriteRules
     from m3agent.store import open_store
 

@@ -29,7 +29,7 @@ def videos() -> list[Path]:
 def tracks_of(path: Path, settings: Any) -> list[dict[str, Any]]:
     """Every face track of every clip of ``path``: clip, sightings, best quality, box height, best crop."""
     from m3agent.media import iter_clips
-    from m3agent.perception.faces.pipeline import perceive_faces
+    from m3agent.perception.faces.perceive import perceive_faces
 
     out = []
     for clip in iter_clips(path, settings.media):

@@ -47,7 +47,7 @@ EPISODE_PARTS = [
 
 def episode(cache: Path) -> tuple[Path, list[dict[str, Any]]]:
     """The ~3-minute episode (built on first use) and its timeline."""
-    from m3agent.bench.episode import build_episode
+    from m3agent.bench.episodes.build import build_episode
 
     out = cache / "episode_3min.mp4"
     timeline_file = out.with_suffix(".json")

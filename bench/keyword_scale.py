@@ -4,7 +4,7 @@ For each size N (the stores of :mod:`search_scale`, copied) it runs the bench's 
 ``m3agent.open(path).search`` once, recording every ``keyword_search(query, k, filter)`` the searcher makes
 (the questions' keyword text; the character filters and alias variants of ``character``, the video scope of
 ``video``), then replays them on a fresh read-only store: p50/p95 per kind. With the in-process keyword index
-(code that has :mod:`m3agent.store.keyword_index`) it first waits for the index and reports its build time and
+(code that has :mod:`m3agent.store.index.keyword`) it first waits for the index and reports its build time and
 size; the FTS5 query is timed on the same calls (``fts5``) for comparison.
 
 Usage: ``PYTHONPATH=src nice .venv/bin/python bench/keyword_scale.py --sizes 10000,100000 --label after``
@@ -45,7 +45,7 @@ def replay(path: Path, calls: dict[str, list[tuple[str, int, Any]]]) -> dict[str
         out["first_call_ms"] = round((time.perf_counter() - begin) * 1000, 1)
         synced = getattr(store, "_synced_keywords", None)
         if synced is not None:
-            from m3agent.store.keyword_index import KeywordIndex
+            from m3agent.store.index.keyword import KeywordIndex
 
             begin = time.perf_counter()
             synced().wait()
@@ -61,7 +61,7 @@ def replay(path: Path, calls: dict[str, list[tuple[str, int, Any]]]) -> dict[str
             out[kind] = _timed(lambda q, k, f: store.keyword_search(q, k, f), items)
             out[kind]["calls"] = len(items)
         if synced is not None:
-            from m3agent.store import sqlite_search
+            from m3agent.store.sqlite import search as sqlite_search
 
             db = store._db  # type: ignore[attr-defined]
             for kind, items in calls.items():

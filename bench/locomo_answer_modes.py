@@ -38,7 +38,7 @@ threads): wall seconds on the shared machine measure the other users' load as mu
 
 def draw(samples: list[Any], questions: int, adversarial: int, seed: int) -> list[tuple[Any, int, Any]]:
     """The fixed sample: (conversation, index, item), answerable first, then adversarial."""
-    from m3agent.bench.locomo_data import ANSWERABLE_CATEGORIES
+    from m3agent.bench.locomo.data import ANSWERABLE_CATEGORIES
 
     pool = [(s, i, q) for s in samples for i, q in enumerate(s.qa)]
     rng = random.Random(seed)
@@ -52,7 +52,7 @@ def run_row(
     clip_k: int | None = None, scores: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Answer ``items`` in ``mode`` with ``llm`` (resuming the row's JSONL); the records of ``items``."""
-    from m3agent.bench.locomo import default_store, ensure_ingested
+    from m3agent.bench.locomo.run import default_store, ensure_ingested
     from m3agent.bench.qa_metrics import score
     from m3agent.bench.results_io import JsonlLog
     from m3agent.control import AgentConfig, ask
@@ -133,7 +133,7 @@ def interleaved(items: list[tuple[Any, int, Any]]) -> list[tuple[Any, int, Any]]
 
 
 def summarise(mode: str, llm: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    from m3agent.bench.locomo_data import CATEGORY_NAMES
+    from m3agent.bench.locomo.data import CATEGORY_NAMES
 
     answerable = [r for r in records if r["category"] != 5]
     bait = [r for r in records if r["category"] == 5]
@@ -202,7 +202,7 @@ def _existing(doc: Path, commands: set[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     from m3agent.bench.environment import environment
-    from m3agent.bench.locomo_data import default_locomo_path, load_locomo
+    from m3agent.bench.locomo.data import default_locomo_path, load_locomo
     from m3agent.settings import load_settings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

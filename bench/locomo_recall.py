@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from m3agent.bench.locomo import run_locomo
-    from m3agent.bench.locomo_doc import write_locomo_section
+    from m3agent.bench.locomo.doc import write_locomo_section
+    from m3agent.bench.locomo.run import run_locomo
     from m3agent.errors import M3AgentError
     from m3agent.settings import load_settings
 

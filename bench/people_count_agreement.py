@@ -48,7 +48,7 @@ screen). The answer's own window is in its text, e.g. "Two (0:01–0:03)".
 Found and fixed on the way (2026-11-28): (1) "How many different people appear in this video?" names no time,
 so the graph operation gave up and the answer came from retrieved memories: "three" on the debate (the API
 counts 2) and "5" on the Oval Office clip (the API counts 4). A count that names no moment, kind of person or
-place now counts the whole video by `EntityGraph.count_people` (`control/graph_answers.py`, test in
+place now counts the whole video by `EntityGraph.count_people` (`control/people/graph_answers.py`, test in
 tests/test_graph_answers.py). (2) A face counts at an instant when sampled within half a second of it, and that
 slack reached across shot cuts: every shot's count in the timeline held the people of the sample just before and
 just after it (a title card with nobody on it counted 4 in the synthetic README memory). The slack now stops at a
@@ -57,7 +57,7 @@ cut, for counts and moments alike (`graph/operators.py`, test in tests/test_grap
 Still different in meaning, though equal here: an instant is read as ±1 s by the answer (`INSTANT_S`) and ±0.5 s
 by the endpoint (`AT_SLACK_S`), and an interval question ("between 0:00 and 0:08") is answered at its first time
 only, because the plan carries one time (see the answers' windows above); where people come and go inside the
-interval the two would differ. Carrying an end time in the plan (control/plan.py, reading.py) would remove it."""
+interval the two would differ. Carrying an end time in the plan (control/people/plan.py, reading.py) would remove it."""
 INSTANTS = (0.2, 0.5, 0.8)  # shares of the video's length
 INTERVALS = ((0.0, 0.5), (0.5, 1.0))
 

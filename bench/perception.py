@@ -153,7 +153,7 @@ def voice_entities_audio(settings: Any, workdir: Path) -> dict[str, Any]:
     """Voice entities per true speaker (RTTM) after ingesting each labelled recording into its own memory."""
     from m3agent.domain import EntityKind
     from m3agent.media import default_video_id
-    from m3agent.perception.scoring import read_rttm
+    from m3agent.perception.audio.scoring import read_rttm
     from m3agent.pipeline import ingest_source
     from m3agent.store import open_memory
 

@@ -3,7 +3,7 @@
 Metrics (printed as JSON, written to the "## Perception: audio" section of docs/benchmarks.md):
 
 * ``der_pyannote_sample`` / ``der_ami_1min``: DER (collar 0.25 s, overlap counted per speaker,
-  Hungarian speaker mapping) of :func:`m3agent.perception.diarize.diarize` on the whole file.
+  Hungarian speaker mapping) of :func:`m3agent.perception.audio.diarize.diarize` on the whole file.
   ``der_ami_1min_clips30`` scores the AMI minute cut into two 30 s clips, each diarized and
   scored on its own (the pipeline's within-clip task). The pyannote debug files and the
   Picovoice Falcon file are reported as a check that the tuning generalises.
@@ -75,8 +75,8 @@ def diarization_scores(collar_s: float = 0.25) -> dict[str, Any]:
     """DER per reference file (whole file), plus the AMI minute in two independent 30 s clips."""
     from m3agent.bench.progress import progress
     from m3agent.media import read_audio
-    from m3agent.perception.diarize import diarize
-    from m3agent.perception.scoring import diarization_error_rate, read_rttm
+    from m3agent.perception.audio.diarize import diarize
+    from m3agent.perception.audio.scoring import diarization_error_rate, read_rttm
 
     encoder = _encoder()
     out: dict[str, Any] = {}
@@ -107,8 +107,8 @@ def diarization_scores(collar_s: float = 0.25) -> dict[str, Any]:
 def threshold_sweep(thresholds: Sequence[float] = (0.24, 0.27, 0.3, 0.33)) -> dict[str, Any]:
     """DER per file at neighbouring clustering thresholds: how fragile the speaker count is."""
     from m3agent.media import read_audio
-    from m3agent.perception.diarize import DiarizationParams, diarize
-    from m3agent.perception.scoring import diarization_error_rate, read_rttm
+    from m3agent.perception.audio.diarize import DiarizationParams, diarize
+    from m3agent.perception.audio.scoring import diarization_error_rate, read_rttm
 
     encoder = _encoder()
     audio = {name: read_audio(DIAR / wav) for name, (wav, *_rest) in DIARIZATION_SETS.items()}
@@ -124,13 +124,13 @@ def threshold_sweep(thresholds: Sequence[float] = (0.24, 0.27, 0.3, 0.33)) -> di
 
 
 def _encoder() -> Any:
-    from m3agent.perception.speakers import SpeakerEncoder
+    from m3agent.perception.audio.speakers import SpeakerEncoder
 
     return SpeakerEncoder(threads=_settings().perception.threads)
 
 
 def _as_scoring_turns(turns: Sequence[Any], offset_s: float) -> list[Any]:
-    from m3agent.perception.scoring import Turn
+    from m3agent.perception.audio.scoring import Turn
 
     return [Turn(t.start_s + offset_s, t.end_s + offset_s, str(t.speaker)) for t in turns]
 
@@ -138,8 +138,8 @@ def _as_scoring_turns(turns: Sequence[Any], offset_s: float) -> list[Any]:
 def _clipwise_der(wav: Path, reference: list[Any], encoder: Any, clip_s: float, collar_s: float) -> dict[str, Any]:
     """Each clip diarized alone and scored alone against the reference clipped to it; errors summed."""
     from m3agent.media import read_audio
-    from m3agent.perception.diarize import diarize
-    from m3agent.perception.scoring import Turn, diarization_error_rate
+    from m3agent.perception.audio.diarize import diarize
+    from m3agent.perception.audio.scoring import Turn, diarization_error_rate
 
     audio = read_audio(wav)
     total = {"missed_s": 0.0, "false_alarm_s": 0.0, "confusion_s": 0.0, "reference_s": 0.0}
@@ -173,9 +173,9 @@ def wer_scores(models: Sequence[str] = ("base", "tiny.en")) -> dict[str, Any]:
     """Corpus WER per ASR model over the reference recordings (whole recordings, generous VAD)."""
     from m3agent.bench.progress import progress
     from m3agent.media import read_audio
-    from m3agent.perception.asr import Transcriber
-    from m3agent.perception.scoring import word_error_rate
-    from m3agent.perception.vad import GENEROUS, speech_probabilities, speech_regions
+    from m3agent.perception.audio.asr import Transcriber
+    from m3agent.perception.audio.scoring import word_error_rate
+    from m3agent.perception.audio.vad import GENEROUS, speech_probabilities, speech_regions
 
     settings = _settings()
     out: dict[str, Any] = {}
@@ -205,8 +205,8 @@ def wer_scores(models: Sequence[str] = ("base", "tiny.en")) -> dict[str, Any]:
 def wer_through_clips(clip_s: float = 30.0) -> dict[str, Any]:
     """Corpus WER of the default model when the recordings go through iter_clips + perceive_audio."""
     from m3agent.media import iter_clips
-    from m3agent.perception.scoring import word_error_rate
-    from m3agent.perception.voices import perceive_audio
+    from m3agent.perception.audio.scoring import word_error_rate
+    from m3agent.perception.audio.voices import perceive_audio
     from m3agent.settings import MediaSettings
 
     settings = _settings()
@@ -230,7 +230,7 @@ def _cpu_seconds() -> float:
 def audio_rtf(model: str = "base", clip_s: float = 30.0) -> dict[str, Any]:
     """Seconds per media second of perceive_audio on 30 s clips (models warmed up first)."""
     from m3agent.media import iter_clips
-    from m3agent.perception.voices import audio_models, perceive_audio
+    from m3agent.perception.audio.voices import audio_models, perceive_audio
     from m3agent.settings import MediaSettings
 
     settings = _settings(asr_model=model)

@@ -68,7 +68,7 @@ def senses_of(path: Path, settings: Any, cpu: dict[str, float] | None = None
     """Scene outputs of every clip of ``path``, the media seconds and summed stage wall seconds (process CPU
     seconds per stage are added to ``cpu`` when given)."""
     from m3agent.media import iter_clips
-    from m3agent.perception.senses import perceive_senses
+    from m3agent.perception.scene.senses import perceive_senses
 
     out, media_s, stages = [], 0.0, {}
     for clip in iter_clips(path, settings.media):
@@ -132,8 +132,8 @@ def episode_scene(settings: Any) -> dict[str, Any]:
 @contextlib.contextmanager
 def counted_runs(settings: Any) -> Iterator[dict[str, int]]:
     """Counts calls of the text and object detectors while the block runs."""
-    from m3agent.perception.detectors import object_detector
-    from m3agent.perception.ocr import ocr_model
+    from m3agent.perception.scene.detectors import object_detector
+    from m3agent.perception.scene.ocr import ocr_model
 
     cfg = settings.senses
     models = {"text_detections": ocr_model(),
@@ -185,7 +185,7 @@ def read_labels(name: str) -> list[dict[str, str]]:
 def audio_event_hits(settings: Any) -> dict[str, Any]:
     """Labelled positive spans heard (events of the label cover half the span) and negative spans kept quiet."""
     from m3agent.media import iter_clips
-    from m3agent.perception.sounds import hear_sounds
+    from m3agent.perception.audio.sounds import hear_sounds
 
     heard: dict[str, list[Any]] = {}
     hits = positives = alarms = negatives = 0
@@ -215,7 +215,7 @@ def audio_event_hits(settings: Any) -> dict[str, Any]:
 def object_precision(settings: Any) -> dict[str, Any]:
     """Share of detections (at ``object_min_score``) on labelled frames that a labelled object accounts for."""
     from m3agent.media import iter_clips
-    from m3agent.perception.detectors import object_detector
+    from m3agent.perception.scene.detectors import object_detector
 
     cfg = settings.senses
     detector = object_detector(cfg.object_detector, cfg.object_classes, cfg.object_input_size)
@@ -286,10 +286,11 @@ def write_section(result: dict[str, Any], command: str) -> None:
               for stage in ("shots", "text", "objects", "sounds") if f"rtf_{stage}" in result]
     lines += ["", "Text detection runs at shot starts, where a followed line changed or strokes appeared on flat "
               "ground, and periodically only while the view changes; the object detector reuses its findings for "
-              "frames showing the same view (perception/screen_text.py, perception/objects.py). Laughter is not "
-              "labelled and not heard: on the Hot Ones interview YAMNet's laughter classes stay at or below 0.011 "
+              "frames showing the same view (perception/scene/screen_text.py, perception/scene/objects.py). "
+              "Laughter is not labelled and not heard: on the Hot Ones interview YAMNet's laughter classes stay at or "
+              "below 0.011 "
               "in every 0.96 s window but one (0.094 at 54.2 s, where Speech also drops to 0.094), the same peak "
-              "as on the snow video; see perception/sounds.py."]
+              "as on the snow video; see perception/audio/sounds.py."]
     replace_section(REPO / "docs" / "benchmarks.md", "Perception: scene", "\n".join(lines))
 
 

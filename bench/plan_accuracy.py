@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 def plan_rows(llm: str, seeds: list[int]) -> list[dict[str, Any]]:
     """One row per question: its set, type, accepted asks, the plan's ask, right or not, seconds."""
-    from m3agent.bench.catalogue import load_catalogue
-    from m3agent.bench.episode_questions import episode_set, load_templates
-    from m3agent.bench.people_eval import load_eval_set, render
-    from m3agent.bench.people_run import build
+    from m3agent.bench.episodes.catalogue import load_catalogue
+    from m3agent.bench.episodes.people_eval import load_eval_set, render
+    from m3agent.bench.episodes.people_run import build
+    from m3agent.bench.episodes.questions import episode_set, load_templates
     from m3agent.control.replies import PlanReply
     from m3agent.llm import chat_model_from_settings
     from m3agent.llm.prompts import load_prompt_set

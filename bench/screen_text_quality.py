@@ -1,6 +1,6 @@
 """On-screen text quality: the lines the screen-text stage keeps on the shared videos, against ground truth.
 
-The real stage (shots, then :func:`m3agent.perception.screen_text.read_screen_text`) runs on every video under
+The real stage (shots, then :func:`m3agent.perception.scene.screen_text.read_screen_text`) runs on every video under
 ``../shared/media/video`` and on the 3-minute episode of bench/ingest.py (the same clips letterboxed to
 640x360, so smaller text). Per video:
 
@@ -138,8 +138,8 @@ def score(lines: list[Line], labels: list[Label], slack: float) -> dict[str, Any
 def read_lines(path: Path, settings: Any) -> list[Line]:
     """The kept lines of every clip of ``path`` (the stage as ingest runs it: shots, then screen text)."""
     from m3agent.media import iter_clips
-    from m3agent.perception.screen_text import read_screen_text
-    from m3agent.perception.shots import detect_shots
+    from m3agent.perception.scene.screen_text import read_screen_text
+    from m3agent.perception.scene.shots import detect_shots
 
     out = []
     for clip in iter_clips(path, settings.media):
@@ -188,7 +188,7 @@ def all_lines(episode: bool, judged: dict[str, list[Any]] | None = None) -> dict
 def floor_inputs() -> Iterator[list[Any]]:
     """The ScreenText lines given to the quality floor (``screen_text.worth_keeping``) while the block runs;
     none with a stage that has no such floor (the baseline)."""
-    from m3agent.perception import screen_text
+    from m3agent.perception.scene import screen_text
 
     seen: list[Any] = []
     floor = getattr(screen_text, "worth_keeping", None)
@@ -212,8 +212,8 @@ def margins(judged: dict[str, list[Any]], slack: float) -> dict[str, Any]:
     (``MIN_CHARS`` and readable), the most sightings, confidence and common words a fragment had, and each
     caption or sign line with its figures (lines matching only optional text are left out). Clips are not told
     apart: only the figures matter here."""
-    from m3agent.perception.screen_text import MIN_CHARS, worth_keeping
-    from m3agent.perception.words import common_words, readable
+    from m3agent.perception.scene.screen_text import MIN_CHARS, worth_keeping
+    from m3agent.perception.scene.words import common_words, readable
 
     timeline = episode_path()[1] if EPISODE in judged else []
     fragments, labelled = [], []
@@ -294,7 +294,7 @@ def table(after: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]] | 
 
 def floor_lines(floor: dict[str, Any]) -> list[str]:
     """The floor's margins in words: the most a fragment reached, and what let each labelled line through."""
-    from m3agent.perception.screen_text import PERSISTENT, SENTENCE_WORDS, SURE
+    from m3agent.perception.scene.screen_text import PERSISTENT, SENTENCE_WORDS, SURE
 
     top = floor["fragment_max"]
     kept = [r for r in floor["labelled"] if r["kept"]]
@@ -302,7 +302,7 @@ def floor_lines(floor: dict[str, Any]) -> list[str]:
     clean = [r["confidence"] for r in kept if r["confidence"] >= SURE]
     sentences = [r for r in kept if r["confidence"] < SURE and r["sightings"] < PERSISTENT]
     judged = len(floor["fragments"]) + len(floor["labelled"])
-    head = (f"Quality floor (perception/screen_text.py: {PERSISTENT} detections, confidence {SURE} or "
+    head = (f"Quality floor (perception/scene/screen_text.py: {PERSISTENT} detections, confidence {SURE} or "
             f"{SENTENCE_WORDS} common words), over the {judged} lines of words (4+ characters, readable) it judged: ")
     if top["sightings"] is None:
         frag = "no fragment among them; "

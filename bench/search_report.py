@@ -82,7 +82,7 @@ build its HNSW graph for 10-30 minutes more; `bench/search_scale.py --sizes 1000
 KEYWORD_INDEX = """Keyword search at scale (issue 26; labels `before-bm25` = 96dd65c, `after-bm25` = this change, run
 back to back on 2026-11-27 at load average 2.8-5.3 on the same 2 cores: a quieter machine than the rows above, so
 compare these labels with each other only). FTS5's `ORDER BY rank LIMIT k` scored every row matching any query
-word; `keyword_search` now computes the same bm25 over an in-process posting index (`m3agent.store.keyword_index`):
+word; `keyword_search` now computes the same bm25 over an in-process posting index (`m3agent.store.index.keyword`):
 per term numpy arrays of document positions and term frequencies, document lengths and filter columns; a search
 gathers the postings of the query words, scores them in one vectorised pass with FTS5's formula (k1 1.2, b 0.75,
 IDF floored at 1e-6, phrase by phrase), sums per memory with `np.bincount` (in phrase order, as FTS5 adds) and picks

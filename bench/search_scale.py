@@ -93,7 +93,7 @@ def record_store_calls(path: Path, queries: dict[str, list[Any]], method: str,
     """The calls of ``SQLiteStore.<method>`` (query, k, filter) each kind's API searches make, the query kept as
     ``keep`` returns it (a copy of a vector the caller may reuse)."""
     import m3agent
-    from m3agent.store.sqlite import SQLiteStore
+    from m3agent.store.sqlite.store import SQLiteStore
 
     calls: dict[str, list[tuple[Any, int, Any]]] = {kind: [] for kind in KINDS}
     original = getattr(SQLiteStore, method)

@@ -381,7 +381,7 @@ DESIGN_NOTES = [
     " save; snapshot load is the first search after reopening. Deleting a video (5,000 memories) includes the"
     " FTS `optimize` that makes deleted text leave the file.",
     "",
-    "Design (src/m3agent/store/memory_vectors.py): this Python's `sqlite3` cannot load extensions, so sqlite-vec"
+    "Design (src/m3agent/store/index/memory_vectors.py): this Python's `sqlite3` cannot load extensions, so sqlite-vec"
     " would need apsw for every user, and vec0 is brute force. numpy brute force needs all float32 vectors in RAM"
     " and misses the 50 ms p95 target at 10^6 on 2 cores. The chosen design keeps SQLite rows as the truth and a"
     " derived index persisted in the same file: an int8 mirror (per-row scale) of vectors and filter columns for"

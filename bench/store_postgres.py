@@ -102,7 +102,7 @@ def bulk_load(url: str, corpus: Any, log: Any = print) -> dict[str, Any]:
 
     from m3agent import tags
     from m3agent.store import open_store
-    from m3agent.store.sqlite_schema import utc_now
+    from m3agent.store.sqlite.schema import utc_now
     from store import CLIPS_PER_VIDEO, DIM, WORDS
 
     with open_store(url) as store:
@@ -144,7 +144,8 @@ def bulk_load(url: str, corpus: Any, log: Any = print) -> dict[str, Any]:
 
 def ef_sweep(url: str, corpus: Any, n_queries: int, values: list[int]) -> dict[str, Any]:
     """Unfiltered and half-filtered search at other HNSW candidate-list sizes (``EF_SEARCH_MIN``)."""
-    from m3agent.store import open_store, postgres
+    from m3agent.store import open_store
+    from m3agent.store.postgres.store import store as postgres
 
     kinds = {k: f for k, f in _query_kinds(corpus).items() if k != "video_before_clip"}
     default, out = postgres.EF_SEARCH_MIN, {}
@@ -200,7 +201,7 @@ def render_bulk(results: dict[str, Any], machine: dict[str, Any], date: str, com
             lines.append(f"| {int(size):,} | {query} | {q['p50_ms']} | {q['p95_ms']} | {q['recall_at_10']} |")
     sweeps = [(size, ef, q) for size, r in results["sizes"].items() for ef, q in r.get("ef_sweep", {}).items()]
     if sweeps:
-        lines += ["", "Other HNSW candidate lists (`EF_SEARCH_MIN` in store/postgres.py, default 64):", "",
+        lines += ["", "Other HNSW candidate lists (`EF_SEARCH_MIN` in store/postgres/store.py, default 64):", "",
                   "| N | ef_search | query | p50 ms | p95 ms | recall@10 |", "|---|---|---|---|---|---|"]
         for size, ef, queries in sweeps:
             for query, q in queries.items():
@@ -352,6 +353,6 @@ NOTES = [
     " the same moment.",
     "PostgreSQL is slower than the SQLite file on one machine (every call a round trip and a transaction; HNSW"
     " maintenance on every insert) and on this loaded machine ef_search 64 gives recall@10 0.95 unfiltered;"
-    " raise `EF_SEARCH_MIN` in store/postgres.py for more recall at more latency. What it buys is many writers"
+    " raise `EF_SEARCH_MIN` in store/postgres/store.py for more recall at more latency. What it buys is many writers"
     " and readers on one memory.",
 ]

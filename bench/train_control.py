@@ -42,7 +42,7 @@ PROJECTED_STEPS = (200, 1000)
 def main(argv: list[str] | None = None) -> int:
     from m3agent.bench.environment import environment
     from m3agent.settings import TrainSettings, load_settings
-    from m3agent.train import service
+    from m3agent.train import session as service
     from m3agent.train.catalogue import run_dir
     from m3agent.train.curve import read_steps
 
@@ -114,7 +114,7 @@ def timed_training(settings: Any, the_plan: Any, name: str, limit_min: float | N
     import signal
     import time
 
-    from m3agent.train import service
+    from m3agent.train import session as service
     from m3agent.train.model import prepare_base, resolve_base
 
     class TimeUp(BaseException):
@@ -143,7 +143,7 @@ def timed_training(settings: Any, the_plan: Any, name: str, limit_min: float | N
 def expert_report(args: argparse.Namespace, argv: list[str] | None, settings: Any, the_plan: Any, name: str,
                   run: Path, load: float, environment: Any, timing: dict[str, Any]) -> int:  # fmt: skip
     """Report (and write the section of) an expert iteration run: finished iterations, and the partial one."""
-    from m3agent.train import service
+    from m3agent.train import session as service
     from m3agent.train.curve import read_steps
 
     iterations = [s for s in read_steps(run) if s.get("minutes") is not None]

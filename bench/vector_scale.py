@@ -37,7 +37,7 @@ Call = tuple[Any, int, Any]
 
 def record_calls(path: Path, queries: dict[str, list[Any]]) -> dict[str, list[Call]]:
     """The vector search calls of each kind's API searches (each query a float32 matrix, one vector per row)."""
-    from m3agent.store.sqlite import SQLiteStore
+    from m3agent.store.sqlite.store import SQLiteStore
 
     if hasattr(SQLiteStore, "vector_search_best"):
         return record_store_calls(path, queries, "vector_search_best",
@@ -59,9 +59,9 @@ class Phases:
     NAMES = ("mirror_filter", "candidates", "tail", "exact_rows")
 
     def __init__(self) -> None:
-        from m3agent.store import sqlite_search
-        from m3agent.store.memory_vectors import MemoryVectors
-        from m3agent.store.sqlite import SQLiteStore
+        from m3agent.store.index.memory_vectors import MemoryVectors
+        from m3agent.store.sqlite import search as sqlite_search
+        from m3agent.store.sqlite.store import SQLiteStore
 
         self.now: dict[str, float] = {}
         self.info: dict[str, Any] = {}
@@ -92,7 +92,7 @@ class Phases:
 
 def replay(path: Path, calls: dict[str, list[Call]], check: bool) -> dict[str, Any]:
     from m3agent.store import open_store
-    from m3agent.store.vectors import MirrorFilter
+    from m3agent.store.index.vectors import MirrorFilter
 
     out: dict[str, Any] = {}
     with open_store(str(path)) as store:
@@ -139,7 +139,7 @@ def replay(path: Path, calls: dict[str, list[Call]], check: bool) -> dict[str, A
 
 def _check(store: Any, items: list[Call]) -> int:
     """Calls whose results differ from a brute-force exact search (ids and scores)."""
-    from m3agent.store import sqlite_search
+    from m3agent.store.sqlite import search as sqlite_search
 
     db = store._db
     bad = 0

@@ -98,7 +98,7 @@ def trump_debate() -> list[Segment]:
 
 def diarization() -> list[Segment]:
     from m3agent.media import read_audio
-    from m3agent.perception.scoring import read_rttm
+    from m3agent.perception.audio.scoring import read_rttm
 
     out: list[Segment] = []
     for name, (wav, rttm, file_id) in DIAR_FILES.items():
@@ -126,8 +126,8 @@ def _pieces(audio: Any, start: float, end: float) -> list[Any]:
 
 
 def embedder(name: str) -> Any:
-    from m3agent.perception.campplus import CamppEmbedder
-    from m3agent.perception.speakers import SpeakerEncoder
+    from m3agent.perception.audio.campplus import CamppEmbedder
+    from m3agent.perception.audio.speakers import SpeakerEncoder
 
     return CamppEmbedder(threads=1) if name == "campplus" else SpeakerEncoder(threads=1)
 
@@ -288,7 +288,7 @@ def short_crops(seed: int = 0) -> dict[str, Any]:
     different-speaker 99th percentile and maximum (pairs inside one recording group only)."""
     import numpy as np
 
-    from m3agent.perception.campplus import CamppEmbedder
+    from m3agent.perception.audio.campplus import CamppEmbedder
 
     campp, rng, out = CamppEmbedder(threads=1), np.random.default_rng(seed), {}
     for set_name, segments in {"librispeech": librispeech(), "trump_debate": trump_debate(),
@@ -315,11 +315,11 @@ def clip_merges(clip_s: float = 30.0) -> dict[str, Any]:
     """DER and speaker count over 30 s clips, per within-clip merge threshold (1.0: no merges)."""
     sys.path.insert(0, str(BENCH))
     from m3agent.media import read_audio
-    from m3agent.perception.campplus import CamppEmbedder
-    from m3agent.perception.diarize import diarize
-    from m3agent.perception.scoring import Turn, diarization_error_rate, read_rttm
-    from m3agent.perception.speakers import SpeakerEncoder
-    from m3agent.perception.voices import speaker_embeddings
+    from m3agent.perception.audio.campplus import CamppEmbedder
+    from m3agent.perception.audio.diarize import diarize
+    from m3agent.perception.audio.scoring import Turn, diarization_error_rate, read_rttm
+    from m3agent.perception.audio.speakers import SpeakerEncoder
+    from m3agent.perception.audio.voices import speaker_embeddings
     from perception_audio import DIAR, DIARIZATION_SETS
 
     encoder, campp = SpeakerEncoder(threads=1), CamppEmbedder(threads=1)
@@ -358,7 +358,7 @@ def audio_cost() -> dict[str, Any]:
     """perceive_audio wall seconds per media second, per embedder, and its voice_embed share (models warm)."""
     sys.path.insert(0, str(BENCH))
     from m3agent.media import iter_clips
-    from m3agent.perception.voices import audio_models, perceive_audio
+    from m3agent.perception.audio.voices import audio_models, perceive_audio
     from m3agent.settings import MediaSettings, PerceptionSettings, Settings
     from perception_audio import AUDIO as AUDIO_DIR
     from perception_audio import RTF_FILES

@@ -409,7 +409,7 @@ def write_clip(w: ClipWriter, episode: Episode, seen: dict[str, list[tuple[float
     """The clip's face observations, voice segments with snippets, shots, shot summaries, utterances and facts."""
     from m3agent.domain import BBox, FaceObservation, Memory, MemoryKind, ShotRecord, VoiceSegment
     from m3agent.media.snippets import wav_bytes
-    from m3agent.memorize.perception_writer import PROVENANCE as SPEECH
+    from m3agent.memorize.writers.perception import PROVENANCE as SPEECH
     from m3agent.memorize.scene_memories import PROVENANCE as SCENE
     from m3agent.memorize.scene_memories import span
     from m3agent.text import clock

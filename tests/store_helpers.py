@@ -11,7 +11,7 @@ import numpy as np
 from m3agent.domain import Clip, Memory, MemoryKind, Video
 from m3agent.store import open_store
 from m3agent.store.protocol import MemoryStore
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 
 DIM = 16
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from m3agent.errors import ModelError
-from m3agent.perception.scoring import normalise_words, word_error_rate, word_errors
+from m3agent.perception.audio.scoring import normalise_words, word_error_rate, word_errors
 
 # -- WER (no models) ----------------------------------------------------------------
 
@@ -46,7 +46,7 @@ def whisper_parts() -> None:
 
 
 def test_whisper_base_is_assembled_checked_and_reused(tmp_path: Path, whisper_parts: None) -> None:
-    from m3agent.perception.asr_models import BASE_SIDE_FILES, assemble_whisper_base
+    from m3agent.perception.audio.asr_models import BASE_SIDE_FILES, assemble_whisper_base
 
     target = assemble_whisper_base(tmp_path)
     model = target / "model.bin"
@@ -62,7 +62,7 @@ def test_whisper_base_is_assembled_checked_and_reused(tmp_path: Path, whisper_pa
 
 
 def test_model_names_and_folders(tmp_path: Path, whisper_parts: None) -> None:
-    from m3agent.perception.asr_models import resolve_asr_model
+    from m3agent.perception.audio.asr_models import resolve_asr_model
 
     path, english = resolve_asr_model("tiny.en", tmp_path)
     assert english and (Path(path) / "model.bin").is_file()
@@ -85,13 +85,13 @@ def jfk(media_dir: Path) -> np.ndarray:
 
 
 def _regions(audio: np.ndarray) -> list[tuple[float, float]]:
-    from m3agent.perception.vad import GENEROUS, speech_probabilities, speech_regions
+    from m3agent.perception.audio.vad import GENEROUS, speech_probabilities, speech_regions
 
     return speech_regions(speech_probabilities(audio), GENEROUS, len(audio) / 16000)
 
 
 def test_no_speech_needs_no_model(tmp_path: Path) -> None:
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     tr = Transcriber("definitely-not-a-model", tmp_path)
     assert tr.transcribe(np.zeros(16000, np.float32), []).segments == ()
@@ -101,7 +101,7 @@ def test_no_speech_needs_no_model(tmp_path: Path) -> None:
 
 @pytest.mark.media
 def test_unknown_model_is_a_model_error_not_a_download(tmp_path: Path, jfk: np.ndarray, whisper_parts: None) -> None:
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     with pytest.raises(ModelError, match="cannot load the Whisper model") as err:
         Transcriber("no-such-whisper-model", tmp_path).transcribe(jfk, [(0.0, 3.0)])
@@ -112,7 +112,7 @@ def test_unknown_model_is_a_model_error_not_a_download(tmp_path: Path, jfk: np.n
 def test_tiny_en_transcribes_jfk_with_word_times_in_the_original_timeline(
     tmp_path: Path, jfk: np.ndarray, whisper_parts: None
 ) -> None:
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     split = int(7.9 * 16000)  # in the pause between "...do for you," and "ask what you can do"
     silence = np.zeros(16000 * 3, np.float32)
@@ -135,7 +135,7 @@ def test_tiny_en_transcribes_jfk_with_word_times_in_the_original_timeline(
 
 @pytest.mark.media
 def test_base_model_detects_english_and_transcribes(tmp_path: Path, jfk: np.ndarray, whisper_parts: None) -> None:
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     result = Transcriber("base", tmp_path, threads=2).transcribe(jfk, _regions(jfk))
     assert result.language == "en" and result.language_probability > 0.5
@@ -143,7 +143,7 @@ def test_base_model_detects_english_and_transcribes(tmp_path: Path, jfk: np.ndar
 
 
 def test_joined_speech_maps_back_without_crossing_removed_pauses() -> None:
-    from m3agent.perception.asr import _join_regions
+    from m3agent.perception.audio.asr import _join_regions
 
     audio = np.arange(16000 * 8, dtype=np.float32)
     speech, chunks = _join_regions(audio, [(1.0, 2.0), (5.0, 6.0)])
@@ -160,7 +160,7 @@ def test_a_dense_window_is_transcribed_to_its_end(tmp_path: Path, jfk: np.ndarra
     """A 30 s window of overlapping debate speech followed by a speech: the token budget must not cut the window
     (at 6 tokens/s everything after the debate's 12.8 s was lost, the whole JFK line with it)."""
     from m3agent.media import read_audio
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     debate = read_audio(media_dir / "video" / "iianet_debate_trump_clinton.mp4")
     audio = np.concatenate([debate, jfk]).astype(np.float32)
@@ -178,7 +178,7 @@ def test_a_window_that_loops_is_decoded_again_without_repeats(tmp_path: Path, me
     """Two men talking over each other: greedy decoding loops on "No, I did not." to the end of the window and
     the quality gate drops it all; the second pass, which may not repeat a 4-gram, keeps what they say."""
     from m3agent.media import read_audio
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     audio = read_audio(media_dir / "video" / "visualvoice_interview_2spk.mp4")
     result = Transcriber("base", tmp_path, threads=2).transcribe(audio, [(0.0, len(audio) / 16000)])
@@ -192,7 +192,7 @@ def test_a_window_that_loops_is_decoded_again_without_repeats(tmp_path: Path, me
 
 
 def test_the_generation_limit_doubles_the_budget_as_ctranslate2_halves_it() -> None:
-    from m3agent.perception.asr import generation_limit, token_budget
+    from m3agent.perception.audio.asr import generation_limit, token_budget
 
     assert generation_limit(token_budget(13.4)) == 2 * token_budget(13.4)
     assert generation_limit(224) == 440  # prompt + max_new_tokens stay within 448
@@ -205,7 +205,7 @@ def test_the_language_is_read_from_the_windows_decoded_without_encoding_them_aga
     """No language given: as many encodings as with the language given (faster-whisper's own detection encodes
     the first window once more), and the result still names the language it detected."""
     from m3agent.media import read_audio
-    from m3agent.perception.asr import Transcriber
+    from m3agent.perception.audio.asr import Transcriber
 
     audio = read_audio(media_dir / "video" / "iianet_debate_trump_clinton.mp4")
     transcriber = Transcriber("base", tmp_path, threads=2)
@@ -229,7 +229,7 @@ def test_the_language_is_read_from_the_windows_decoded_without_encoding_them_aga
 
 def test_only_long_enough_unheard_speech_is_decoded_again() -> None:
     """Speech before, between or after the segments Whisper wrote, 1.5 s or more of it in one stretch."""
-    from m3agent.perception.asr_gaps import unheard
+    from m3agent.perception.audio.asr_gaps import unheard
 
     said = ((0.0, 12.8),)
     assert unheard([(0.0, 15.8), (16.6, 17.9)], said) == [((pytest.approx(13.1), 15.8), (16.6, 17.9))]
@@ -243,8 +243,8 @@ def test_only_long_enough_unheard_speech_is_decoded_again() -> None:
 
 
 def test_a_segment_stamped_late_gives_way_to_the_same_words_at_their_time() -> None:
-    from m3agent.perception.asr import AsrSegment
-    from m3agent.perception.asr_gaps import drop_jumped
+    from m3agent.perception.audio.asr_gaps import drop_jumped
+    from m3agent.perception.audio.transcript import AsrSegment
 
     def seg(start: float, text: str) -> AsrSegment:
         return AsrSegment(start, start + 1.0, text, (), ())
@@ -266,8 +266,8 @@ def test_speech_whisper_skips_at_the_start_of_a_window_is_transcribed(tmp_path: 
     Whisper stamped the window's first words 21 s in and went on from there: 20 s of two people's speech were
     lost. They are decoded on their own now, and the late copy of the first words is gone."""
     from m3agent.media import read_audio
-    from m3agent.perception.asr import Transcriber
-    from m3agent.perception.vad import GENEROUS, speech_probabilities, speech_regions
+    from m3agent.perception.audio.asr import Transcriber
+    from m3agent.perception.audio.vad import GENEROUS, speech_probabilities, speech_regions
 
     def part(name: str, start: float, end: float) -> np.ndarray:
         audio = read_audio(media_dir / "video" / name)

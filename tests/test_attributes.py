@@ -292,7 +292,7 @@ def test_videoagent_woman_behind_is_background(media_dir: Path) -> None:
 @pytest.mark.media
 def test_title_card_is_still_and_footage_is_live(media_dir: Path) -> None:
     from m3agent.media import iter_clips
-    from m3agent.perception.shots import detect_shots
+    from m3agent.perception.scene.shots import detect_shots
     from m3agent.settings import MediaSettings
 
     path = media_dir / "video/long_multi_person/videollava_sample_demo_16_snow.mp4"

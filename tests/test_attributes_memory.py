@@ -259,9 +259,9 @@ def test_a_recall_question_shows_what_the_described_person_said_first(
         graph: tuple[EntityGraph, dict[str, int]]) -> None:
     """"What does the woman say ..." keeps every memory but puts a man's words (by his measured gender) after the
     rest, and a named moment ("in the first scene") before what lies outside it."""
-    from m3agent.control.grounded import described_first
-    from m3agent.control.rerank import Candidate
+    from m3agent.control.modes.grounded import described_first
     from m3agent.control.results import Hit
+    from m3agent.control.retrieval.rerank import Candidate
     from m3agent.graph.references import Reference
 
     g, ids = graph

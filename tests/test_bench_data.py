@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from m3agent.bench.judge import Judge, load_prompt
-from m3agent.bench.locomo_data import UNANSWERABLE, load_locomo, normalise_dia_ids
-from m3agent.bench.m3_data import load_m3bench, normalise_type
-from m3agent.bench.m3_report import markdown, summarise_m3, write_m3_report
+from m3agent.bench.locomo.data import UNANSWERABLE, load_locomo, normalise_dia_ids
+from m3agent.bench.m3.data import load_m3bench, normalise_type
+from m3agent.bench.m3.report import markdown, summarise_m3, write_m3_report
 from m3agent.bench.results_io import JsonlLog, replace_section
 from m3agent.bench.stats import accuracy_by_label, bootstrap_accuracy
 from m3agent.errors import BenchmarkError, EndpointError

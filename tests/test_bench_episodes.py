@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from m3agent.bench.catalogue import Catalogue, load_catalogue
-from m3agent.bench.episode_facts import Fact, facts
-from m3agent.bench.episode_gen import LENGTH_SLACK_S, Episode, Placed, generate
-from m3agent.bench.episode_questions import episode_set, load_templates
-from m3agent.bench.episodes_run import gap, record_run, render, report
-from m3agent.bench.people_eval import TYPES, EvalQuestion, Timeline, evidence_hit, keyword_correct
-from m3agent.bench.people_eval import render as render_times
+from m3agent.bench.episodes.catalogue import Catalogue, load_catalogue
+from m3agent.bench.episodes.facts import Fact, facts
+from m3agent.bench.episodes.people_eval import TYPES, EvalQuestion, Timeline, evidence_hit, keyword_correct
+from m3agent.bench.episodes.people_eval import render as render_times
+from m3agent.bench.episodes.questions import episode_set, load_templates
+from m3agent.bench.episodes.run import gap, record_run, render, report
+from m3agent.bench.episodes.seeds import LENGTH_SLACK_S, Episode, Placed, generate
 from m3agent.errors import BenchmarkError
 
 CATALOGUE = load_catalogue()
@@ -164,7 +164,7 @@ def test_facts_follow_from_the_order_of_the_parts_as_read_by_hand() -> None:
 
 
 def test_a_small_real_episode_builds_with_the_catalogue_lengths(media_dir: Path, tmp_path: Path) -> None:
-    from m3agent.bench.episode import build_episode
+    from m3agent.bench.episodes.build import build_episode
 
     episode = _episode(CATALOGUE, "aoc", "still_rapper_libri533", "dark_libri2033")
     assert episode.planned_s <= 60

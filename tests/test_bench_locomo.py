@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from m3agent.bench.locomo import ensure_ingested, run_locomo
-from m3agent.bench.locomo_data import LocomoSample, load_locomo
-from m3agent.bench.locomo_ingest import dia_id_of
-from m3agent.bench.locomo_retrieval import RetrievalRun, evidence_recall, summarise
+from m3agent.bench.locomo.data import LocomoSample, load_locomo
+from m3agent.bench.locomo.ingest import dia_id_of
+from m3agent.bench.locomo.retrieval import RetrievalRun, evidence_recall, summarise
+from m3agent.bench.locomo.run import ensure_ingested, run_locomo
 from m3agent.bench.reference_search import ReferenceClipSearch
 from m3agent.domain import Entity, EntityKind, Vector
 from m3agent.embed.hashing import HashingEmbedder

@@ -18,7 +18,7 @@ import pytest
 
 from m3_graph_builder import build_sample_graph, reference_module
 from m3agent.bench.judge import Judge
-from m3agent.bench.m3 import run_m3
+from m3agent.bench.m3.run import run_m3
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.importers.m3graph import import_m3_graph
 from m3agent.llm import Message

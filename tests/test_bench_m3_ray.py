@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from m3agent.bench.judge import Judge
-from m3agent.bench.m3 import run_m3
+from m3agent.bench.m3.run import run_m3
 from m3agent.llm import create_chat_model
 from m3agent.settings import Settings
 from m3agent.store import open_store

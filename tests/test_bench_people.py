@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from m3agent.bench.people_doc import render
-from m3agent.bench.people_eval import (
+from m3agent.bench.episodes.people_doc import render
+from m3agent.bench.episodes.people_eval import (
     EvalQuestion,
     evidence_hit,
     internal_ids,
@@ -16,9 +16,7 @@ from m3agent.bench.people_eval import (
     load_eval_set,
     polarity,
 )
-from m3agent.bench.people_eval import (
-    render as render_times,
-)
+from m3agent.bench.episodes.people_eval import render as render_times
 from m3agent.errors import BenchmarkError
 
 TIMELINE = {"debate": (0.0, 13.4), "photo": (13.4, 24.4), "oval": (58.4, 75.5)}
@@ -82,7 +80,7 @@ def test_the_section_has_a_row_per_run() -> None:
 
 
 def test_a_new_row_keeps_the_readings_written_under_the_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from m3agent.bench.people_doc import HEADING, record_run
+    from m3agent.bench.episodes.people_doc import HEADING, record_run
 
     doc, scores = tmp_path / "benchmarks.md", tmp_path / "people_eval.jsonl"
     env = {"date": "2026-11-28", "git_commit": "abc", "machine": {"cpu": "EPYC", "cores": 2}}

@@ -1,4 +1,4 @@
-"""CAM++ speaker embeddings (perception/campplus.py): features, the voice-embedder setting, and real voices."""
+"""CAM++ speaker embeddings (perception/audio/campplus.py): features, the voice-embedder setting, and real voices."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from m3agent.perception import campplus
-from m3agent.perception.diarize import Diarization, SpeakerTurn
-from m3agent.perception.voices import speaker_embeddings
+from m3agent.perception.audio import campplus
+from m3agent.perception.audio.diarize import Diarization, SpeakerTurn
+from m3agent.perception.audio.voices import speaker_embeddings
 from m3agent.settings import PerceptionSettings
 
 RATE = 16000

@@ -22,7 +22,7 @@ from m3agent.domain import Clip, EntityKind, Memory, MemoryKind
 from m3agent.errors import EndpointError
 from m3agent.llm import create_chat_model
 from m3agent.llm.scripted import ScriptedChat
-from m3agent.memorize.consolidate import ConsolidationOptions, consolidate_video
+from m3agent.memorize.consolidation.consolidate import ConsolidationOptions, consolidate_video
 from m3agent.memorize.rules import embedded
 from m3agent.store import open_store
 from test_memorize_world import VIDEO, add_entities, clip_of, minilm, new_store
@@ -201,7 +201,7 @@ def test_a_fact_with_no_value_is_no_fact_and_a_short_place_word_grounds_a_fact(t
     ("go", "Let's go, we are late.", False),
 ])
 def test_two_letter_content_words_ground_a_fact(value: str, source: str, grounded: bool) -> None:
-    from m3agent.memorize.fact_checks import _content
+    from m3agent.memorize.consolidation.checks import _content
 
     assert bool(_content(value.lower()) & _content(source.lower())) is grounded
 
@@ -259,7 +259,7 @@ def test_the_command_consolidates_and_reports_rtf(talk: Path, tmp_path: Path) ->
 
 
 def test_ingest_skips_consolidation_without_an_llm_and_reports_a_failing_one(talk: Path) -> None:
-    from m3agent.memorize.consolidate_run import SKIPPED
+    from m3agent.memorize.consolidation.run import SKIPPED
     from m3agent.pipeline import _consolidate
     from m3agent.settings import load_settings
 
@@ -280,7 +280,7 @@ def test_ingest_skips_consolidation_without_an_llm_and_reports_a_failing_one(tal
 ])
 def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str, dropped: bool) -> None:
     from m3agent import tags
-    from m3agent.memorize.fact_checks import _grounding_problem
+    from m3agent.memorize.consolidation.checks import _grounding_problem
 
     said = Memory(MemoryKind.EPISODIC, f'At 0:05 {person} says: "{line}"', VIDEO, 0, 5.0, 7.0, (6,))
     problem = _grounding_problem("role", tags.parse(person), "senator", (said,))
@@ -312,7 +312,7 @@ def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str,
 ])
 def test_a_fact_needs_a_sentence_that_says_so(kind: str, value: str, line: str, kept: bool) -> None:
     from m3agent import tags
-    from m3agent.memorize.fact_checks import _grounding_problem
+    from m3agent.memorize.consolidation.checks import _grounding_problem
 
     person = None if kind == "place" else tags.parse("<voice_3>")
     said = Memory(MemoryKind.EPISODIC, f'At 0:05 <voice_3> says: "{line}"', VIDEO, 0, 5.0, 7.0, (3,))
@@ -324,7 +324,7 @@ def test_a_fact_needs_a_sentence_that_says_so(kind: str, value: str, line: str, 
                                   "<voice_1> said: Hey Mel! Good to see you!"])  # a LoCoMo turn
 def test_a_name_the_speaker_calls_someone_is_not_theirs_in_either_speech_form(said: str) -> None:
     from m3agent import tags
-    from m3agent.memorize.fact_checks import _grounding_problem
+    from m3agent.memorize.consolidation.checks import _grounding_problem
 
     line = Memory(MemoryKind.EPISODIC, said, VIDEO, 0, 1.0, 2.0, (1,))
     assert "said by <voice_1> to someone else" in _grounding_problem("name", tags.parse("<voice_1>"), "Mel", (line,))
@@ -338,7 +338,7 @@ def test_ingest_can_leave_consolidation_for_later_and_the_command_then_does_it(t
 
     from m3agent.cli.main import main
     from m3agent.media.snippets import wav_bytes
-    from m3agent.memorize.consolidate_run import DEFERRED
+    from m3agent.memorize.consolidation.run import DEFERRED
 
     audio, db, replies = tmp_path / "tone.wav", tmp_path / "memory.db", tmp_path / "replies.json"
     audio.write_bytes(wav_bytes((0.2 * np.sin(np.arange(32000) / 8000 * 2 * np.pi * 220)).astype(np.float32), 8000))

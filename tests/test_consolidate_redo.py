@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from m3agent.domain import Clip, Memory, MemoryKind
-from m3agent.memorize.perception_writer import PROVENANCE
+from m3agent.memorize.writers.perception import PROVENANCE
 from m3agent.settings import load_settings
 from m3agent.store import open_store
 from test_consolidate import ann_replies, fact, scripted, semantic, write_talk
@@ -40,7 +40,7 @@ def talk(tmp_path: Path) -> Iterator[Path]:
 
 
 def consolidate(db: Path, chat: Any, *, redo: bool = False) -> Any:
-    from m3agent.memorize.consolidate_run import consolidate_store
+    from m3agent.memorize.consolidation.run import consolidate_store
 
     with open_store(str(db)) as store:
         (report,) = consolidate_store(store, load_settings(memory=str(db), llm="none"), chat, minilm(), [VIDEO],

@@ -19,7 +19,7 @@ from m3agent.control import (
     ask,
     run_to_answer,
 )
-from m3agent.control.conversation import estimate_tokens
+from m3agent.control.modes.conversation import estimate_tokens
 from m3agent.errors import ConfigError, ContextOverflowError
 from m3agent.llm.scripted import ScriptedChat
 from test_control_select import scripted

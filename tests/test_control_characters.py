@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from m3agent.control.characters import CharacterIndex, IndexCache, build_index, find_name_statements
+from m3agent.control.people.characters import CharacterIndex, IndexCache, build_index, find_name_statements
 from m3agent.domain import EntityKind, FaceVoiceLink, Memory, MemoryKind, SearchFilter, Video
 from m3agent.store.protocol import MemoryStore
 from m3agent.text import STATED_HINTS

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from m3agent.control import AgentConfig, Answer, answer_question
-from m3agent.control.render import clip_label
-from m3agent.control.search import MemorySearcher
+from m3agent.control.retrieval.render import clip_label
+from m3agent.control.retrieval.search import MemorySearcher
 from m3agent.domain import Clip, Memory, MemoryKind, Video
 from m3agent.embed import create_embedder
 from m3agent.store import open_store

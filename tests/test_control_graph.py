@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from m3agent.control import AgentConfig, Answer, answer_question
-from m3agent.control.graph_facts import graph_facts
+from m3agent.control.people.graph_facts import graph_facts
 from m3agent.control.steps import Provenance
 from m3agent.graph.operators import EntityGraph
 from test_control_select import scripted

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
-from m3agent.control.grounded import NOT_IN_MEMORY, is_abstention, restates
+from m3agent.control.modes.grounded import NOT_IN_MEMORY, is_abstention, restates
 from m3agent.control.steps import Provenance
 from m3agent.llm import create_chat_model
 from test_control_select import Meeting, opened_meeting, scripted

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from m3agent.control.query import Intent, parse_query
 from m3agent.control.reading import Asks, Scene, has_phrase, read_question
+from m3agent.control.retrieval.query import Intent, parse_query
 
 ASKS = [
     ("Who speaks first?", Asks.WHO),
@@ -90,7 +90,7 @@ def test_a_person_is_asked_for(question: str, person: bool) -> None:
 
 
 def test_the_character_behind_a_name_or_description() -> None:
-    from m3agent.control.characters import CharacterIndex
+    from m3agent.control.people.characters import CharacterIndex
 
     empty = CharacterIndex({}, {})
     for question in ("Which character is Alice?", "What is the character id of the host?",

@@ -93,10 +93,10 @@ def test_cycle_finder_finds_a_cycle_and_accepts_a_dag() -> None:
 
 def test_import_graph_sees_every_kind_of_import() -> None:
     graph = import_graph()
-    assert "m3agent.control.runtime" in graph["m3agent.control.select"]  # under TYPE_CHECKING
-    assert "m3agent.bench.agent_adapter" in graph["m3agent.bench.m3"]  # inside a function
-    assert "m3agent.control.mapping" in graph["m3agent.control.search"]  # from package import module
-    assert {"m3agent.control.agent", "m3agent.control.baseline", "m3agent.control.select"} <= graph[
+    assert "m3agent.control.run_context" in graph["m3agent.control.modes.select"]  # under TYPE_CHECKING
+    assert "m3agent.bench.agent_adapter" in graph["m3agent.bench.m3.run"]  # inside a function
+    assert "m3agent.control.people.mapping" in graph["m3agent.control.retrieval.search"]  # from package import module
+    assert {"m3agent.control.modes.agent", "m3agent.control.modes.baseline", "m3agent.control.modes.select"} <= graph[
         "m3agent.control.answering"
     ]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from m3agent.control.query import Intent, extract_time_range, parse_query
 from m3agent.control.results import SearchResult
-from m3agent.control.search import MemorySearcher
+from m3agent.control.retrieval.query import Intent, extract_time_range, parse_query
+from m3agent.control.retrieval.search import MemorySearcher
 from test_control_world import World, opened_world
 
 
@@ -164,7 +164,7 @@ def test_a_restricted_search_embeds_what_is_asked_in_own_words_and_without_who(w
     """Who is settled by the entity filter; the vector queries ask the rest as the person would (their speech is
     stored in the first person) and without the names (alias variants of the names as <face_i>/<voice_j> tags
     cost LoCoMo recall)."""
-    from m3agent.control.ranking import without_names
+    from m3agent.control.retrieval.ranking import without_names
 
     asked: list[str] = []
     embed = world.embedder.embed
@@ -196,7 +196,7 @@ def test_a_restricted_search_embeds_what_is_asked_in_own_words_and_without_who(w
 def test_a_question_in_the_named_persons_own_words(question: str, names: list[str], own: str) -> None:
     """The first person named speaks ("I", "my"), a second is spoken to ("you", "your"), others drop out;
     pronouns turn first person only when one person is named (with two, "his" could be either)."""
-    from m3agent.control.ranking import in_own_words
+    from m3agent.control.retrieval.ranking import in_own_words
 
     assert in_own_words(question, names) == own
 
@@ -204,7 +204,7 @@ def test_a_question_in_the_named_persons_own_words(question: str, names: list[st
 def test_a_memory_beside_a_strong_hit_of_its_clip_moves_up() -> None:
     """Each memory gains a share of the best score among the *other* memories of its clip near the top; a
     clip's best memory gains its runner-up's; memories of clips with no hit near the top keep their score."""
-    from m3agent.control.ranking import Ranked, with_clip_context
+    from m3agent.control.retrieval.ranking import Ranked, with_clip_context
     from m3agent.domain import Memory, MemoryKind
 
     def ranked(mid: int, clip: int, score: float) -> Ranked:

@@ -25,7 +25,7 @@ import pytest
 
 from m3agent.control import Action, AgentConfig, Answer, Observation, Thought, answer_question, ask
 from m3agent.control.modes import default_mode, resolve_mode
-from m3agent.control.select import grounded_span
+from m3agent.control.modes.select import grounded_span
 from m3agent.domain import Clip, EntityKind, FaceVoiceLink, LinkSource, Memory, MemoryKind, Video
 from m3agent.errors import ConfigError
 from m3agent.llm import create_chat_model
@@ -437,8 +437,8 @@ def _hit(memory_id: int, text: str, score: float, entity_ids: tuple[int, ...] = 
                                       "Whose words were about a senator from New York?"])
 def test_a_who_question_prefers_a_memory_that_names_someone(question: str) -> None:
     """The demo's failure: the on-screen caption matched as well and ranked higher, but names nobody."""
-    from m3agent.control.rerank import rank_candidates
     from m3agent.control.results import ClipHits, ClipRef, SearchResult
+    from m3agent.control.retrieval.rerank import rank_candidates
 
     caption = _hit(1, 'On screen at 0:05: "I WAS A SENATOR FROM NEW YORK"', 1.0)
     speech = _hit(2, 'At 0:05 <voice_3> says: "I was a senator from New York."', 0.6, (3,))

@@ -1,5 +1,5 @@
 """Words said, quoted from the speech memories: at a moment, by the person a question describes, and after a
-quotation the recogniser cut across two lines (:mod:`m3agent.control.spoken`), and through the grounded chain."""
+quotation the recogniser cut across two lines (:mod:`m3agent.control.people.spoken`), and through the grounded chain."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from m3agent.control import Answer, answer_question
+from m3agent.control.people.spoken import following, speech_lines, spoken
 from m3agent.control.reading import read_question
-from m3agent.control.spoken import following, speech_lines, spoken
 from m3agent.control.steps import Provenance
 from m3agent.domain import (
     BBox,

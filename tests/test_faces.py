@@ -22,7 +22,7 @@ from m3agent.perception.faces import (
 from m3agent.perception.faces.cluster import euclidean_distances
 from m3agent.perception.faces.detect import FACE_DETECTORS, Detection, detect_faces
 from m3agent.perception.faces.models import dlib_model_path, face_models, mtcnn_model_dir, require
-from m3agent.perception.faces.pipeline import as_rgb, choose_exemplars
+from m3agent.perception.faces.perceive import as_rgb, choose_exemplars
 from m3agent.perception.faces.quality import frontalness
 from m3agent.perception.faces.track import link_tracks
 from m3agent.settings import MediaSettings, PerceptionSettings

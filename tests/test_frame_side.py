@@ -70,7 +70,7 @@ def test_control_and_the_server_place_people_alike_under_a_non_default_frame_sid
     from fastapi.testclient import TestClient
 
     from m3agent.control.answering import config_for
-    from m3agent.control.runtime import RunContext
+    from m3agent.control.run_context import RunContext
     from m3agent.embed import create_embedder
     from m3agent.server.app import create_app
     from m3agent.settings import load_settings

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from m3agent.control import AgentConfig, Answer, answer_question
-from m3agent.control.graph_answers import graph_answer
-from m3agent.control.plan import Plan
+from m3agent.control.people.graph_answers import graph_answer
+from m3agent.control.people.plan import Plan
 from m3agent.control.replies import PlanReply
 from m3agent.control.steps import Provenance
 from m3agent.graph.operators import EntityGraph
@@ -211,7 +211,7 @@ def test_a_recall_plan_or_an_undecidable_one_falls_back_to_the_memories(make_sto
 
 def test_recall_lines_say_once_what_each_person_sounds_or_looks_like(
         graph: tuple[EntityGraph, dict[str, int]]) -> None:
-    from m3agent.control.people_words import describe_people
+    from m3agent.control.people.words import describe_people
 
     g, ids = graph
     c, a = g.person_of_entity(ids["voice_c"]).label, g.person_of_entity(ids["a"]).label
@@ -331,7 +331,7 @@ def test_a_voice_heard_while_people_are_seen_is_unmatched_not_unseen(make_store:
     """A voice linked to no face but heard while someone is on screen in live video may be theirs (lips not matched
     over overlapped speech): it is "a voice not matched to a face", and "is it anyone seen?" is not known, with the
     people on screen named. A voice heard with nobody on screen stays unseen (test_order_counts_and_voices)."""
-    from m3agent.control.people_words import describe_people
+    from m3agent.control.people.words import describe_people
     from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, VoiceSegment
     from m3agent.graph.fits import fits_gender
 

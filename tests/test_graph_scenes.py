@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from m3agent.control.graph_answers import graph_answer
+from m3agent.control.people.graph_answers import graph_answer
 from m3agent.graph.operators import EntityGraph
 from m3agent.graph.scenes import SceneDescription, describe, matching_scenes, scenes
 from test_graph_answers import plan, ref
@@ -109,7 +109,7 @@ def test_a_scene_bounded_so_far_is_asked_whatever_operation_the_model_wrote(grap
 
 
 def test_the_shot_at_a_moment_is_described_for_the_answer_the_memories_lacked(graph: EntityGraph) -> None:
-    from m3agent.control.graph_answers import moment_scene
+    from m3agent.control.people.graph_answers import moment_scene
 
     asked = plan("What is happening at 0:03?", "recall", ref(time="0:03"))
     described = moment_scene(graph, "v1", asked, 3.0)

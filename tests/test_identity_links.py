@@ -30,11 +30,11 @@ from m3agent.domain import (
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.identity.resolver import IdentityRules, resolve_clip
 from m3agent.memorize.embedding import ensure_embedding_model
-from m3agent.memorize.perception_writer import PerceptionWriter
 from m3agent.memorize.rules import WriteRules, memorize_clip
+from m3agent.memorize.writers.perception import PerceptionWriter
 from m3agent.settings import Settings, load_settings
 from m3agent.store import open_memory
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 
 CLIP_S = 30.0
 FACE = np.random.default_rng(1).standard_normal(128).astype(np.float32)

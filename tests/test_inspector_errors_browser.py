@@ -19,8 +19,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from browser_helpers import strict_csp, wait
-from m3agent.server import browser_text
 from m3agent.server.app import create_app
+from m3agent.server.web import browser_text
 from m3agent.settings import load_settings
 from server_helpers import build_memory, live_server
 

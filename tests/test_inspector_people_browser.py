@@ -24,8 +24,8 @@ from selenium.webdriver.support.ui import Select
 
 from browser_helpers import images_loaded, navigates, overflow, shot, strict_csp, wait
 from m3agent.domain import BBox, Clip, EntityAttribute, EntityKind, FaceObservation, Video, VoiceSegment
-from m3agent.server import people_pages
 from m3agent.server.app import create_app
+from m3agent.server.web import people_pages
 from m3agent.settings import load_settings
 from m3agent.store import open_store
 from server_helpers import build_memory, jpeg, live_server, tone

@@ -1,4 +1,4 @@
-"""The in-process keyword index (m3agent.store.keyword_index) ranks as FTS5 does: the same top-k ids and scores
+"""The in-process keyword index (m3agent.store.index.keyword) ranks as FTS5 does: the same top-k ids and scores
 on real text (LoCoMo turns, real questions), unfiltered and under video, kind, time and character filters; after
 inserts, deletes and text changes; inside a transaction that wrote rows it has not synced (merged from FTS5) or
 changed text (FTS5 answers); after compaction. Its tokens and document lengths are FTS5's."""
@@ -15,16 +15,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from m3agent.bench.locomo_data import load_locomo
-from m3agent.bench.locomo_ingest import ingest_sample
-from m3agent.control.ranking import keyword_text
+from m3agent.bench.locomo.data import load_locomo
+from m3agent.bench.locomo.ingest import ingest_sample
+from m3agent.control.retrieval.ranking import keyword_text
 from m3agent.domain import Clip, Memory, MemoryKind, SearchFilter, Video
 from m3agent.embed.hashing import HashingEmbedder
-from m3agent.store import keyword_index, open_store, sqlite_search
-from m3agent.store.keyword_index import KeywordIndex
-from m3agent.store.keyword_postings import Tokenizer, fts_totals
-from m3agent.store.sqlite import SQLiteStore
-from m3agent.store.sqlite_rows import filter_sql, fts_query
+from m3agent.store import open_store
+from m3agent.store.index import keyword as keyword_index
+from m3agent.store.index.keyword import KeywordIndex
+from m3agent.store.index.postings import Tokenizer, fts_totals
+from m3agent.store.sqlite import search as sqlite_search
+from m3agent.store.sqlite.rows import filter_sql, fts_query
+from m3agent.store.sqlite.store import SQLiteStore
 
 ODD_TEXTS = [
     "Café naïve Zoë’s façade: the ÉCOLE near the Straße",

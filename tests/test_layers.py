@@ -2,8 +2,9 @@
 
 The order is README's pipeline read as code (docs/architecture.md draws it). Every ``import m3agent...`` and
 ``from m3agent... import`` counts, at module level and inside functions alike (a function-level import is a
-dependency that is only paid later); imports under ``if TYPE_CHECKING:`` do not (they never run). A registry
-entry (``"m3agent.store.sqlite:open_sqlite"``) is an import that runs later, so it counts for the layers too.
+dependency that is only paid later), and so do imports under ``if TYPE_CHECKING:``: they never run, but a type
+that must be imported from above or from a module that imports back lives in the wrong module. A registry
+entry (``"m3agent.store.sqlite.store:open_sqlite"``) is an import that runs later, so it counts for the layers too.
 ``from m3agent.store import merge_log`` imports the module ``m3agent.store.merge_log``; the parent package's
 ``__init__``, which Python also runs, is not counted as an import (as import linters do).
 """
@@ -49,7 +50,7 @@ class Import:
     importer: str
     target: str
     line: int
-    where: Literal["module", "function", "registry"] = "module"
+    where: Literal["module", "function", "type", "registry"] = "module"
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -69,7 +70,7 @@ def _type_checking(node: ast.If) -> bool:
 
 
 def imports_of(module: str, source: str, *, is_package: bool, known: Mapping[str, object]) -> list[Import]:
-    """The ``m3agent`` modules ``module`` (whose code is ``source``) imports, outside ``if TYPE_CHECKING:``.
+    """The ``m3agent`` modules ``module`` (whose code is ``source``) imports, ``if TYPE_CHECKING:`` included.
 
     ``known`` holds the package's module names: ``from a import b`` means module ``a.b`` when that exists.
     """
@@ -82,37 +83,42 @@ def imports_of(module: str, source: str, *, is_package: bool, known: Mapping[str
         base = package.split(".")[: len(package.split(".")) - node.level + 1]
         return ".".join([*base, *([node.module] if node.module else [])])
 
-    def add(target: str, node: ast.stmt, in_function: bool) -> None:
-        if target == "m3agent" or target.startswith("m3agent."):
-            found.append(Import(module, target, node.lineno, "function" if in_function else "module"))
+    Where = Literal["module", "function", "type"]
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def add(target: str, node: ast.stmt, where: Where) -> None:
+        if target == "m3agent" or target.startswith("m3agent."):
+            found.append(Import(module, target, node.lineno, where))
+
+    def visit(node: ast.AST, where: Where) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _type_checking(child):
+                for typed in child.body:
+                    visit_node(typed, "type")
                 for other in child.orelse:
-                    visit_node(other, in_function)
+                    visit_node(other, where)
             else:
-                visit_node(child, in_function)
+                visit_node(child, where)
 
-    def visit_node(child: ast.AST, in_function: bool) -> None:
+    def visit_node(child: ast.AST, where: Where) -> None:
         if isinstance(child, ast.Import):
             for alias in child.names:
-                add(alias.name, child, in_function)
+                add(alias.name, child, where)
         elif isinstance(child, ast.ImportFrom):
             base = absolute(child)
             submodules = [f"{base}.{a.name}" for a in child.names if f"{base}.{a.name}" in known]
             if len(submodules) < len(child.names):
-                add(base, child, in_function)
+                add(base, child, where)
             for target in submodules:
-                add(target, child, in_function)
+                add(target, child, where)
         elif isinstance(child, ast.Constant) and isinstance(child.value, str):
             match = _REGISTRY_TARGET.match(child.value)
             if match:
                 found.append(Import(module, match.group(1), child.lineno, "registry"))
         else:
-            visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+            inside = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            visit(child, "function" if inside and where == "module" else where)
 
-    visit(ast.parse(source), False)
+    visit(ast.parse(source), "module")
     return found
 
 
@@ -194,7 +200,8 @@ def _described(group: list[str], imports: Sequence[Import]) -> Iterator[str]:
     members = set(group)
     for i in imports:
         if i.where != "registry" and i.importer in members and i.target in members and i.importer != i.target:
-            yield f"{i.importer}:{i.line} -> {i.target}{' (in a function)' if i.where == 'function' else ''}"
+            note = {"function": " (in a function)", "type": " (for types only)"}.get(i.where, "")
+            yield f"{i.importer}:{i.line} -> {i.target}{note}"
 
 
 # the package ---------------------------------------------------------------------------------------------
@@ -210,12 +217,24 @@ def test_no_module_imports_a_higher_layer() -> None:
     assert bad == [], "imports against the layer order (docs/architecture.md):\n" + "\n".join(bad)
 
 
-def test_no_import_cycle_even_through_function_level_imports() -> None:
-    """A function-level import that closes a cycle hides it rather than removing it, so it counts."""
+def test_no_import_cycle_even_through_function_level_or_type_only_imports() -> None:
+    """A function-level or type-only import that closes a cycle hides it rather than removing it, so it counts."""
     imports = _all_imports()
     found = cycles(imports, list(_modules()))
     described = ["\n".join(_described(group, imports)) for group in found]
     assert found == [], "import cycles:\n" + "\n\n".join(described)
+
+
+MAX_MODULES = 20
+"""A folder with more modules than this holds more than one concern: it gets sub-packages (issue 47)."""
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    counts: dict[Path, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        counts[path.parent] = counts.get(path.parent, 0) + 1
+    crowded = {str(folder.relative_to(PACKAGE)): n for folder, n in counts.items() if n > MAX_MODULES}
+    assert crowded == {}, f"split these folders into sub-packages (docs/architecture.md): {crowded}"
 
 
 # the checks themselves -------------------------------------------------------------------------------------
@@ -227,26 +246,28 @@ def _imports(module: str, source: str) -> list[Import]:
     return imports_of(module, source, is_package=False, known=dict.fromkeys(_KNOWN))
 
 
-def test_the_layer_check_rejects_memorize_importing_control_even_inside_a_function() -> None:
+def test_the_layer_check_rejects_memorize_importing_control_inside_a_function_or_for_types() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from m3agent.control.prompts import PromptSet\n"  # never runs: allowed
+        "    from m3agent.control.prompts import PromptSet\n"  # never runs, but the type lives above memorize
         "def write():\n"
         "    from m3agent.control.prompts import load_prompt_set\n"  # what memorize did before issue 22
         "    return load_prompt_set\n"
     )
-    found = _imports("m3agent.memorize.local_writer", source)
-    assert found == [Import("m3agent.memorize.local_writer", "m3agent.control.prompts", 5, "function")]
+    found = _imports("m3agent.memorize.writers.local", source)
+    assert found == [Import("m3agent.memorize.writers.local", "m3agent.control.prompts", 3, "type"),
+                     Import("m3agent.memorize.writers.local", "m3agent.control.prompts", 5, "function")]
     assert violations(found) == [
-        "m3agent.memorize.local_writer:5 -> m3agent.control.prompts (layer 4 imports layer 5)"]
-    assert violations(_imports("m3agent.control.agent", "from m3agent.llm.prompts import load_prompt_set")) == []
+        "m3agent.memorize.writers.local:3 -> m3agent.control.prompts (layer 4 imports layer 5)",
+        "m3agent.memorize.writers.local:5 -> m3agent.control.prompts (layer 4 imports layer 5)"]
+    assert violations(_imports("m3agent.control.modes.agent", "from m3agent.llm.prompts import load_prompt_set")) == []
 
 
 def test_the_layer_check_reads_registry_entries_and_submodule_imports() -> None:
     registry = _imports("m3agent.llm", 'CHAT_MODELS.register("x", "m3agent.server.app:create", "")')
     assert violations(registry) == ["m3agent.llm:1 -> m3agent.server.app (layer 1 imports layer 7)"]
-    found = _imports("m3agent.store.sqlite_writer", "from m3agent.store import merge_log, open_store")
+    found = _imports("m3agent.store.sqlite.writer", "from m3agent.store import merge_log, open_store")
     assert [i.target for i in found] == ["m3agent.store", "m3agent.store.merge_log"]
     assert violations(_imports("m3agent.settings", "from m3agent.store.location import parse_location")) == []
     assert violations(_imports("m3agent.settings", "from m3agent.store import open_store"))  # store is above
@@ -254,9 +275,21 @@ def test_the_layer_check_reads_registry_entries_and_submodule_imports() -> None:
 
 def test_the_cycle_check_finds_a_cycle_closed_inside_a_function() -> None:
     """The shape store/ had before issue 22: entities imported the writer, the writer imported entities late."""
-    entities = _imports("m3agent.store.sqlite_entities", "from m3agent.store.sqlite_writer import write_bank")
-    writer = _imports("m3agent.store.sqlite_writer",
+    entities = _imports("m3agent.store.sqlite_entities", "from m3agent.store.sqlite.writer import write_bank")
+    writer = _imports("m3agent.store.sqlite.writer",
                       "def merge():\n    from m3agent.store.sqlite_entities import DIALECT\n")
-    modules = ["m3agent.store.sqlite_entities", "m3agent.store.sqlite_writer", "m3agent.store.dialect"]
-    assert cycles([*entities, *writer], modules) == [modules[:2]]
+    modules = ["m3agent.store.sqlite_entities", "m3agent.store.sqlite.writer", "m3agent.store.sql.dialect"]
+    assert cycles([*entities, *writer], modules) == [sorted(modules[:2])]
     assert cycles(entities, modules) == []
+
+
+def test_the_cycle_check_finds_a_cycle_closed_by_a_type_only_import() -> None:
+    """The shape perception/ had before issue 47: asr imported its gap finder, which imported asr's segment type
+    under TYPE_CHECKING (the type now lives in its own module)."""
+    asr = _imports("m3agent.perception.asr", "from m3agent.perception.asr_gaps import unheard")
+    gaps = _imports("m3agent.perception.asr_gaps",
+                    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from m3agent.perception.asr import Seg\n")
+    modules = ["m3agent.perception.asr", "m3agent.perception.asr_gaps"]
+    assert [i.where for i in gaps] == ["type"]
+    assert cycles([*asr, *gaps], modules) == [modules]
+    assert cycles(asr, modules) == []

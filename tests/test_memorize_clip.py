@@ -11,11 +11,11 @@ from m3agent.identity.resolver import IdentityRules, resolve_clip
 from m3agent.llm import flatten_content
 from m3agent.llm.scripted import ScriptedChat
 from m3agent.memorize import MemoryWriter
-from m3agent.memorize.mllm_writer import MLLMOptions, MLLMWriter
-from m3agent.memorize.perception_writer import PerceptionWriter
 from m3agent.memorize.rules import WriteStats, memorize_clip
+from m3agent.memorize.writers.mllm import MLLMOptions, MLLMWriter
+from m3agent.memorize.writers.perception import PerceptionWriter
 from m3agent.settings import Settings
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 from test_memorize_world import clip_of, minilm, new_store
 
 RNG = np.random.default_rng(7)

@@ -19,9 +19,9 @@ from m3agent.domain import EntityKind, MemoryKind
 from m3agent.errors import MalformedReplyError
 from m3agent.llm import create_chat_model
 from m3agent.llm.openai_compat import OpenAIChat
-from m3agent.memorize.local_writer import LocalWriter
-from m3agent.memorize.mllm_writer import MLLMOptions, MLLMWriter
 from m3agent.memorize.rules import apply_write_rules
+from m3agent.memorize.writers.local import LocalWriter
+from m3agent.memorize.writers.mllm import MLLMOptions, MLLMWriter
 from test_memorize_world import add_entities, clip_of, face_track, minilm, new_store, speech
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]

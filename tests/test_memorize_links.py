@@ -9,9 +9,9 @@ import pytest
 
 from m3agent.domain import EntityKind, FaceVoiceLink, LinkSource
 from m3agent.llm.scripted import ScriptedChat
-from m3agent.memorize.mllm_writer import MLLMOptions, MLLMWriter
 from m3agent.memorize.rules import apply_write_rules
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.memorize.writers.mllm import MLLMOptions, MLLMWriter
+from m3agent.store.sqlite.store import SQLiteStore
 from test_memorize_world import add_entities, clip_input, clip_of, minilm, new_store, write
 
 

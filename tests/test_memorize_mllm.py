@@ -22,9 +22,9 @@ from m3agent.errors import ConfigError, EndpointError, MalformedReplyError
 from m3agent.llm import create_chat_model, flatten_content, text_messages
 from m3agent.llm.openai_compat import OpenAIChat
 from m3agent.memorize import WRITERS, ClipInput, MemoryWriter, create_writer
-from m3agent.memorize.local_writer import LocalWriter
-from m3agent.memorize.mllm_writer import MLLMOptions, MLLMWriter
-from m3agent.memorize.perception_writer import PerceptionWriter
+from m3agent.memorize.writers.local import LocalWriter
+from m3agent.memorize.writers.mllm import MLLMOptions, MLLMWriter
+from m3agent.memorize.writers.perception import PerceptionWriter
 from m3agent.settings import Settings
 from test_llm_openai import FakeServer, completion, error
 from test_memorize_world import face_track, speech
@@ -164,7 +164,7 @@ def test_a_reply_whose_every_statement_is_dropped_is_asked_again(server: FakeSer
 
 
 def test_episodic_times_become_spans() -> None:
-    from m3agent.memorize.statements import interpret
+    from m3agent.memorize.writers.statements import interpret
 
     parsed = {"episodic": ["[1:05-1:07] <voice_7> laughs.", "[9:00] <voice_7> leaves."], "semantic": [],
               "equivalences": []}

@@ -13,7 +13,7 @@ from m3agent.embed.hashing import HashingEmbedder
 from m3agent.errors import ConfigError
 from m3agent.memorize.embedding import ensure_embedding_model, reembed
 from m3agent.store import open_store
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 from test_memorize_world import add_entities, clip_of, minilm, new_store, write
 
 FACTS = ["<voice_1> is worried about the budget.", "<voice_1> owns a red bicycle.", "<voice_1>'s name is Ann.",

@@ -15,9 +15,9 @@ import pytest
 from m3agent.domain import EntityKind, FaceVoiceLink, LinkSource, MemoryKind
 from m3agent.embed.hashing import HashingEmbedder
 from m3agent.errors import ConfigError
-from m3agent.memorize.facts import Relation, canonical, relation, slot_of
+from m3agent.memorize.consolidation.relations import Relation, canonical, relation, slot_of
 from m3agent.memorize.rules import WriteRules
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 from test_memorize_world import add_entities, clip_of, minilm, new_store, semantic_rows, write
 
 

@@ -30,7 +30,7 @@ from m3agent.memorize import ClipInput, WriterOutput
 from m3agent.memorize.embedding import ensure_embedding_model
 from m3agent.memorize.rules import WriteRules, WriteStats, apply_write_rules
 from m3agent.store import open_store
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 
 VIDEO = "v1"
 CLIP_S = 30.0

@@ -9,7 +9,7 @@ import textwrap
 SCRIPT = textwrap.dedent(
     """
     import numpy as np
-    from m3agent.store.ann import HnswIndex
+    from m3agent.store.index.ann import HnswIndex
     index = HnswIndex(8)
     index.add(np.arange(4, dtype=np.int64), np.eye(4, 8, dtype=np.float32))
     assert list(index.search(np.eye(1, 8, dtype=np.float32)[0], 1)) == [0]

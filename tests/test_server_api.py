@@ -302,7 +302,7 @@ def test_start_leaves_the_index_and_the_query_model_loaded(tmp_path: Path, built
     """The first search after start reads nothing the start already read: the vector index the start loaded stays
     with the read stores (an index is freed with the last store holding it), and the query embedder is loaded."""
     from m3agent.server.context import ServerContext
-    from m3agent.store.memory_vectors import shared_vectors
+    from m3agent.store.index.memory_vectors import shared_vectors
 
     settings = make_settings(tmp_path)
     ctx = ServerContext(settings)
@@ -320,7 +320,7 @@ def test_start_leaves_the_index_and_the_query_model_loaded(tmp_path: Path, built
 
 def test_ready_lists_the_search_indexes_still_building(tmp_path: Path, built: Built) -> None:
     """``/ready`` names the background builds searches are waiting for, and none once they are done."""
-    from m3agent.store.keyword_index import shared_keywords
+    from m3agent.store.index.keyword import shared_keywords
 
     app = create_app(make_settings(tmp_path), mcp=False, inspector=False)
     with TestClient(app, base_url="http://127.0.0.1") as client:

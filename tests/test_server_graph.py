@@ -17,7 +17,7 @@ pytest.importorskip("fastapi", reason="needs the server extra: pip install 'm3ag
 from fastapi.testclient import TestClient
 
 from m3agent.graph.operators import EntityGraph
-from m3agent.server import graph_schemas
+from m3agent.server.api import graph_schemas
 from m3agent.server.app import create_app
 from m3agent.settings import Settings, load_settings
 from m3agent.store import open_store

@@ -13,8 +13,9 @@ pytest.importorskip("fastapi", reason="needs the server extra: pip install 'm3ag
 from fastapi.testclient import TestClient
 
 from m3agent.domain import Clip, ForgottenConsolidation, Memory, MemoryKind, Video
-from m3agent.memorize.consolidate import ConsolidationReport
-from m3agent.server import answer_schemas, schemas, service
+from m3agent.memorize.consolidation.consolidate import ConsolidationReport
+from m3agent.server import service
+from m3agent.server.api import answer_schemas, schemas
 from m3agent.server.app import create_app
 from m3agent.server.context import ServerContext
 from m3agent.settings import load_settings

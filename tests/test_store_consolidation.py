@@ -135,7 +135,7 @@ def test_forgetting_a_videos_consolidation_takes_back_exactly_what_it_did(make_s
 
 
 def test_forgetting_is_one_transaction(make_store: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from m3agent.store import dialect
+    from m3agent.store.sql import dialect
 
     store, _, _, _ = _consolidated_world(make_store)
     before = _state(store, "v1")

@@ -31,7 +31,7 @@ from m3agent.domain import (
 from m3agent.errors import NotFoundError, StoreError
 from m3agent.media.snippets import voice_snippets
 from m3agent.store.protocol import MemoryStore
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 from pg_helpers import table_bytes
 from store_helpers import clip_of, file_bytes, memory, sql, unit_vectors
 

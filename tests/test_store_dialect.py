@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from m3agent.store import dialect
-from m3agent.store.dialect import Dialect, render
+from m3agent.store.sql import dialect
+from m3agent.store.sql.dialect import Dialect, render
 
 
 def test_postgres_gets_percent_placeholders_and_literals_stay_as_written() -> None:

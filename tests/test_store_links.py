@@ -12,8 +12,8 @@ import pytest
 from m3agent.domain import EntityKind, FaceVoiceLink, LinkSource, Video
 from m3agent.errors import IntegrityError, StoreReadOnlyError
 from m3agent.store import open_store
-from m3agent.store.sqlite import SQLiteStore
-from m3agent.store.sqlite_schema import APPLICATION_ID, check_numbering, latest_version, migrations, split_statements
+from m3agent.store.sqlite.schema import APPLICATION_ID, check_numbering, latest_version, migrations, split_statements
+from m3agent.store.sqlite.store import SQLiteStore
 from store_helpers import clip_of, sql, unit_vectors
 
 

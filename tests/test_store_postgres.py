@@ -16,8 +16,9 @@ import pytest
 
 from m3agent.domain import EntityKind, Video
 from m3agent.errors import ConfigError, IntegrityError, StoreError
-from m3agent.store import open_store, pg_schema
-from m3agent.store.postgres import PostgresStore
+from m3agent.store import open_store
+from m3agent.store.postgres import schema as pg_schema
+from m3agent.store.postgres.store import PostgresStore
 from store_helpers import DIM, clip_of, fill, memory, unit_vectors
 
 pytestmark = pytest.mark.postgres

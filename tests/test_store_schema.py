@@ -24,10 +24,11 @@ from m3agent.errors import (
     StoreReadOnlyError,
     StoreVersionError,
 )
-from m3agent.store import STORES, open_store, pg_schema
+from m3agent.store import STORES, open_store
+from m3agent.store.postgres import schema as pg_schema
 from m3agent.store.protocol import ClipWriter, MemoryStore
-from m3agent.store.sqlite import SQLiteStore
-from m3agent.store.sqlite_schema import APPLICATION_ID, connect, latest_version, migrations
+from m3agent.store.sqlite.schema import APPLICATION_ID, connect, latest_version, migrations
+from m3agent.store.sqlite.store import SQLiteStore
 from store_helpers import DIM, clip_of, fill, memory, new_store, sql, unit_vectors
 
 ADJACENCY_INDEXES = {

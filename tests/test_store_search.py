@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from m3agent.domain import EntityKind, Memory, MemoryKind, SearchFilter, Video
-from m3agent.store import memory_vectors, open_store
+from m3agent.store import open_store
+from m3agent.store.index import memory_vectors
 from m3agent.store.protocol import MemoryStore
-from m3agent.store.sqlite import SQLiteStore
-from m3agent.store.sqlite_rows import fts_query
+from m3agent.store.sqlite.rows import fts_query
+from m3agent.store.sqlite.store import SQLiteStore
 from store_helpers import clip_of, fill, memory, new_store, unit_vectors
 
 VIDEOS = ("a", "b", "c")

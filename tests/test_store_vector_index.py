@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from m3agent.domain import SearchFilter
-from m3agent.store import memory_vectors, open_store
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store import open_store
+from m3agent.store.index import memory_vectors
+from m3agent.store.sqlite.store import SQLiteStore
 from store_helpers import clip_of, fill, memory, new_store, unit_vectors
 
 VIDEOS = ("a", "b", "c")
@@ -179,7 +180,7 @@ def test_a_writer_killed_mid_build_or_after_writes_leaves_a_consistent_index(tmp
 
 
 def test_membership_by_binary_search_agrees_with_isin() -> None:
-    from m3agent.store.vectors import member_of
+    from m3agent.store.index.vectors import member_of
 
     rng = np.random.default_rng(3)
     values = rng.integers(0, 5000, 20_000)

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from m3agent import tags
-from m3agent.control.query import extract_time_range
+from m3agent.control.retrieval.query import extract_time_range
 from m3agent.text import STOPWORDS, clock, clock_seconds, may_state_a_name, self_names, stated_names, stem
 
 

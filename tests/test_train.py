@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from llm_server import smollm2_path
-from m3agent.bench.locomo_data import load_locomo
+from m3agent.bench.locomo.data import load_locomo
 from m3agent.errors import ConfigError, ModelError
 from m3agent.settings import Settings, TrainSettings, load_settings
 from m3agent.train.episodes import split_by_conversation
@@ -233,7 +233,7 @@ def _linked_cache(real: Settings, cache: Path, source: Path) -> None:
 def run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     pytest.importorskip("trl", reason="the train extra is not installed (pip install 'm3agent[train]')")
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
-    from m3agent.train import service
+    from m3agent.train import session as service
 
     source = smollm2_path()
     root = tmp_path_factory.mktemp("train")
@@ -295,7 +295,7 @@ def test_a_rollout_keeps_the_chat_template_and_masks_what_the_policy_did_not_say
     from m3agent.store import open_store
     from m3agent.train.model import resolve_base
     from m3agent.train.rollout import ChatFrame, Rollout
-    from m3agent.train.service import plan, rollout
+    from m3agent.train.session import plan, rollout
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_base(run.settings, run.settings.train.base).folder)
     frame = ChatFrame.of(tokenizer)
@@ -344,7 +344,7 @@ def test_the_exported_gguf_answers_through_the_normal_llm_path(run: Run) -> None
     from m3agent.store import open_store
     from m3agent.train.episodes import ingest
     from m3agent.train.export import read_gguf
-    from m3agent.train.service import plan
+    from m3agent.train.session import plan
 
     base = read_gguf(run.source)
     exported = read_gguf(run.model)

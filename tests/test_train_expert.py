@@ -211,7 +211,7 @@ def test_the_fine_tuning_loss_sees_only_the_policys_tokens(run: Run) -> None:
     from m3agent.store import open_store
     from m3agent.train.expert import Sample
     from m3agent.train.model import load_model, resolve_base
-    from m3agent.train.service import plan, rollout
+    from m3agent.train.session import plan, rollout
     from m3agent.train.sft import _adapted, _trainer
 
     folder = resolve_base(run.settings, run.settings.train.base).folder
@@ -266,14 +266,14 @@ def test_the_next_iteration_fine_tunes_the_adapter_this_one_trained(run: Run) ->
 def test_the_trained_model_answers_through_the_normal_llm_path_and_is_listed(run: Run) -> None:
     from click.testing import CliRunner
 
-    from m3agent.bench.locomo_data import load_locomo
+    from m3agent.bench.locomo.data import load_locomo
     from m3agent.cli.main import main
     from m3agent.control import AgentConfig, ask
     from m3agent.embed import create_embedder
     from m3agent.llm import chat_model_from_settings
     from m3agent.store import open_store
     from m3agent.train.episodes import ingest
-    from m3agent.train.service import plan
+    from m3agent.train.session import plan
 
     spec = f"llamacpp:{run.report['model']}?n_threads=1&n_threads_batch=1"
     chat = chat_model_from_settings(run.settings, spec)

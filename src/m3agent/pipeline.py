@@ -152,7 +152,7 @@ def _consolidate(settings: Settings, embedder: Embedder, video_id: str, show_pro
     ``{"skipped": why}``; a failure is reported, never raised: the ingested clips stay and
     ``m3agent consolidate`` resumes it."""
     from m3agent.llm import chat_model_from_settings
-    from m3agent.memorize.consolidate_run import DEFERRED, SKIPPED, consolidate_store, consolidation_model
+    from m3agent.memorize.consolidation.run import DEFERRED, SKIPPED, consolidate_store, consolidation_model
     from m3agent.store import open_memory
 
     spec = consolidation_model(settings)
@@ -388,7 +388,7 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
         finally:
             timings[name] = time.perf_counter() - started
 
-    from m3agent.perception.senses import any_enabled, perceive_senses
+    from m3agent.perception.scene.senses import any_enabled, perceive_senses
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         faces = voices = None
@@ -398,7 +398,7 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
 
             faces = pool.submit(timed, "faces", perceive_faces, media, settings.perception)
         if settings.perception.voices and media.audio is not None:
-            from m3agent.perception.voices import perceive_speech
+            from m3agent.perception.audio.voices import perceive_speech
 
             voices = pool.submit(timed, "voices", perceive_speech, media, settings)
         tracks = faces.result() if faces else ()

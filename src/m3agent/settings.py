@@ -240,8 +240,8 @@ class MemorizeSettings(BaseModel):
     consolidate_precheck: bool = Field(
         True, description="skip, without a model call, units whose speech offers nothing the checks could keep (no "
         "first-person sentence with a cue such as 'I was', 'I love', 'my wife', no one spoken to by name, no place "
-        "someone says they are in; memorize/fact_cues.py), and show the model only those sentences; false: ask "
-        "about every unit, memories whole")
+        "someone says they are in; memorize/consolidation/cues.py), and show the model only those sentences; false: "
+        "ask about every unit, memories whole")
 
 
 class ControlSettings(BaseModel):

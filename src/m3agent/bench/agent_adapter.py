@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from m3agent.bench.m3_data import Answerer, M3Question
+    from m3agent.bench.m3.data import Answerer, M3Question
     from m3agent.control.steps import Answer
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel

@@ -48,7 +48,7 @@ def hit(kind, where):
         os.kill(os.getpid(), sig)
 
 from m3agent.store import sqlite_schema
-from m3agent.store.sqlite import SQLiteStore
+from m3agent.store.sqlite.store import SQLiteStore
 
 _connect = sqlite_schema._connect_sqlite
 

@@ -107,8 +107,8 @@ def locomo(ctx: click.Context, retrieval_only: bool, llm: str | None, judge: str
 
 def locomo_result(settings: Any, retrieval_only: bool, samples: list[str] | None, qa_limit: int | None,
                   write_doc: bool) -> dict[str, Any]:
-    from m3agent.bench.locomo import run_locomo
-    from m3agent.bench.locomo_doc import write_locomo_section
+    from m3agent.bench.locomo.doc import write_locomo_section
+    from m3agent.bench.locomo.run import run_locomo
 
     kwargs: dict[str, Any] = {"sample_ids": samples, "show_progress": True}
     if not retrieval_only:
@@ -149,7 +149,7 @@ def m3(ctx: click.Context, split: str, memories_dir: str, llm: str, judge: str, 
     postgresql:// URL or a path every node sees. A question whose task fails is listed under failed_tasks
     and not logged: rerun to try it again.
     """
-    from m3agent.bench.m3 import run_m3
+    from m3agent.bench.m3.run import run_m3
 
     run = {k: v for k, v in {"kind": executor, "ray_address": ray_address}.items() if v is not None}
     settings = build_settings(ctx, llm=llm, judge=judge, executor=run or None)
@@ -187,8 +187,8 @@ def chat_models(settings: Any, llm: str | None, judge: str | None, prompt: str =
 def episode(ctx: click.Context, set_name: str | None, memory: str | None, fresh: bool, judge: str | None,
             no_judge: bool, limit: int | None, out_file: Path | None, label: str | None, as_json: bool) -> None:
     """People and order: identity, temporal, cross-modal, counting and description questions on a real episode."""
+    from m3agent.bench.episodes.people_run import run_people_eval
     from m3agent.bench.judge import Judge
-    from m3agent.bench.people_run import run_people_eval
     from m3agent.llm import chat_model_from_settings
     from m3agent.llm.spec import uses_llm
 
@@ -203,7 +203,7 @@ def episode(ctx: click.Context, set_name: str | None, memory: str | None, fresh:
         out_file.write_text(json.dumps(result, indent=1))
     if label:
         from m3agent.bench.environment import environment
-        from m3agent.bench.people_doc import record_run
+        from m3agent.bench.episodes.people_doc import record_run
 
         root = bench_dir()
         record_run(root / "scores" / "people_eval.jsonl", root.parent / "docs" / "benchmarks.md", result, label,
@@ -230,7 +230,7 @@ def episodes(ctx: click.Context, split: str, seeds: tuple[str, ...], minutes: fl
              judge: str | None, no_judge: bool, label: str | None, no_record: bool, out_file: Path | None,
              as_json: bool) -> None:
     """Generated episodes: accuracy per question type with 95 % intervals on seeds nobody tuned to."""
-    from m3agent.bench.episodes_run import gap, record_run, run_episodes
+    from m3agent.bench.episodes.run import gap, record_run, run_episodes
     from m3agent.bench.judge import Judge
     from m3agent.bench.results_io import JsonlLog
     from m3agent.llm import chat_model_from_settings

@@ -35,7 +35,7 @@ def consolidate(ctx: click.Context, memory: str | None, video_ids: tuple[str, ..
     from m3agent.embed import create_embedder
     from m3agent.errors import ConfigError
     from m3agent.llm import chat_model_from_settings
-    from m3agent.memorize.consolidate_run import consolidate_store, consolidation_model
+    from m3agent.memorize.consolidation.run import consolidate_store, consolidation_model
     from m3agent.store import open_memory
 
     memorize = {k: v for k, v in {"consolidate_llm": llm, "consolidate_clips": clips_per_call}.items()

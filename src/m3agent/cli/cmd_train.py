@@ -50,7 +50,7 @@ def control(ctx: click.Context, name: str | None, method: str | None, iterations
             data: Path | None, export: bool, eval_questions: int, as_json: bool) -> None:  # fmt: skip
     """Train the agent loop's policy on LoCoMo (split by conversation) by expert iteration or GRPO; resumable."""
     from m3agent.settings import TrainSettings
-    from m3agent.train import service
+    from m3agent.train import session as service
     from m3agent.train.catalogue import checked_name, default_run_name
     from m3agent.train.model import require_train_extra, resolve_base
 

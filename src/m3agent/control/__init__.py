@@ -26,8 +26,8 @@ from m3agent.control.answering import (
 from m3agent.control.config import AgentConfig
 from m3agent.control.modes import MODES, Mode, default_mode
 from m3agent.control.results import ClipHits, ClipRef, Hit, SearchResult
-from m3agent.control.runtime import RunContext
-from m3agent.control.search import MemorySearcher
+from m3agent.control.retrieval.search import MemorySearcher
+from m3agent.control.run_context import RunContext
 from m3agent.control.steps import Action, Answer, Evidence, Observation, Step, Thought
 
 __all__ = [

@@ -6,7 +6,7 @@
 - :func:`answer_question` / :func:`ask`: with explicit models and an
   :class:`~m3agent.control.config.AgentConfig` (tests, benchmarks).
 
-Every mode is a function of a :class:`~m3agent.control.runtime.RunContext`
+Every mode is a function of a :class:`~m3agent.control.run_context.RunContext`
 listed once in :data:`MODE_STEPS`; all yield Thought/Action/Observation
 steps and end with one :class:`~m3agent.control.steps.Answer`.
 """
@@ -16,19 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from m3agent.control.agent import agent_steps
-from m3agent.control.baseline import baseline_steps
 from m3agent.control.config import AgentConfig
-from m3agent.control.grounded import grounded_steps
 from m3agent.control.modes import Mode
-from m3agent.control.runtime import RunContext
-from m3agent.control.select import select_steps
+from m3agent.control.modes.agent import agent_steps
+from m3agent.control.modes.baseline import baseline_steps
+from m3agent.control.modes.grounded import grounded_steps
+from m3agent.control.modes.select import select_steps
+from m3agent.control.run_context import RunContext
 from m3agent.control.steps import Answer, Step
 from m3agent.errors import ConfigError, M3AgentError
 from m3agent.llm.spec import NO_LLM, uses_llm
 
 if TYPE_CHECKING:
-    from m3agent.control.characters import CharacterIndex
+    from m3agent.control.people.characters import CharacterIndex
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
     from m3agent.settings import Settings

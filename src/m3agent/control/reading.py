@@ -3,8 +3,8 @@
 :func:`read_question` turns a question into a frozen :class:`QuestionReading`: what it asks (who / what / when /
 where / how many / yes-no / which), the clock times it names, its quotations, the scene it points at (the first
 or the last), whether it bounds itself by "so far" or asks about order, the time of an appearance it counts ("the
-second time") and what the person it describes wears. The model's plan (:mod:`m3agent.control.plan`) is checked
-against this value, the graph's facts (:mod:`m3agent.control.graph_facts`) are anchored by it and the reranker
+second time") and what the person it describes wears. The model's plan (:mod:`m3agent.control.people.plan`) is checked
+against this value, the graph's facts (:mod:`m3agent.control.people.graph_facts`) are anchored by it and the reranker
 and the answerer read who-questions from it: one definition of each reading, not one per module.
 
 The reading is lexical and deliberately small: words are matched as whole tokens against the phrase tables

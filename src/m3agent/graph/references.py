@@ -1,7 +1,7 @@
 """Resolve a description of a person or a moment ("the woman on the right at 0:44", "the voice that says
 'ask not'", "the first scene") to an interval of a video and, where asked, a person of the graph.
 
-A :class:`Reference` is what a question says, already typed (the query plan of :mod:`m3agent.control.plan`
+A :class:`Reference` is what a question says, already typed (the query plan of :mod:`m3agent.control.people.plan`
 writes it); resolution is deterministic and uses only the operators of :class:`EntityGraph`:
 
 - the **window** is the instant named (widened by :data:`INSTANT_S`), the first or last shot, the span of the

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import FaceObservation, FaceVoiceLink, LinkSource, VoiceSegment
 from m3agent.intervals import union
-from m3agent.perception.vad import GENEROUS
+from m3agent.perception.audio.vad import GENEROUS
 
 if TYPE_CHECKING:
     import numpy as np

@@ -5,7 +5,7 @@ which backends turn into a grammar or structured output; tests keep the two
 in step). The backend has already checked the JSON against that schema;
 :meth:`Reply.read` turns it into a frozen value and is where a reply that is
 absent or does not fit becomes a :class:`~m3agent.errors.MalformedReplyError`.
-It lives under ``llm`` so that memorize (:mod:`m3agent.memorize.consolidate_facts`)
+It lives under ``llm`` so that memorize (:mod:`m3agent.memorize.consolidation.exchange`)
 and control (:mod:`m3agent.control.replies`) share it without importing each other.
 """
 

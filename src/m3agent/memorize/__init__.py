@@ -37,9 +37,9 @@ class MemoryWriter(Protocol):
 
 
 WRITERS: Registry[MemoryWriter] = Registry("memory writer")
-WRITERS.register("perception", "m3agent.memorize.perception_writer:create", "faces, voices, transcripts; no LLM")
-WRITERS.register("mllm", "m3agent.memorize.mllm_writer:create", "multimodal LLM over an OpenAI-compatible endpoint")
-WRITERS.register("local", "m3agent.memorize.local_writer:create", "perception + topic summaries by a local LLM")
+WRITERS.register("perception", "m3agent.memorize.writers.perception:create", "faces, voices, transcripts; no LLM")
+WRITERS.register("mllm", "m3agent.memorize.writers.mllm:create", "multimodal LLM over an OpenAI-compatible endpoint")
+WRITERS.register("local", "m3agent.memorize.writers.local:create", "perception + topic summaries by a local LLM")
 
 
 def create_writer(settings: Settings, spec: str | None = None, *, chat: ChatModel | None = None,

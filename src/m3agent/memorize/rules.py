@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Memory, MemoryKind, SearchFilter
+from m3agent.memorize.consolidation.relations import Relation, canonical, relation
 from m3agent.memorize.embedding import check_embedding_model
-from m3agent.memorize.facts import Relation, canonical, relation
 from m3agent.memorize.links import record_equivalences
 
 if TYPE_CHECKING:

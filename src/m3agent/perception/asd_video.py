@@ -152,8 +152,8 @@ def _pair_motions(a: LumaFrame, b: LumaFrame, intervals: Sequence[Interval],
 def _speech(media: ClipMedia) -> list[tuple[float, float]] | None:
     """The clip's speech regions (media seconds), widened by :data:`SPEECH_PAD_S`; None without audio
     or without the voice models (then the 2 fps cue is used)."""
-    from m3agent.perception.vad import GENEROUS, speech_probabilities, speech_regions
-    from m3agent.perception.voices import _clip_audio
+    from m3agent.perception.audio.vad import GENEROUS, speech_probabilities, speech_regions
+    from m3agent.perception.audio.voices import _clip_audio
 
     audio = _clip_audio(media)
     if audio is None:

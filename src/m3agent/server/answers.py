@@ -24,8 +24,8 @@ from m3agent.errors import AnswerTimeoutError, ServerBusyError
 
 if TYPE_CHECKING:
     from m3agent.control.steps import Step
+    from m3agent.server.api.schemas import AskRequest
     from m3agent.server.context import ServerContext
-    from m3agent.server.schemas import AskRequest
 
 QUEUED_STEPS = 8  # steps computed ahead of a slow reader
 POLL_S = 0.1  # how often a waiting worker looks for a cancel

@@ -15,21 +15,20 @@ from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from m3agent import __version__
-from m3agent.server import (
-    api_consolidation,
-    api_docs,
-    api_entities,
-    api_graph,
-    api_jobs,
-    api_memories,
-    api_videos,
-    failures,
-    schemas,
-)
+from m3agent.server import failures
+from m3agent.server.api import consolidation as api_consolidation
+from m3agent.server.api import docs as api_docs
+from m3agent.server.api import entities as api_entities
+from m3agent.server.api import graph as api_graph
+from m3agent.server.api import jobs as api_jobs
+from m3agent.server.api import memories as api_memories
+from m3agent.server.api import schemas
+from m3agent.server.api import videos as api_videos
 from m3agent.server.context import ServerContext
 from m3agent.server.deps import Ctx
 from m3agent.server.hygiene import BodyLimitMiddleware, SecurityHeadersMiddleware, strict_json
 from m3agent.server.jobs import ACTIVE
+from m3agent.server.search_pool import start_search_workers
 from m3agent.server.security import GuardMiddleware, GuessThrottle
 
 if TYPE_CHECKING:
@@ -52,6 +51,7 @@ def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(ctx.start)
+        start_search_workers(ctx)
         async with AsyncExitStack() as stack:
             if mcp_server is not None:
                 await stack.enter_async_context(mcp_server.session_manager.run())
@@ -78,7 +78,7 @@ def create_app(settings: Settings, *, mcp: bool = True, inspector: bool = True) 
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/", host=settings.server.host)
         app.mount("/mcp", RequestBodyLimitMiddleware(mcp_app, max_body_size=limit))
     if inspector:
-        from m3agent.server import inspector as pages
+        from m3agent.server.web import inspector as pages
 
         pages.install(app, max_body_size=limit)
     _add_middleware(app, settings)

@@ -16,12 +16,12 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from m3agent.control.characters import IndexCache
+from m3agent.control.people.characters import IndexCache
 from m3agent.errors import ServerBusyError
 from m3agent.server.idle import IdleConsolidator
 
@@ -30,15 +30,25 @@ log = logging.getLogger(__name__)
 CHAT_LOCK = threading.Lock()  # one chat call at a time in the process: local models are not re-entrant
 
 if TYPE_CHECKING:
-    from m3agent.control.characters import CharacterIndex
+    from m3agent.control.people.characters import CharacterIndex
     from m3agent.control.results import ClipCache
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
+    from m3agent.server.api.schemas import ConsolidationStatus, SearchRequest
     from m3agent.server.jobs import JobRunner
-    from m3agent.server.schemas import ConsolidationStatus
-    from m3agent.server.search_pool import SearchPool
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
+
+
+class SearchWorkers(Protocol):
+    """Processes that answer searches beside the server's own (:class:`m3agent.server.search_pool.SearchPool`,
+    started by :func:`m3agent.server.search_pool.start_search_workers` once the context has started)."""
+
+    workers: int
+
+    def search(self, request: SearchRequest) -> Future[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
 
 
 def data_dir(settings: Settings) -> Path:
@@ -116,8 +126,8 @@ class ServerContext:
         self.consolidator = IdleConsolidator(settings, self, on_change=self.changed)  # loads nothing yet
         self._generation = 0
         self._indexes = IndexCache()
-        self.search_pool: SearchPool | None = None  # set once the index is saved (server.search_workers)
-        self._stopping = threading.Event()
+        self.search_pool: SearchWorkers | None = None  # set once the index is saved (server.search_workers)
+        self.stopping = threading.Event()
 
     def start(self) -> None:
         """Create the memory (empty) if it does not exist yet and bring its vector index up to date: the rows
@@ -145,36 +155,11 @@ class ServerContext:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.jobs = JobRunner(self.settings, self.data_dir, on_change=self.changed, idle=self.consolidator)
         self.jobs.start()
-        if self.settings.server.search_workers:
-            threading.Thread(target=self._start_search_pool, name="m3agent-search-pool", daemon=True).start()
-
-    def _start_search_pool(self) -> None:
-        """Once the vector index is built and saved (workers load it rather than each building one), start the
-        search workers; the server answers searches itself until then, or if they cannot start."""
-        from m3agent.server.search_pool import SearchPool
-        from m3agent.store import open_memory
-
-        try:
-            with open_memory(self.settings, create=False) as store:
-                build_index = getattr(store, "build_vector_index", None)
-                if callable(build_index):
-                    build_index()  # waits for the graph being built in the background, saves it
-            if self._stopping.is_set():
-                return
-            pool = SearchPool(self.settings, self.settings.server.search_workers, ServerContext)
-        except Exception:  # the server answers searches itself
-            log.exception("the search workers could not start")
-            return
-        if self._stopping.is_set():
-            pool.close()
-            return
-        self.search_pool = pool
-        log.info("%d search workers answer searches", pool.workers)
 
     def stop(self) -> None:
         """Stop the job runner (running jobs resume at the next start), the search workers, and close the read
         stores."""
-        self._stopping.set()
+        self.stopping.set()
         if self.jobs is not None:
             self.jobs.stop()
         pool, self.search_pool = self.search_pool, None

@@ -1,5 +1,5 @@
 """The entity-graph operations the REST API and the MCP tools share: people, profiles, appearances, company,
-moments, shots and counts, as :mod:`m3agent.server.graph_schemas` bodies.
+moments, shots and counts, as :mod:`m3agent.server.api.graph_schemas` bodies.
 
 Each call builds its own :class:`~m3agent.graph.operators.EntityGraph` over a pooled read store: a graph is a
 snapshot that reads lazily through the store it was given, so it cannot outlive the request that lent the
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from m3agent.errors import NotFoundError, UnfitRequestError
-from m3agent.server.graph_schemas import (
+from m3agent.server.api.graph_schemas import (
     AppearancesOut,
     CompanyOut,
     MomentOut,

@@ -2,7 +2,7 @@
 
 The job worker (:class:`~m3agent.server.jobs.JobRunner`) calls :meth:`IdleConsolidator.step` once no job
 has been queued for ``server.consolidate_idle_s`` seconds. A step consolidates one unit of one video's
-pending clips (``memorize.consolidate_clips`` clips, one model call; :mod:`m3agent.memorize.consolidate`)
+pending clips (``memorize.consolidate_clips`` clips, one model call; :mod:`m3agent.memorize.consolidation.consolidate`)
 and returns; the worker looks at its queue before the next step, so a submitted ingest job waits for at
 most one unit. A unit holds its video's writer lock, taken without waiting (a video that another process
 is ingesting is left for later), and is one store transaction, as in ``m3agent consolidate``. The model
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from m3agent.domain import Clip
     from m3agent.embed import Embedder
     from m3agent.llm import ChatModel
-    from m3agent.memorize.consolidate import ConsolidationReport
-    from m3agent.server.schemas import ConsolidationStatus
+    from m3agent.memorize.consolidation.consolidate import ConsolidationReport
+    from m3agent.server.api.schemas import ConsolidationStatus
     from m3agent.settings import Settings
     from m3agent.store.protocol import MemoryStore
 
@@ -81,8 +81,8 @@ class IdleConsolidator:
     """Consolidates pending clips step by step for the job worker; :meth:`status` for the API."""
 
     def __init__(self, settings: Settings, models: Models, on_change: Callable[[], None] = lambda: None) -> None:
-        from m3agent.memorize.consolidate import ConsolidationOptions
-        from m3agent.memorize.consolidate_run import consolidation_model
+        from m3agent.memorize.consolidation.consolidate import ConsolidationOptions
+        from m3agent.memorize.consolidation.run import consolidation_model
         from m3agent.memorize.rules import WriteRules
 
         self.settings = settings
@@ -140,7 +140,7 @@ class IdleConsolidator:
     def _unit(self, store: MemoryStore, spec: str, video_id: str) -> bool:
         """Consolidate the video's first pending unit; ``False`` when it has none or is locked elsewhere. The
         model is loaded here, when first needed (a failure to load it is the step's, not the video's)."""
-        from m3agent.memorize.consolidate import pending_units
+        from m3agent.memorize.consolidation.consolidate import pending_units
 
         with ExitStack() as stack:
             try:
@@ -160,7 +160,7 @@ class IdleConsolidator:
 
     def _consolidate(self, store: MemoryStore, chat: ChatModel, video_id: str, unit: list[Clip],
                      already: int) -> None:
-        from m3agent.memorize.consolidate import ConsolidationReport, consolidate_unit
+        from m3agent.memorize.consolidation.consolidate import ConsolidationReport, consolidate_unit
         from m3agent.memorize.embedding import check_embedding_model
 
         with self._lock:
@@ -226,7 +226,7 @@ class IdleConsolidator:
     def status(self, store: MemoryStore) -> ConsolidationStatus:
         """The state, the clips still to consolidate (read from ``store``), the last video's report and the
         failures waiting for their retry."""
-        from m3agent.server.schemas import ConsolidationFailure, ConsolidationStatus
+        from m3agent.server.api.schemas import ConsolidationFailure, ConsolidationStatus
 
         pending = pending_clips(store, self.options.clips_per_call)
         now = time.monotonic()
@@ -242,7 +242,7 @@ class IdleConsolidator:
 
 def pending_clips(store: MemoryStore, clips_per_call: int) -> int:
     """Stored clips of every video that are not consolidated yet."""
-    from m3agent.memorize.consolidate import pending_units
+    from m3agent.memorize.consolidation.consolidate import pending_units
 
     return sum(len(unit) for video in store.videos()
                for unit in pending_units(store, video.video_id, clips_per_call)[0])

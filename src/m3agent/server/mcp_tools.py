@@ -6,7 +6,7 @@ The same operations as the REST API (:mod:`m3agent.server.service`). Served
 over stdio by ``m3agent mcp`` and over streamable HTTP at ``/mcp`` by
 ``m3agent serve``. An m3agent error becomes an MCP tool error whose text is
 the message followed by the hint (what to do next). Every argument is bounded
-as its REST twin bounds it (:mod:`m3agent.server.schemas`); arguments that do not
+as its REST twin bounds it (:mod:`m3agent.server.api.schemas`); arguments that do not
 fit are refused with the reason and a hint too.
 """
 
@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from pydantic import Field, ValidationError
 
 from m3agent.errors import M3AgentError
-from m3agent.server import graph_schemas, graph_service, schemas, service
+from m3agent.server import graph_service, service
+from m3agent.server.api import graph_schemas, schemas
+from m3agent.server.api.schemas import MAX_ID, MAX_NAME, MAX_SOURCE, MAX_TEXT, NOT_BLANK, VIDEO_ID
 from m3agent.server.failures import validation_message
 from m3agent.server.jobs import Job
-from m3agent.server.schemas import MAX_ID, MAX_NAME, MAX_SOURCE, MAX_TEXT, NOT_BLANK, VIDEO_ID
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -118,7 +119,7 @@ def _tools(ctx: ServerContext) -> list[Callable[..., Any]]:
         """Ingest (watch) a video or audio source into the memory in the background; returns the job.
 
         Poll `job_status` with the job id until its state is done; rerunning resumes where it stopped."""
-        from m3agent.server.api_jobs import create_job
+        from m3agent.server.api.jobs import create_job
 
         is_url = "://" in source
         request = schemas.JobRequest(path=None if is_url else source, url=source if is_url else None,

@@ -52,9 +52,11 @@ def serve_stdio(settings: Settings) -> None:
     from m3agent.server.context import ServerContext
     from m3agent.server.mcp_stdio import serve
     from m3agent.server.mcp_tools import build_mcp
+    from m3agent.server.search_pool import start_search_workers
 
     ctx = ServerContext(settings)
     ctx.start()
+    start_search_workers(ctx)
     try:
         asyncio.run(serve(build_mcp(ctx)))
     finally:

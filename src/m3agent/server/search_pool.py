@@ -12,24 +12,56 @@ server answers searches itself.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from m3agent.server.context import ServerContext
+
 if TYPE_CHECKING:
-    from m3agent.server.context import ServerContext
-    from m3agent.server.schemas import SearchRequest
+    from m3agent.server.api.schemas import SearchRequest
     from m3agent.settings import Settings
 
 log = logging.getLogger(__name__)
 _WORKER: ServerContext | None = None
 
 
+def start_search_workers(ctx: ServerContext) -> None:
+    """With ``server.search_workers``, start the pool in the background for a started ``ctx`` (it waits for the
+    vector index to be built and saved); the server answers searches itself until then."""
+    if ctx.settings.server.search_workers:
+        threading.Thread(target=_start_pool, args=(ctx,), name="m3agent-search-pool", daemon=True).start()
+
+
+def _start_pool(ctx: ServerContext) -> None:
+    """Once the vector index is built and saved (workers load it rather than each building one), start the
+    search workers; the server answers searches itself until then, or if they cannot start."""
+    from m3agent.store import open_memory
+
+    try:
+        with open_memory(ctx.settings, create=False) as store:
+            build_index = getattr(store, "build_vector_index", None)
+            if callable(build_index):
+                build_index()  # waits for the graph being built in the background, saves it
+        if ctx.stopping.is_set():
+            return
+        pool = SearchPool(ctx.settings, ctx.settings.server.search_workers, ServerContext)
+    except Exception:  # the server answers searches itself
+        log.exception("the search workers could not start")
+        return
+    if ctx.stopping.is_set():
+        pool.close()
+        return
+    ctx.search_pool = pool
+    log.info("%d search workers answer searches", pool.workers)
+
+
 class SearchPool:
     """``workers`` spawned processes, each with its own :class:`ServerContext` (never started: no jobs)."""
 
     def __init__(self, settings: Settings, workers: int, context: Callable[[Settings], ServerContext]) -> None:
-        """``context`` makes a worker's context (the :class:`ServerContext` class, passed in: no import cycle)."""
+        """``context`` makes a worker's context (the :class:`ServerContext` class)."""
         import multiprocessing
 
         self.workers = workers
@@ -54,7 +86,8 @@ def _start_worker(settings: Settings, context: Callable[[Settings], ServerContex
     """Make the worker's context and warm it: a read store with the vector index loaded, the whole memory's
     character index, the embedder."""
     global _WORKER
-    from m3agent.server import schemas, service
+    from m3agent.server import service
+    from m3agent.server.api import schemas
 
     _WORKER = context(settings)
     service.search(_WORKER, schemas.SearchRequest(query="warm up", k=1))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from m3agent import views
 from m3agent.domain import ClipStatus, EntityKind, MemoryKind
 from m3agent.errors import EditConflictError, NotFoundError
-from m3agent.server import schemas
+from m3agent.server.api import schemas
 from m3agent.server.security import inside
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def search(ctx: ServerContext, request: schemas.SearchRequest) -> SearchResult:
 
 
 def ask(ctx: ServerContext, request: schemas.AskRequest) -> dict[str, Any]:
-    """The final Answer's JSON (``Answer.to_dict()``, typed by :class:`~m3agent.server.answer_schemas.AnswerOut`),
+    """The final Answer's JSON (``Answer.to_dict()``, typed by :class:`~m3agent.server.api.answer_schemas.AnswerOut`),
     computed by an :class:`~m3agent.server.answers.AnswerRun` within ``server.request_timeout_s``."""
     from m3agent.control.answering import run_to_answer
     from m3agent.server.answers import AnswerRun

@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
 
 STORES: Registry[MemoryStore] = Registry("memory store")
-STORES.register("sqlite", "m3agent.store.sqlite:open_sqlite", "single-file SQLite memory (default)")
-STORES.register("postgresql", "m3agent.store.postgres:open_postgres",
+STORES.register("sqlite", "m3agent.store.sqlite.store:open_sqlite", "single-file SQLite memory (default)")
+STORES.register("postgresql", "m3agent.store.postgres.store:open_postgres",
                 "PostgreSQL + pgvector: one memory for many workers (extra [postgres])")
-STORES.register("postgres", "m3agent.store.postgres:open_postgres", "alias of postgresql")
+STORES.register("postgres", "m3agent.store.postgres.store:open_postgres", "alias of postgresql")
 
 
 def open_store(spec: str | Path | StoreLocation, *, readonly: bool = False, create: bool = True,

@@ -2,7 +2,7 @@
 
 Each function runs inside a transaction opened by the caller, on a connection of the
 backend ``d`` names. The SQL is written once, with ``?`` placeholders rendered for ``d``;
-rows and vectors are read through :class:`~m3agent.store.sql_rows.SQLRows`. The one real
+rows and vectors are read through :class:`~m3agent.store.sql.rows.SQLRows`. The one real
 difference is how the keyword index finds a tag (:data:`TAG_SEARCH`). Tags in memory text are
 rewritten with :mod:`m3agent.tags` (token-exact), so merging entity 3 never touches ``<face_30>``.
 
@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.domain import EntityKind
 from m3agent.errors import IntegrityError
-from m3agent.store import dialect, merge_log
-from m3agent.store.dialect import Connection, Dialect, Rows, render
-from m3agent.store.sql_rows import ROWS
-from m3agent.store.sqlite_schema import utc_now
-from m3agent.store.vectors import from_blob
+from m3agent.store import merge_log
+from m3agent.store.index.vectors import from_blob
+from m3agent.store.sql import dialect
+from m3agent.store.sql.dialect import Connection, Dialect, Rows, render
+from m3agent.store.sql.rows import ROWS
+from m3agent.store.sqlite.schema import utc_now
 
 if TYPE_CHECKING:
     from m3agent.domain import Vector

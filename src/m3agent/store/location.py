@@ -22,7 +22,7 @@ _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 class StoreKind(StrEnum):
     """The two store backends a memory can live in; also the SQL dialect each speaks
-    (:data:`m3agent.store.dialect.Dialect` is this enum)."""
+    (:data:`m3agent.store.sql.dialect.Dialect` is this enum)."""
 
     SQLITE = "sqlite"
     POSTGRES = "postgres"

@@ -15,7 +15,7 @@ with the kept entity. Forgetting reaches the records (:func:`prune`), and an
 undone record keeps only who merged what and why. The identity resolver never merges an undone pair
 automatically again.
 
-The SQL is written once with ``?`` parameters; :class:`Dialect` adapts it (:func:`m3agent.store.dialect.render`).
+The SQL is written once with ``?`` parameters; :class:`Dialect` adapts it (:func:`m3agent.store.sql.dialect.render`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 
 from m3agent.domain import EntityMerge, MergedEntity
 from m3agent.errors import IntegrityError, NotFoundError
-from m3agent.store import dialect
-from m3agent.store.sqlite_schema import utc_now
+from m3agent.store.sql import dialect
+from m3agent.store.sqlite.schema import utc_now
 
 Vector = Any  # numpy float32 vector (kept untyped here: no numpy import at module import)
 

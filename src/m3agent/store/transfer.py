@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import ConfigError, IntegrityError
-from m3agent.store.vectors import from_blob, to_blob
+from m3agent.store.index.vectors import from_blob, to_blob
 
 if TYPE_CHECKING:
     from m3agent.store.protocol import MemoryStore
@@ -66,8 +66,8 @@ class _Side:
     """Raw row access to one store, in its own SQL dialect."""
 
     def __init__(self, store: MemoryStore) -> None:
-        from m3agent.store.postgres import PostgresStore
-        from m3agent.store.sqlite import SQLiteStore
+        from m3agent.store.postgres.store import PostgresStore
+        from m3agent.store.sqlite.store import SQLiteStore
 
         if not isinstance(store, SQLiteStore | PostgresStore):
             raise ConfigError(f"cannot copy the memory of {type(store).__name__}")
@@ -129,7 +129,7 @@ class _Side:
 def _to_neutral(value: Any) -> bytes | None:
     if value is None or isinstance(value, bytes | memoryview):
         return None if value is None else bytes(value)
-    from m3agent.store.pg_rows import as_array
+    from m3agent.store.postgres.rows import as_array
 
     return to_blob(as_array(value))
 

@@ -1,7 +1,7 @@
 """Episodes: a LoCoMo question, its gold answer and evidence, over its conversation's memories.
 
 The conversations are ingested into a real store exactly as the LoCoMo benchmarks do
-(:func:`m3agent.bench.locomo.ensure_ingested`, cached under ``<cache>/bench/locomo-<embedder>.db``), so an
+(:func:`m3agent.bench.locomo.run.ensure_ingested`, cached under ``<cache>/bench/locomo-<embedder>.db``), so an
 episode's observations are what ``m3agent ask`` would find. The split is **by conversation**: a held-out
 conversation's questions (and memories) are never trained on, so the evaluation measures a policy on
 memories it has not seen, not answers it has memorised.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from m3agent.bench.locomo_data import LocomoSample
+from m3agent.bench.locomo.data import LocomoSample
 from m3agent.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -100,13 +100,13 @@ def locomo_store_path(settings: Settings, embedder: Embedder) -> Path:
 
 def load_samples(settings: Settings, data: Path | None = None) -> list[LocomoSample]:
     """LoCoMo's conversations from ``data`` (default: the shared ``locomo10.json``)."""
-    from m3agent.bench.locomo_data import default_locomo_path, load_locomo
+    from m3agent.bench.locomo.data import default_locomo_path, load_locomo
 
     return load_locomo(data or default_locomo_path(settings.shared_dir))
 
 
 def ingest(store: MemoryStore, embedder: Embedder, samples: Sequence[LocomoSample], clip_seconds: float) -> None:
     """Make sure every conversation of ``samples`` is in ``store`` (complete ones are reused)."""
-    from m3agent.bench.locomo import ensure_ingested
+    from m3agent.bench.locomo.run import ensure_ingested
 
     ensure_ingested(store, embedder, samples, clip_seconds, show_progress=False)

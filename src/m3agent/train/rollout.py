@@ -3,10 +3,10 @@
 The rollout uses the agent mode's own parts: its prompts (``prompts/control_agent.txt``: system, the round-0
 seed search, the round / final instructions, the feedback on an unreadable reply, the empty-search text), its
 typed replies (:class:`~m3agent.control.replies.AgentReply`, :class:`~m3agent.control.replies.AnswerReply`),
-the real :class:`~m3agent.control.runtime.RunContext` search on the real store, observations rendered by
-:func:`~m3agent.control.render.render_result`, and :meth:`RunContext.finish` for the answer a user sees.
+the real :class:`~m3agent.control.run_context.RunContext` search on the real store, observations rendered by
+:func:`~m3agent.control.retrieval.render.render_result`, and :meth:`RunContext.finish` for the answer a user sees.
 
-What differs from :mod:`m3agent.control.agent`, and why: the loop re-renders the whole conversation each
+What differs from :mod:`m3agent.control.modes.agent`, and why: the loop re-renders the whole conversation each
 round (canonical JSON for the model's earlier replies, older observations squeezed to fit the budget).
 Trained tokens must be the tokens the policy sampled, in the context it sampled them in, so here the
 conversation only grows: each round's context is the previous context, the sampled reply tokens and the
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from m3agent.control.graph_tools import GRAPH_TOOLS
-from m3agent.control.render import render_result
+from m3agent.control.people.graph_tools import GRAPH_TOOLS
 from m3agent.control.replies import AgentReply, AnswerReply
-from m3agent.control.runtime import RunContext
+from m3agent.control.retrieval.render import render_result
+from m3agent.control.run_context import RunContext
 from m3agent.errors import MalformedReplyError
 from m3agent.llm import ChatReply
 from m3agent.llm.prompts import PromptSet, load_prompt_set
@@ -212,7 +212,7 @@ class Rollout:
 
 def cited_dia_ids(run: RunContext, answer: Answer | None) -> tuple[str, ...]:
     """The LoCoMo dialog turns of the memories the answer cites (``[m12]`` in its thoughts or answer)."""
-    from m3agent.bench.locomo_ingest import dia_id_of
+    from m3agent.bench.locomo.ingest import dia_id_of
 
     if answer is None:
         return ()

@@ -13,11 +13,24 @@ import gc
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from m3agent.settings import TrainSettings
-    from m3agent.train.expert import Sample
+
+
+class Sample(Protocol):
+    """What fine-tuning reads of a kept rollout (:class:`m3agent.train.expert.Sample` is one): its tokens and
+    which of them the policy sampled."""
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def completion_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def env_mask(self) -> tuple[int, ...]: ...
 
 
 def examples(kept: Sequence[Sample]) -> list[dict[str, list[int]]]:

@@ -6,8 +6,8 @@ Entry point: :func:`perceive_faces`. Models load on first use, once per process.
 from __future__ import annotations
 
 from m3agent.perception.faces.cluster import agglomerate, cluster_embeddings, pairwise_precision_recall
+from m3agent.perception.faces.perceive import perceive_faces, perceive_faces_timed
 from m3agent.perception.faces.photos import PhotoFace, faces_in_photo, load_rgb
-from m3agent.perception.faces.pipeline import perceive_faces, perceive_faces_timed
 
 __all__ = [
     "PhotoFace",

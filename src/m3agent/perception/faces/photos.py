@@ -54,7 +54,7 @@ def faces_in_photo(
     from m3agent.perception.faces.detect import FACE_DETECTORS, detect_faces
     from m3agent.perception.faces.embed import crop_jpeg, embed_face
     from m3agent.perception.faces.models import face_models
-    from m3agent.perception.faces.pipeline import as_rgb
+    from m3agent.perception.faces.perceive import as_rgb
     from m3agent.perception.faces.quality import assess
 
     models = models or face_models(settings.threads)

@@ -20,7 +20,7 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// errors as a browser user reads them, by the rules of server/browser_text.py: a title in words for the API's
+// errors as a browser user reads them, by the rules of server/web/browser_text.py: a title in words for the API's
 // error name (the page carries the table, data-titles), no process ids or server paths in the message, and a
 // hint for a person, not a program (no endpoint, no HTTP header, no Ctrl-C, no pid, no path on the server)
 const UNFIT_HINT = /\/api\/|\/docs\b|\b(GET|POST|PATCH|PUT|DELETE) \/|\b(if-match|etag)\b|ctrl-c|\bpid\b|(^|[\s(])\/[\w.-]+\//i;

@@ -1,0 +1,497 @@
+"""Answers decided by the entity graph: a checked query plan (:mod:`m3agent.control.people.plan`) is carried out with
+the operators of :mod:`m3agent.graph` and the result phrased from the templates of ``prompts/control_plan.txt``.
+
+Same person? Seen or heard before? What comes right after? How many? High or low voice? Each is a lookup, so
+no model decides it: the model only read the question into the plan. An operation that cannot be carried out
+(nothing in the graph fits a reference, an attribute was never measured, the plan is ``recall``) gives None and
+the question is answered from retrieved memories as before.
+
+Every answer keeps the stored shot summaries it rests on (the shots of the intervals it names), which become
+the answer's cited evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent.control.people.graph_facts import quote
+from m3agent.control.people.words import (
+    KIND_TEXT,
+    QUOTE_CHARS,
+    number_word,
+    shot_content,
+    shot_kind,
+    sighting_place,
+    unseen,
+    who,
+)
+from m3agent.graph.fits import fits_gender, seen_while_heard
+from m3agent.graph.references import Reference, Resolved, resolve
+from m3agent.graph.scenes import Scene, describe, matching_scenes
+from m3agent.graph.values import Role, span_text
+from m3agent.llm.prompts import load_prompt_set
+from m3agent.text import clock
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from m3agent.control.people.plan import Plan
+    from m3agent.graph.operators import EntityGraph
+    from m3agent.graph.values import Appearance
+
+MAX_SPANS = 5  # intervals listed in one answer; more are counted
+SAME_SPAN_S = 1.0  # an appearance this close to the reference's window is the one referred to, not another
+_SENSE = {"seen": (Role.FACE, Role.BOTH), "heard": (Role.VOICE, Role.BOTH), "any": tuple(Role)}
+_SENSE_WORD = {"seen": "seen", "heard": "heard", "any": "seen or heard"}
+
+
+@dataclass(frozen=True, slots=True)
+class GraphAnswer:
+    """An answer the graph decided: its text and the shot summaries it rests on."""
+
+    text: str
+    memory_ids: tuple[int, ...]
+
+
+def graph_answer(graph: EntityGraph, video_id: str, plan: Plan) -> GraphAnswer | None:
+    """The answer to ``plan`` from the graph of ``video_id``; None when the graph cannot decide it."""
+    ask = plan.ask
+    if ask in ("after", "before") and plan.other is not None and _is_scene(plan.person) and _is_scene(plan.other):
+        ask = "which_first"  # two scenes named: their order is asked, not what comes next to one of them
+    if plan.so_far and plan.yes_no and _is_scene(plan.person) and plan.person.time_s is not None:
+        ask = "when"  # "up to 1:05, was the dark screen shown?": whether the described scene came by then
+    operation = _OPERATIONS.get(ask)
+    return operation(_Run(graph, video_id, plan)) if operation is not None else None
+
+
+class _Run:
+    """One plan carried out: the graph, the video and the shots cited so far."""
+
+    def __init__(self, graph: EntityGraph, video_id: str, plan: Plan) -> None:
+        self.graph, self.video_id, self.plan = graph, video_id, plan
+        self.spans: list[tuple[float, float]] = []
+
+    def resolve(self, ref: Reference | None) -> Resolved | None:
+        if ref is None:
+            return None
+        found = resolve(self.graph, self.video_id, ref)
+        if found is not None:
+            self.spans.append(found.window)
+        return found
+
+    def answer(self, section: str, **fields: object) -> GraphAnswer:
+        text = load_prompt_set("control_plan").render(section, **fields)
+        ids = [m for s in self.graph.shots(self.video_id) for m in s.memory_ids
+               if any(s.start_s < b + 0.01 and s.end_s > a - 0.01 for a, b in self.spans)]
+        return GraphAnswer(text[:1].upper() + text[1:], tuple(dict.fromkeys(ids)))
+
+    def spans_of(self, apps: list[Appearance]) -> str:
+        self.spans += [(a.start_s, a.end_s) for a in apps[:MAX_SPANS]]
+        listed = ", ".join(span_text(a.start_s, a.end_s) for a in apps[:MAX_SPANS])
+        more = f" and {len(apps) - MAX_SPANS} more times" if len(apps) > MAX_SPANS else ""
+        return listed + more
+
+    def sense(self, ref: Reference) -> str:
+        return "heard" if self.plan.sense == "any" and ref.heard else self.plan.sense
+
+
+def _sensed(apps: list[Appearance], sense: str) -> list[Appearance]:
+    return [a for a in apps if a.role in _SENSE[sense]]
+
+
+def _inside(a: Appearance, window: tuple[float, float]) -> bool:
+    return a.start_s <= window[1] + SAME_SPAN_S and a.end_s >= window[0] - SAME_SPAN_S
+
+
+# operations ------------------------------------------------------------------
+def _seen_again(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    sense = run.sense(run.plan.person)
+    apps = _sensed(run.graph.appearances(found.person, run.video_id), sense)
+    here = [a for a in apps if _inside(a, found.window)]
+    direction = run.plan.direction
+    others = [a for a in apps if not _inside(a, found.window)
+              and (direction == "any" or (a.start_s > found.window[1]) == (direction == "after"))]
+    person = who(run.graph, found.person, found.sighting)
+    words = {"after": "again later", "before": "earlier", "any": "at other times"}[direction]
+    if others:
+        return run.answer("seen_yes", who=person, sense=_SENSE_WORD[sense], direction=words,
+                          spans=run.spans_of(others))
+    return run.answer("seen_no", who=person, sense=_SENSE_WORD[sense],
+                      spans=run.spans_of(here) or span_text(*found.window))
+
+
+def _same_person(run: _Run) -> GraphAnswer | None:
+    first, second = run.resolve(run.plan.person), run.resolve(run.plan.other)
+    if first is None or second is None or first.person is None or second.person is None:
+        return None
+    one = who(run.graph, first.person, first.sighting)
+    if first.person.character_id == second.person.character_id:
+        apps = run.graph.appearances(first.person, run.video_id)
+        return run.answer("same_yes", who=one, sense="seen or heard", spans=run.spans_of(apps))
+    return run.answer("same_no", who=one, other=who(run.graph, second.person, second.sighting))
+
+
+def _when(run: _Run) -> GraphAnswer | None:
+    if _is_scene(run.plan.person):
+        return _when_scene(run, run.plan.person.time_s if run.plan.so_far else None)
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    sense = run.sense(run.plan.person)
+    apps = _sensed(run.graph.appearances(found.person, run.video_id), sense) or \
+        run.graph.appearances(found.person, run.video_id)
+    return run.answer("when", who=who(run.graph, found.person, found.sighting), sense=_SENSE_WORD[sense],
+                      spans=run.spans_of(apps))
+
+
+def _neighbour(run: _Run, after: bool) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None:
+        return None
+    anchor = found.utterance.end_s if after and found.utterance is not None else \
+        found.utterance.start_s if found.utterance is not None else sum(found.window) / 2
+    shot = run.graph.shot_at(run.video_id, anchor)
+    if shot is None:
+        return None
+    near = run.graph.next_shot(shot) if after else run.graph.previous_shot(shot)
+    label = "Right after" if after else "Right before"
+    if near is None:
+        run.spans.append((shot.start_s, shot.end_s))
+        return GraphAnswer(f"Nothing: the shot at {span_text(shot.start_s, shot.end_s)} "
+                           f"{'ends' if after else 'opens'} the video.", shot.memory_ids)
+    run.spans.append((near.start_s, near.end_s))
+    return run.answer("neighbour", direction=label, span=span_text(near.start_s, near.end_s),
+                      kind=shot_kind(near), content=shot_content(run.graph, near, last=not after))
+
+
+def _which_first(run: _Run) -> GraphAnswer | None:
+    person, other = run.plan.person, run.plan.other
+    if _is_scene(person) and (other is None or _bare_moment(other)):  # one described scene: when is it shown
+        bound = other.time_s if other is not None else person.time_s
+        return _when_scene(run, bound if run.plan.so_far else None)
+    one, two = _first_time(run, person), _first_time(run, other)
+    if one is None or two is None:
+        return None
+    (a_text, a_time), (b_text, b_time) = sorted((one, two), key=lambda t: t[1])
+    section = "first"
+    if run.plan.yes_no:  # "does A come before B?" is answered yes or no, then the order
+        section = "first_yes" if (one[1] <= two[1]) != run.plan.later else "first_no"
+    return run.answer(section, first=a_text, first_time=clock(a_time), second=b_text, second_time=clock(b_time))
+
+
+def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
+    if ref is None:
+        return None
+    if _is_scene(ref):
+        shown = _scenes_of(run, ref)
+        if not shown:
+            return None
+        run.spans.append((shown[0].start_s, shown[0].end_s))
+        return f"{_named(ref)} ({span_text(shown[0].start_s, shown[0].end_s)})", shown[0].start_s
+    if ref.kind == "photo" and not ref.anchored:
+        shot = next((s for s in run.graph.shots(run.video_id) if s.kind == "still" and
+                     run.graph.at(run.video_id, s.start_s, s.end_s).on_screen), None)
+        if shot is None:
+            return None
+        run.spans.append((shot.start_s, shot.end_s))
+        return f"the photo ({span_text(shot.start_s, shot.end_s)})", shot.start_s
+    found = run.resolve(ref)
+    if found is None or found.person is None:
+        return None
+    first = run.graph.appearances(found.person, run.video_id)[0]
+    run.spans.append((first.start_s, first.end_s))
+    return who(run.graph, found.person, found.sighting), first.start_s
+
+
+def moment_scene(graph: EntityGraph, video_id: str, plan: Plan, time_s: float) -> GraphAnswer | None:
+    """What the graph shows of the shot at ``time_s`` (who is on screen and what they look like, still or live,
+    what is said, heard and written): the answer to "what is happening at 0:49?" when the memories shown to the
+    model did not say."""
+    return _scene(_Run(graph, video_id, plan), Reference("none", "any", time_s))
+
+
+def _scene(run: _Run, ref: Reference | None = None) -> GraphAnswer | None:
+    ref = ref or run.plan.person
+    if ref.scene == "any" and ref.time_s is None:
+        return None
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene))
+    if found is None or found.shot is None:
+        return None
+    shot = found.shot
+    which = {"first": "first", "last": "last"}.get(ref.scene, "")
+    return run.answer("scene", which=which or f"{clock(ref.time_s or 0.0)}", span=span_text(shot.start_s, shot.end_s),
+                      kind=shot_kind(shot), content=shot_content(run.graph, shot))
+
+
+def _who_speaks(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    heard = Reference("speaker" if ref.kind in ("none", "person") else ref.kind, ref.place, ref.time_s,
+                      ref.scene, ref.quote)
+    found = run.resolve(heard if not ref.heard else ref)
+    if found is None or found.person is None or found.utterance is None:
+        return None
+    person = who(run.graph, found.person, found.sighting)
+    faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
+        unseen(run.graph, found.person)
+    said = found.utterance
+    run.spans.append((said.start_s, said.end_s))
+    verb = "says it" if ref.quote else "is speaking"
+    return run.answer("speaker", who=person, verb=verb, span=span_text(said.start_s, said.end_s), seen=seen)
+
+
+def _speaks(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    person = who(run.graph, found.person, found.sighting)
+    span = span_text(*found.window)
+    heard = run.graph.heard(run.video_id, *found.window)
+    own = next((u for u in heard if u.person.character_id == found.person.character_id), None)
+    if own is not None:
+        return run.answer("speaks_yes", who=person, span=span, quote=quote(own.text, QUOTE_CHARS))
+    others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
+    return run.answer("speaks_no", who=person, span=span, others=others)
+
+
+def _ever_seen(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(ref if ref.heard else Reference("voice", ref.place, ref.time_s, ref.scene, ref.quote))
+    if found is None or found.person is None:
+        return None
+    span = span_text(*found.window)
+    faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    if faces:
+        return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
+    seen_meanwhile = seen_while_heard(run.graph, found.person)
+    if seen_meanwhile:
+        listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)
+        return run.answer("ever_seen_unmatched", span=span, who=found.person.label, people=listed)
+    return run.answer("ever_seen_no", span=span, who=who(run.graph, found.person))
+
+
+def _count_people(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    if ref.time_s is not None and run.plan.direction == "before":  # how many up to a time: from the start
+        return _count_so_far(run)
+    if _everyone(ref):  # "how many people appear in this video?": the whole video, not a guess from memories
+        window = _whole_video(run)
+        run.spans.append(window)
+    else:
+        found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+        if found is None:
+            return None
+        window = found.window
+    if run.plan.sense == "heard":
+        return _count_heard(run, window)
+    moment = run.graph.at(run.video_id, *window)
+    listed = [who(run.graph, s.person, s) for s in moment.on_screen]
+    if run.plan.sense != "seen":  # the graph's one person count: off-screen linked speakers, voices over no face
+        shown = {s.person.character_id for s in moment.on_screen}
+        listed += [who(run.graph, p) for p in run.graph.count_people(run.video_id, *window).counted
+                   if p.character_id not in shown]
+    return run.answer("count", number=number_word(len(listed)), span=span_text(*window),
+                      people=", ".join(listed) or "nobody")
+
+
+def _everyone(ref: Reference) -> bool:
+    """Whether a count names no moment and no kind of person or place: everyone in the video is counted."""
+    return not ref.anchored and ref.kind in ("none", "person") and ref.place == "any" and ref.wears == "any"
+
+
+def _whole_video(run: _Run) -> tuple[float, float]:
+    """From the start to the video's end (its duration, else the end of its last stored clip)."""
+    video = run.graph.store.get_video(run.video_id)
+    if video.duration_s is not None and video.duration_s > 0:
+        return 0.0, video.duration_s
+    return 0.0, max((clip.end_s for clip, _, _ in run.graph.store.clips(run.video_id)), default=0.0)
+
+
+def _count_heard(run: _Run, window: tuple[float, float]) -> GraphAnswer:
+    """The people heard in ``window``, as a range when some voices are matched to no face but heard while people
+    are seen: each may be one of the people already counted (a diarizer splits a shouting voice in overlapped
+    speech), so the memory knows the fewest and the most, not the number."""
+    people = run.graph.count_people(run.video_id, *window).heard
+    unmatched = [p for p in people if not p.face_ids and seen_while_heard(run.graph, p)]
+    sure = [who(run.graph, p) for p in people if p not in unmatched]
+    number = number_word(len(people))
+    listed = ", ".join(sure)
+    if unmatched:
+        fewest = max(len(sure), 1)
+        number = f"{number_word(fewest)} to {number}" if fewest < len(people) else number
+        voices = ", ".join(p.label for p in unmatched)
+        more = f"{number_word(len(unmatched))} {'voice' if len(unmatched) == 1 else 'voices'} not matched to a face " \
+               f"({voices}), which may be people already counted"
+        listed = f"{listed}; {more}" if listed else more
+    return run.answer("count", number=number, span=span_text(*window), people=listed or "nobody")
+
+
+def _count_so_far(run: _Run) -> GraphAnswer | None:
+    time_s = run.plan.person.time_s
+    if _is_scene(run.plan.person):
+        return _count_described(run, time_s)
+    if time_s is None:
+        if not _everyone(run.plan.person):
+            return None
+        time_s = _whole_video(run)[1]  # "so far" at no time: the whole video
+    count = run.graph.count_people(run.video_id, 0.0, time_s)
+    seen = count.seen if run.plan.sense == "seen" else count.counted
+    run.spans.append((0.0, time_s))
+    return run.answer("count_so_far", number=number_word(len(seen)).capitalize(), time=clock(time_s),
+                      sense="seen" if run.plan.sense == "seen" else "seen or heard",
+                      people=", ".join(who(run.graph, p) for p in seen) or "nobody")
+
+
+def _count_scenes(run: _Run) -> GraphAnswer | None:
+    if _is_scene(run.plan.person):
+        return _count_described(run, run.plan.person.time_s if run.plan.so_far else None)
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    apps = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
+    if not apps:  # the reference found someone only heard: not whom a count of scenes seen means
+        return None
+    return run.answer("count_scenes", number=number_word(len(apps)).capitalize(),
+                      who=who(run.graph, found.person, found.sighting), spans=run.spans_of(apps))
+
+
+def _voice_pitch(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(ref if ref.heard or ref.kind in ("man", "woman", "person") else
+                        Reference("voice", ref.place, ref.time_s, ref.scene, ref.quote))
+    if found is None or found.person is None:
+        return None
+    register = run.graph.profile(found.person).attribute("voice")
+    if register is None or register[0] not in ("high", "low"):
+        return None
+    return run.answer("voice_pitch", register=register[0], who=who(run.graph, found.person, found.sighting),
+                      span=span_text(*found.window))
+
+
+def _position(run: _Run) -> GraphAnswer | None:
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    moment = run.graph.at(run.video_id, *found.window)
+    kind = run.plan.person.kind
+    fitting = [s for s in moment.on_screen if fits_gender(run.graph, s.person, kind)]
+    if not fitting:
+        return None
+    places = "; ".join(f"{sighting_place(s)} ({who(run.graph, s.person)})" for s in fitting)
+    return run.answer("position", places=places, span=span_text(*found.window))
+
+
+def _still_or_live(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+    if found is None or found.shot is None or found.shot.kind not in KIND_TEXT:
+        return None
+    shot = found.shot
+    run.spans.append((shot.start_s, shot.end_s))
+    return run.answer("still_or_live", kind=KIND_TEXT[shot.kind or ""].capitalize(),
+                      span=span_text(shot.start_s, shot.end_s))
+
+
+def _anyone_there(run: _Run) -> GraphAnswer | None:
+    ref = run.plan.person
+    found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
+    if found is None:
+        return None
+    moment = run.graph.at(run.video_id, *found.window)
+    span = span_text(*found.window)
+    if moment.on_screen:
+        people = ", ".join(who(run.graph, s.person, s) for s in moment.on_screen)
+        return run.answer("anyone_yes", people=people, span=span)
+    voices = "; ".join(f"{who(run.graph, u.person)} is heard" for u in moment.speaking[:2]) or "nothing is heard"
+    return run.answer("anyone_no", span=span, heard=voices)
+
+
+# scenes described by their content -------------------------------------------
+def _is_scene(ref: Reference) -> bool:
+    """A reference to a scene by what is in it, not to a person at a moment ("the photo of two men")."""
+    return bool(ref.about.strip()) and ref.kind in ("none", "photo") and not ref.quote.strip()
+
+
+def _scenes_of(run: _Run, ref: Reference) -> list[Scene]:
+    return matching_scenes(run.graph, run.video_id, describe(ref.about))
+
+
+def _named(ref: Reference) -> str:
+    """The scene as the question described it, in the answer's words."""
+    return " ".join(ref.about.split())
+
+
+def _bare_moment(ref: Reference) -> bool:
+    """Only a clock time (a bound such as "up to 0:50" the model wrote as a second reference)."""
+    return ref.kind == "none" and ref.time_s is not None and not ref.about and not ref.quote and ref.scene == "any"
+
+
+def _when_scene(run: _Run, bound: float | None) -> GraphAnswer | None:
+    """When the described scene of the plan's person is shown; with a ``bound`` ("so far" at a time), whether it
+    was shown before it."""
+    ref = run.plan.person
+    found = _scenes_of(run, ref)
+    what = _named(ref)
+    if bound is None:
+        if not found:
+            return None
+        return run.answer("scene_when", what=what, spans=_scene_spans(run, found))
+    before = [s for s in found if s.start_s < bound]
+    if before:
+        return run.answer("scene_so_far_yes", what=what, time=clock(bound), spans=_scene_spans(run, before))
+    later = f"it is first shown at {_scene_spans(run, found[:1])}" if found else "it is never shown"
+    run.spans.append((0.0, bound))
+    return run.answer("scene_so_far_no", what=what, time=clock(bound), later=later)
+
+
+def _count_described(run: _Run, bound: float | None) -> GraphAnswer | None:
+    """How many times a described scene is shown (up to ``bound``); "different" ones count once per distinct set
+    of people on screen (a photo shown twice is one photo)."""
+    ref = run.plan.person
+    found = [s for s in _scenes_of(run, ref) if bound is None or s.start_s < bound]
+    if not found and bound is None:
+        return None
+    if run.plan.distinct:
+        found = _distinct(run, found)
+    spans = _scene_spans(run, found) if found else "none"
+    return run.answer("scene_count", number=number_word(len(found)).capitalize(), what=_named(ref), spans=spans)
+
+
+def _distinct(run: _Run, found: list[Scene]) -> list[Scene]:
+    seen: dict[frozenset[int], Scene] = {}
+    for scene in found:
+        moment = run.graph.at(run.video_id, scene.start_s, scene.end_s)
+        people = frozenset(s.person.character_id for s in moment.on_screen)
+        seen.setdefault(people or frozenset({-len(seen) - 1}), scene)  # nobody on screen: each one counts
+    return list(seen.values())
+
+
+def _scene_spans(run: _Run, found: list[Scene]) -> str:
+    run.spans += [(s.start_s, s.end_s) for s in found[:MAX_SPANS]]
+    listed = ", ".join(span_text(s.start_s, s.end_s) for s in found[:MAX_SPANS])
+    return listed + (f" and {len(found) - MAX_SPANS} more times" if len(found) > MAX_SPANS else "")
+
+
+_OPERATIONS: dict[str, Callable[[_Run], GraphAnswer | None]] = {
+    "seen_again": _seen_again,
+    "same_person": _same_person,
+    "when": _when,
+    "after": lambda run: _neighbour(run, after=True),
+    "before": lambda run: _neighbour(run, after=False),
+    "which_first": _which_first,
+    "scene": _scene,
+    "who_speaks": _who_speaks,
+    "speaks": _speaks,
+    "ever_seen": _ever_seen,
+    "count_people": _count_people,
+    "count_so_far": _count_so_far,
+    "count_scenes": _count_scenes,
+    "voice_pitch": _voice_pitch,
+    "position": _position,
+    "still_or_live": _still_or_live,
+    "anyone_there": _anyone_there,
+}

@@ -1,0 +1,165 @@
+"""The query plan: the packaged model reads a question once, under a grammar, into a typed plan.
+
+A plan names the operation asked (``ask``: same person? seen again? what comes after? how many? ...), its
+``direction`` (before / after) and ``sense`` (seen / heard), and up to two references to people or moments
+(``person``, ``other``: a kind, a place in the picture, a clock time, the first / last scene, a quote). The
+operators of :mod:`m3agent.graph` then do the lookups (:mod:`m3agent.control.people.graph_answers`): the model
+reads the question, the graph decides the answer.
+
+What the model writes is checked against the question before it is used: a clock time the question does not
+hold, or a quote whose words it does not hold, is dropped (a small model copies its examples' times).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from m3agent.control.reading import Asks, QuestionReading, Scene, read_question
+from m3agent.control.replies import Ask, PlanRef, PlanReply
+from m3agent.errors import M3AgentError, MalformedReplyError
+from m3agent.graph.references import Reference
+from m3agent.graph.scenes import describe
+from m3agent.llm.prompts import load_prompt_set
+from m3agent.text import clock_seconds
+
+if TYPE_CHECKING:
+    from m3agent.control.run_context import RunContext
+
+PLAN_PROMPT = "control_plan"
+PLAN_MAX_TOKENS = 160
+
+
+class Plan:
+    """A checked plan: the operation, direction, sense and the references as :class:`Reference` values, checked
+    against the question's :class:`QuestionReading` (a question given as text is read here)."""
+
+    __slots__ = ("ask", "direction", "distinct", "later", "other", "person", "raw", "sense", "so_far", "yes_no")
+
+    def __init__(self, reply: PlanReply, question: QuestionReading | str, raw: str = "") -> None:
+        reading = read_question(question) if isinstance(question, str) else question
+        self.ask: Ask = reply.ask
+        self.direction = reply.direction
+        self.sense = reply.sense
+        self.so_far = reading.so_far  # the question's time bounds it from the start ("by 2:00", "so far")
+        self.distinct = reading.distinct  # it counts different ones, not times shown
+        self.yes_no = reading.asks is Asks.YES_NO
+        self.later = reading.asks_later  # a yes/no question of order asks whether the first thing comes later
+        person = reference(reply.person, reading)
+        other = reference(reply.other, reading) if reply.other is not None else None
+        other = other if other is not None and (other.kind != "none" or other.anchored) else None
+        person, self.other = _moment_of_the_person(person, other)
+        person = _with_the_named_scene(person, self.other, reading)
+        person = _with_the_only_time(person, self.other, reading)
+        person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
+        self.person, self.other = _wearing(person, self.other, reading)
+        self.raw = raw
+
+    def describe(self) -> str:
+        """One line for the run's trace: ``seen_again after heard: voice @0:44``."""
+        refs = " / ".join(_ref_text(r) for r in (self.person, self.other) if r is not None)
+        return f"{self.ask} {self.direction} {self.sense}: {refs}"
+
+
+def write_plan(run: RunContext) -> Plan | None:
+    """The model's plan for ``run.question`` (one call under the plan grammar); None without a chat model or
+    when the call or its reply fails (the caller answers as if no plan was made)."""
+    if run.chat is None:
+        return None
+    prompts = load_prompt_set(PLAN_PROMPT)
+    messages = [{"role": "system", "content": prompts.render("system")},
+                {"role": "user", "content": prompts.render("user", question=run.question)}]
+    try:
+        reply = run.call(messages, prompts.schema, max_tokens=PLAN_MAX_TOKENS)
+        return Plan(PlanReply.read(reply), run.reading, reply.text)
+    except (M3AgentError, MalformedReplyError, ValueError, RuntimeError, OSError):
+        return None
+
+
+def reference(ref: PlanRef, reading: QuestionReading) -> Reference:
+    """``ref`` as a :class:`Reference`, keeping only a time, a quote, a scene and a description the question really
+    holds (a small model copies its examples' times, and also "quotes" its description of a person or the whole
+    question)."""
+    time_s = _held_time(ref.time, reading)
+    quote = ref.quote if reading.quoted(ref.quote) else ""
+    scene = ref.scene if reading.holds(ref.scene) else Scene.ANY.value
+    about = ref.about if not quote and reading.says(ref.about) and not describe(ref.about).empty else ""
+    return Reference(ref.kind, ref.place, time_s, scene, quote, about=about)
+
+
+def _held_time(written: str, reading: QuestionReading) -> float | None:
+    try:
+        seconds = clock_seconds(written)
+    except ValueError:
+        return None
+    return seconds if seconds in reading.times else None
+
+
+def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:
+    """A second reference that is only a moment (kind none: a time or a scene, no quote) anchors an unanchored
+    person: "the man on the left in the first scene" written as a man on the left and, apart, the first scene."""
+    if other is None or other.kind != "none" or other.quote or person.kind == "none" or person.anchored:
+        return person, other
+    return replace(person, time_s=other.time_s, scene=other.scene), None
+
+
+def _with_the_named_scene(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
+    """``person`` in the first or last scene when the question names it and no reference took it (the model wrote
+    the scene as a description instead, or left it out)."""
+    if reading.scene is Scene.ANY or person.scene != "any" or (other is not None and other.scene != "any"):
+        return person
+    if person.time_s is not None or person.quote:
+        return person
+    return replace(person, scene="first" if reading.scene is Scene.FIRST else "last", about="")
+
+
+def _with_the_only_time(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
+    """``person`` with the question's clock time when the question holds exactly one and no reference took it
+    (the model left it out, or wrote it where the check dropped it)."""
+    if len(reading.times) != 1 or person.time_s is not None or (other is not None and other.time_s is not None):
+        return person
+    if person.quote or person.scene != "any":
+        return person
+    return replace(person, time_s=reading.times[0])
+
+
+_NO_QUOTE = frozenset({"recall", "count_people", "count_so_far", "count_scenes"})
+"""Operations whose person a quotation does not pick out (what was said is the answer, or nobody is meant)."""
+
+
+def _with_the_only_quote(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
+    """``person`` with the question's quotation when it holds exactly one and no reference took it: a small model
+    often leaves the quote out ("who asks "why didn't you do it"" planned as a speaker of the first scene), and
+    the quote is what picks out the speaker."""
+    if len(reading.quotes) != 1 or person.quote or (other is not None and other.quote):
+        return person
+    if person.kind == "none" and (person.time_s is not None or person.scene != "any"):
+        return person  # a moment already named by its time or scene
+    return replace(person, quote=reading.quotes[0][:80])
+
+
+_WEARER_KINDS = frozenset({"man", "woman", "person", "speaker"})
+
+
+def _wearing(person: Reference, other: Reference | None, reading: QuestionReading
+             ) -> tuple[Reference, Reference | None]:
+    """The references with ``wears`` set from the question: "the woman with glasses" names glasses, which the
+    plan schema does not carry (the model is not asked; the words are unambiguous). They go to the first reference
+    that is a person who can wear them (not a photo, a voice or a bare moment), with the time on screen the
+    question counts ("appears for the second time") when it names no moment."""
+    if reading.wears == "any":
+        return person, other
+    occurrence = reading.occurrence
+    if person.kind in _WEARER_KINDS:
+        return replace(person, wears=reading.wears, occurrence=occurrence), other
+    if other is not None and other.kind in _WEARER_KINDS:
+        return person, replace(other, wears=reading.wears, occurrence=occurrence)
+    return person, other
+
+
+def _ref_text(ref: Reference) -> str:
+    parts = [ref.kind, ref.place if ref.place != "any" else ""]
+    parts += [f"@{ref.time_s:g}s" if ref.time_s is not None else "", f"{ref.scene} scene" if ref.scene != "any" else ""]
+    parts += [f'"{ref.quote}"' if ref.quote else "", f"with {ref.wears}" if ref.wears != "any" else "",
+              f"time {ref.occurrence}" if ref.occurrence != 1 else ""]
+    return " ".join(p for p in parts if p)

@@ -1,0 +1,170 @@
+"""What is said at a moment or in a scene, or after a quotation, quoted from the speech memories: "What is said
+at 1:20?", "Quote the line near 0:40", "What does he say during the dark screen?", "What are the next words after
+"…"?", "What is the talk about at 1:20?".
+
+A question that asks for the words said (:attr:`~m3agent.control.reading.QuestionReading.asks_words`) is answered
+by the lines themselves, not by a model retelling them: the packaged models, shown the right line, answered
+with one word of it ("because") or with a neighbouring line. The window is the question's one instant
+(:attr:`~m3agent.control.reading.QuestionReading.moment`, widened by :data:`AROUND_S`, or the nearest line within
+:data:`NEAREST_S`) or the scene its plan describes (:func:`~m3agent.graph.scenes.matching_scenes`, at most
+:data:`MAX_SCENES` of them). The lines are the perception writer's speech memories (``At 0:05 <voice_3> says:
+"..."``, with the captions read on screen then), cited as the answer's evidence. No window, or no line in it:
+the question passes to the next answerer.
+
+What a talk at an instant is about (:attr:`~m3agent.control.reading.QuestionReading.asks_gist`) is answered by
+the lines of the shot that holds the instant, the :data:`MAX_LINES` nearest it: the 1.5B, shown the retrieved
+memories, answered with one line ("Why didn't you do it?") or a word of one ("turbulence"); the talk's lines,
+quoted with their span, say what it is about in the speakers' own words.
+
+The words after a quotation (:attr:`~m3agent.control.reading.QuestionReading.asks_continuation`) are read from
+the video's transcript, the lines' quoted words one after another: a quotation the recogniser cut across two
+lines is still found, and what follows it runs on into the next line when the first ends
+(:data:`FOLLOWING_WORDS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent.domain import MemoryKind, SearchFilter
+from m3agent.graph.references import resolve
+from m3agent.graph.scenes import describe, matching_scenes
+from m3agent.graph.values import span_text
+from m3agent.memorize.consolidation.cues import SPEECH, speech_quote
+from m3agent.text import clock, words
+
+if TYPE_CHECKING:
+    from m3agent.control.people.plan import Plan
+    from m3agent.control.reading import QuestionReading
+    from m3agent.domain import Memory
+    from m3agent.graph.operators import EntityGraph
+    from m3agent.store.protocol import MemoryStore
+
+AROUND_S = 1.0
+"""Lines this close to the asked instant are said "at" it (a line's bounds are the recogniser's, known to about
+a second); two lines meeting at the instant are both quoted."""
+NEAREST_S = 4.0
+"""With no line around the instant, the nearest line this close is the one meant ("around 1:20")."""
+MAX_SCENES = 2
+"""A description that fits more scenes than this names none of them: the model answers from the memories."""
+MAX_LINES = 8
+"""Lines quoted in one answer; more are counted."""
+FOLLOWING_WORDS = 12
+"""What a talk at an instant is about (:attr:`~m3agent.control.reading.QuestionReading.asks_gist`) is answered by
+the lines of the shot that holds the instant, the :data:`MAX_LINES` nearest it: the 1.5B, shown the retrieved
+memories, answered with one line ("Why didn't you do it?") or a word of one ("turbulence"); the talk's lines,
+quoted with their span, say what it is about in the speakers' own words.
+
+The words after a quotation an answer gives: the rest of its sentence and the start of the next."""
+MIN_QUOTE_SHARE = 0.6
+"""A stretch of the transcript holding at least this share of a quotation's words (in any order) is where it
+was said: the recogniser and the asker rarely write a line word for word alike."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spoken:
+    """The lines of a window, in time order (the memories quoted), and how many more were left out; or, after a
+    quotation, the words that follow it (``said``) and the lines they come from."""
+
+    lines: tuple[Memory, ...]
+    more: int = 0
+    said: str = ""
+    heading: str = ""  # what the lines are ("The talk at 1:19–1:33: "), written before them
+
+    @property
+    def text(self) -> str:
+        if self.said:
+            return f'After it, {clock(self.lines[0].start_s)}: "{self.said}"'
+        quoted = " ".join(" ".join(m.text.split()) for m in self.lines)
+        return self.heading + quoted + (f" ({self.more} more lines follow.)" if self.more else "")
+
+
+def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: QuestionReading, plan: Plan | None,
+           before_clip: int | None = None) -> Spoken | None:
+    """The lines said in the question's window (see the module); None when it names no window or none was said."""
+    if reading.asks_continuation:
+        return following(speech_lines(store, video_id, before_clip), reading.quotes[0])
+    if reading.asks_gist and reading.moment is not None:
+        return talk_at(speech_lines(store, video_id, before_clip), graph, video_id, reading.moment)
+    if not reading.asks_words:
+        return None
+    lines = speech_lines(store, video_id, before_clip)
+    if reading.moment is not None:
+        return _at(_theirs(lines, graph, video_id, plan), reading.moment)
+    if plan is not None and plan.person.about.strip() and not plan.person.quote.strip():
+        found = matching_scenes(graph, video_id, describe(plan.person.about))
+        if 0 < len(found) <= MAX_SCENES:
+            inside = [m for m in lines if any(m.start_s < s.end_s and m.end_s > s.start_s for s in found)]
+            return _quoted(inside)
+    return None
+
+
+def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> list[Memory]:
+    """The speech memories of a video (up to ``before_clip``), in time order."""
+    flt = SearchFilter(video_ids=(video_id,), kinds=(MemoryKind.EPISODIC,))
+    return sorted((m for m in store.memories(video_id, flt=flt)
+                   if SPEECH.match(m.text) and (before_clip is None or m.clip_index <= before_clip)),
+                  key=lambda m: (m.start_s, m.end_s))
+
+
+def talk_at(lines: list[Memory], graph: EntityGraph, video_id: str, moment: float) -> Spoken | None:
+    """The lines of the shot holding ``moment`` (without shots, those within :data:`NEAREST_S` of it), the
+    :data:`MAX_LINES` nearest the moment in time order, headed by the span they cover; None when none was said."""
+    shot = graph.shot_at(video_id, moment)
+    start, end = (shot.start_s, shot.end_s) if shot is not None else (moment - NEAREST_S, moment + NEAREST_S)
+    inside = [m for m in lines if m.start_s < end and m.end_s > start]
+    nearest = sorted(sorted(inside, key=lambda m: _distance(m, moment))[:MAX_LINES], key=lambda m: m.start_s)
+    if not nearest:
+        return None
+    span = span_text(nearest[0].start_s, nearest[-1].end_s)
+    return Spoken(tuple(nearest), heading=f"The talk at {span}: ")
+
+
+def following(lines: list[Memory], quotation: str) -> Spoken | None:
+    """The :data:`FOLLOWING_WORDS` words said after ``quotation`` (where the transcript holds most of it), with the
+    lines they come from; None when no stretch holds :data:`MIN_QUOTE_SHARE` of it or nothing follows."""
+    stream = [(token, m) for m in lines for token in (speech_quote(m) or "").split()]
+    wanted = words(quotation)
+    distinct = set(wanted)
+    if not wanted or not stream:
+        return None
+    plain = [" ".join(words(token)) for token, _ in stream]
+    best, end = 0, -1
+    for start in range(len(stream)):
+        window = plain[start: start + len(wanted)]
+        held = sum(w in window for w in distinct)
+        if held > best:
+            best, end = held, start + len(window)
+    if best < MIN_QUOTE_SHARE * len(distinct) or end >= len(stream):
+        return None
+    after = stream[end: end + FOLLOWING_WORDS]
+    sources = tuple(dict.fromkeys(m for _, m in after))
+    return Spoken(sources, said=" ".join(token for token, _ in after))
+
+
+def _theirs(lines: list[Memory], graph: EntityGraph, video_id: str, plan: Plan | None) -> list[Memory]:
+    """The lines of the person the plan describes ("what does the woman on the left say at 0:40?"), when the graph
+    finds that person and they say something; else every line."""
+    if plan is None or plan.person.kind in ("none", "photo"):
+        return lines
+    found = resolve(graph, video_id, plan.person)
+    voices = set(found.person.voice_ids) if found is not None and found.person is not None else set()
+    mine = [m for m in lines if voices & set(m.entity_ids)]
+    return mine or lines
+
+
+def _at(lines: list[Memory], moment: float) -> Spoken | None:
+    around = [m for m in lines if m.start_s - AROUND_S <= moment <= m.end_s + AROUND_S]
+    if around:
+        return _quoted(around)
+    nearest = min(lines, key=lambda m: _distance(m, moment), default=None)
+    return _quoted([nearest]) if nearest is not None and _distance(nearest, moment) <= NEAREST_S else None
+
+
+def _distance(memory: Memory, moment: float) -> float:
+    return max(0.0, memory.start_s - moment, moment - memory.end_s)
+
+
+def _quoted(lines: list[Memory]) -> Spoken | None:
+    return Spoken(tuple(lines[:MAX_LINES]), max(0, len(lines) - MAX_LINES)) if lines else None

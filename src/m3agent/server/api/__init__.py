@@ -1,0 +1,1 @@
+"""The REST API's routers (``/api/...`` and ``/docs``) and their request and response bodies."""

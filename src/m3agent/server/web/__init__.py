@@ -1,0 +1,1 @@
+"""The web inspector: its pages, their parts (timeline, swimlanes, people, merges) and browser text."""

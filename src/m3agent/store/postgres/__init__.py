@@ -1,0 +1,1 @@
+"""The shared store: PostgreSQL + pgvector (schema and migrations, rows, writers)."""
