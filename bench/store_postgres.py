@@ -145,7 +145,7 @@ def bulk_load(url: str, corpus: Any, log: Any = print) -> dict[str, Any]:
 def ef_sweep(url: str, corpus: Any, n_queries: int, values: list[int]) -> dict[str, Any]:
     """Unfiltered and half-filtered search at other HNSW candidate-list sizes (``EF_SEARCH_MIN``)."""
     from m3agent.store import open_store
-    from m3agent.store.postgres.store import store as postgres
+    from m3agent.store.postgres import store as postgres
 
     kinds = {k: f for k, f in _query_kinds(corpus).items() if k != "video_before_clip"}
     default, out = postgres.EF_SEARCH_MIN, {}

@@ -1,8 +1,7 @@
-"""The control runtime is public and typed: no import cycles, one mode list, one source of defaults."""
+"""The control runtime is public and typed: one mode list, one source of defaults (import cycles: test_layers.py)."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
@@ -19,92 +18,7 @@ from m3agent.errors import ConfigError
 from m3agent.settings import ControlSettings, load_settings
 from test_control_world import opened_world
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-PACKAGES = ("m3agent.control", "m3agent.bench")
 BIN = Path(sys.executable).parent / "m3agent"
-
-# -- import graph ----------------------------------------------------------------------------------------------
-
-
-def _modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        folder = SRC.joinpath(*package.split("."))
-        for path in folder.glob("*.py"):
-            found[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
-    return found
-
-
-def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
-    """Names an import statement loads: ``from p import x`` is ``p.x`` when x is a module, else ``p``."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    base = node.module or ""
-    if node.level:
-        parts = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
-        base = ".".join([*parts, *([base] if base else [])])
-    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
-
-
-def import_graph() -> dict[str, set[str]]:
-    """module -> modules of PACKAGES it imports anywhere: top level, in functions, under TYPE_CHECKING."""
-    modules = _modules()
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names = _imported(node, name, path.stem == "__init__")
-                submodules = {n for n in names[1:] if n in modules} if isinstance(node, ast.ImportFrom) else set()
-                targets |= submodules or {n for n in names[:1] if n in modules}
-                if isinstance(node, ast.Import):
-                    targets |= {n for n in names if n in modules}
-        graph[name] = targets - {name}
-    return graph
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle of ``graph`` as a path ``[a, b, ..., a]``, or None when it is acyclic."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for start in sorted(graph):
-        if start not in state and (cycle := visit(start)):
-            return cycle
-    return None
-
-
-def test_cycle_finder_finds_a_cycle_and_accepts_a_dag() -> None:
-    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
-
-
-def test_import_graph_sees_every_kind_of_import() -> None:
-    graph = import_graph()
-    assert "m3agent.control.run_context" in graph["m3agent.control.modes.select"]  # under TYPE_CHECKING
-    assert "m3agent.bench.agent_adapter" in graph["m3agent.bench.m3.run"]  # inside a function
-    assert "m3agent.control.people.mapping" in graph["m3agent.control.retrieval.search"]  # from package import module
-    assert {"m3agent.control.modes.agent", "m3agent.control.modes.baseline", "m3agent.control.modes.select"} <= graph[
-        "m3agent.control.answering"
-    ]
-
-
-def test_control_and_bench_have_no_import_cycles() -> None:
-    cycle = find_cycle(import_graph())
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
-
 
 # -- one mode list, one dispatch table ---------------------------------------------------------------------------
 

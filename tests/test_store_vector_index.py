@@ -128,7 +128,8 @@ def test_a_replaced_file_is_indexed_anew(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from m3agent.store import memory_vectors, open_store
+    from m3agent.store import open_store
+    from m3agent.store.index import memory_vectors
     sys.path.insert(0, sys.argv[3])
     from store_helpers import clip_of, fill, memory, unit_vectors
     memory_vectors.ANN_MIN_ROWS = 1000

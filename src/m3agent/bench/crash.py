@@ -47,7 +47,7 @@ def hit(kind, where):
             note.write(where)
         os.kill(os.getpid(), sig)
 
-from m3agent.store import sqlite_schema
+from m3agent.store.sqlite import schema as sqlite_schema
 from m3agent.store.sqlite.store import SQLiteStore
 
 _connect = sqlite_schema._connect_sqlite
