@@ -579,8 +579,12 @@ def _short(tally: dict[str, Any]) -> str:
 
 
 def position_lines(pos: dict[str, Any]) -> list[str]:
-    lines = ["", f"**Position in the frame** (MTCNN faces at 2 fps, thirds of the width; background = under 0.75 of "
-             f"the shot's main face height or under 6 % of the frame height), against `bench/labels/positions.tsv`: "
+    from m3agent.perception.attributes import place
+
+    lines = ["", f"**Position in the frame** (MTCNN faces at 2 fps, `perception/attributes/place.py`: centre between "
+             f"{place.LEFT:.3g} and {place.RIGHT:.3g} of the width; background = under {place.BACKGROUND_RELATIVE} of "
+             f"the shot's main face height or under {place.MIN_FOREGROUND_SHARE:.0%} of the frame height), against "
+             f"`bench/labels/positions.tsv`: "
              f"{pos['faces']} matched faces, horizontal accuracy {pos['horizontal_accuracy']}, depth accuracy "
              f"{pos['depth_accuracy']} per frame; {pos['people_correct']}/{len(pos['people'])} people right by "
              f"majority over their frames; {pos['unmatched_detections']} detections matched no labelled person.", "",
@@ -588,9 +592,9 @@ def position_lines(pos: dict[str, Any]) -> list[str]:
     lines += [f"| {p['video']} | {p['person']} | {p['frames']} | {p['want']} | {p['got']} | {p['confidence']} |"
               for p in pos["people"]]
     lines += ["", "Per-frame errors: " + "; ".join(pos["frame_errors"]) + ".", "",
-              "The thresholds (thirds; 0.75 of the main face) were set after looking at face sizes in these clips, "
-              "so these numbers are not held out. Horizontal errors are faces on a third's boundary (Clinton's face "
-              "centre at 64-66 % of the width, confidence ~0.6); the majority over a person's frames is right."]
+              "The thresholds (why: the docstring of `place.py`) were chosen after looking at these clips, so these "
+              "numbers are not held out. Horizontal errors are faces near a band's boundary (confidence ~0.5-0.6); "
+              "the majority over a person's frames is right."]
     return lines
 
 

@@ -118,14 +118,15 @@ def test_register_sides_band_and_confidence() -> None:
 # ---------------------------------------------------------------- position
 
 
-def test_thirds_and_their_confidence() -> None:
+def test_horizontal_bands_and_their_confidence() -> None:
     assert frame_position(BBox(100, 100, 200, 250), 1280, 720).horizontal == "left"
     centre = frame_position(BBox(590, 100, 690, 250), 1280, 720)
     assert centre.horizontal == "centre" and centre.horizontal_confidence == 1.0
     right = frame_position(BBox(1100, 100, 1200, 250), 1280, 720)
     assert right.horizontal == "right" and math.isclose(right.centre_x, 1150 / 1280, abs_tol=1e-4)
-    straddling = frame_position(BBox(380, 100, 480, 250), 1280, 720)  # centre 430, boundary 426.7
+    straddling = frame_position(BBox(435, 100, 535, 250), 1280, 720)  # centre 485, boundary 480 (3/8)
     assert straddling.horizontal == "centre" and straddling.horizontal_confidence < 0.6
+    assert frame_position(BBox(380, 100, 480, 250), 1280, 720).horizontal == "left"  # 33.6 %: a third line
 
 
 def test_depth_relative_to_the_largest_face_and_the_frame() -> None:

@@ -96,7 +96,8 @@ class Agent:
         store = self._store()
         steps = answer_question(store, self._text_embedder(store), self._chat_model(), question,
                                 video_id=video_id, before_clip=before_clip, rounds=rounds, config=config,
-                                index=self._character_index(store, video_id, before_clip))
+                                index=self._character_index(store, video_id, before_clip),
+                                max_frame_side=self.settings.media.max_frame_side)
         return run_to_answer(steps)
 
     def search(self, query: str, k: int = 10, *, video_id: str | None = None,

@@ -22,7 +22,7 @@ from m3agent.control.modes.agent import agent_steps
 from m3agent.control.modes.baseline import baseline_steps
 from m3agent.control.modes.grounded import grounded_steps
 from m3agent.control.modes.select import select_steps
-from m3agent.control.run_context import RunContext
+from m3agent.control.run_context import DEFAULT_FRAME_SIDE, RunContext
 from m3agent.control.steps import Answer, Step
 from m3agent.errors import ConfigError, M3AgentError
 from m3agent.llm.spec import NO_LLM, uses_llm
@@ -76,7 +76,7 @@ def answer_steps(
         chat = chat_model_from_settings(settings)
     embedder = embedder or embedder_for_store(store.embedding_model(), settings.embedder)
     return answer_question(store, embedder, chat, question, video_id=video_id, before_clip=before_clip, config=config,
-                           index=index)
+                           index=index, max_frame_side=settings.media.max_frame_side)
 
 
 def answer(question: str, store: MemoryStore, settings: Settings, **options: Any) -> Answer:
@@ -97,6 +97,7 @@ def answer_question(
     mode: str | None = None,
     config: AgentConfig | None = None,
     index: CharacterIndex | None = None,
+    max_frame_side: int = DEFAULT_FRAME_SIDE,
 ) -> Iterator[Step]:
     """Answer ``question`` from ``store``; yields Thought/Action/Observation steps, then one Answer.
 
@@ -104,6 +105,7 @@ def answer_question(
     ``before_clip`` (inclusive) hides every memory of a later clip. The mode is
     ``mode`` if given (``auto``: keep ``config.mode``), else ``config.mode``; ``baseline``
     is a shortcut for ``mode="baseline"``. ``chat`` may be None only in select mode.
+    ``max_frame_side`` is the ``media.max_frame_side`` setting (:class:`RunContext`).
     """
     base = config or AgentConfig.from_settings()
     config = base.replace(rounds=rounds, mode="baseline" if baseline else mode)
@@ -111,7 +113,7 @@ def answer_question(
         raise ConfigError("the question is empty", hint="ask a question in words")
     if chat is None and config.mode != "select":
         raise ConfigError(f"the {config.mode} mode needs a chat model", hint="pass --llm, or use --mode select")
-    run = RunContext(store, embedder, chat, question.strip(), video_id, before_clip, config, index)
+    run = RunContext(store, embedder, chat, question.strip(), video_id, before_clip, config, index, max_frame_side)
     return MODE_STEPS[config.mode](run)
 
 

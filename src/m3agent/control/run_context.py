@@ -22,6 +22,7 @@ from m3agent.control.retrieval.search import MemorySearcher
 from m3agent.control.steps import Answer
 from m3agent.errors import ConfigError
 from m3agent.llm import ChatModel, ChatReply, Usage
+from m3agent.settings import MediaSettings
 from m3agent.text import clock
 
 if TYPE_CHECKING:
@@ -32,13 +33,18 @@ if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
     from m3agent.store.protocol import MemoryStore
 
+DEFAULT_FRAME_SIDE: int = MediaSettings.model_fields["max_frame_side"].default
+"""``media.max_frame_side`` when the caller does not say (the setting's own default)."""
+
 
 @dataclass
 class RunContext:
     """State of one question. Mutable: modes add searches, thoughts and usage as they go.
 
     ``chat`` is ``None`` only in select mode (the reranker chooses). ``before_clip``
-    (inclusive) hides every memory of a later clip from every search.
+    (inclusive) hides every memory of a later clip from every search. ``max_frame_side`` is the
+    ``media.max_frame_side`` setting: the people graph places faces of videos stored without their sampled
+    frame size by it, as the server's graph does (:class:`~m3agent.graph.operators.EntityGraph`).
     """
 
     store: MemoryStore
@@ -49,6 +55,7 @@ class RunContext:
     before_clip: int | None
     config: AgentConfig
     index: CharacterIndex | None = None  # a prebuilt character index (a server caches it between questions)
+    max_frame_side: int = DEFAULT_FRAME_SIDE
     searcher: MemorySearcher = field(init=False)
     usage: Usage = field(default_factory=Usage)
     searches: list[SearchResult] = field(default_factory=list)
@@ -109,7 +116,7 @@ class RunContext:
         if self._graph is None:
             from m3agent.graph.operators import EntityGraph
 
-            self._graph = EntityGraph(self.store)
+            self._graph = EntityGraph(self.store, max_frame_side=self.max_frame_side)
         return self._graph
 
     def people_in_words(self, text: str) -> str:

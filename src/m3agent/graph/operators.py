@@ -35,6 +35,7 @@ from m3agent.graph.values import (
 from m3agent.media.frames import scaled_size
 from m3agent.memorize.scene_memories import PROVENANCE as SCENE_PROVENANCE
 from m3agent.memorize.scene_memories import read_shot_summary
+from m3agent.perception.attributes.place import box_horizontal, depth_place, main_face_height, yardstick
 
 if TYPE_CHECKING:
     from m3agent.domain import BBox, FaceObservation, Memory, ShotRecord, Video, VoiceSegment
@@ -44,8 +45,7 @@ MERGE_GAP_S = 2.0
 """Sightings or speech of one person less than this apart are one appearance (faces are sampled at 2 fps and
 the detector misses some frames; speech has short pauses)."""
 AT_SLACK_S = 0.5  # a face sampled this close to an instant counts as on screen at it
-LEFT, RIGHT = 0.4, 0.6  # face centre as a share of the frame width: left of LEFT is left, right of RIGHT is right
-BACKGROUND_SHARE = 0.55  # a face less than this share of the largest face's height at the same time is background
+SAME_TIME_S = 0.01  # faces sampled this close together were in one frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,7 @@ class _VideoData:
     speech: tuple[tuple[float, float, int], ...]
     times: tuple[float, ...]  # the sightings' times, in order, to find the faces of an interval by bisection
     cuts: tuple[float, ...] = ()  # the starts of the shots that open after a cut, in order
+    shot_spans: tuple[tuple[int, float, float], ...] = ()  # the stored shots as (clip index, start, end)
 
     def bounds(self, start_s: float, end_s: float) -> tuple[float, float, bool]:
         """The sample times that count for ``[start_s, end_s]``: ``(low, high, high is inclusive)``. The interval
@@ -109,6 +110,7 @@ class EntityGraph:
         self._people: list[Person] | None = None
         self._shots: dict[str, list[ShotView]] = {}
         self._profiles: dict[int, Profile] = {}
+        self._main_faces: dict[tuple[str, int, float], float | None] = {}
 
     # people --------------------------------------------------------------
     def people(self) -> list[Person]:
@@ -297,9 +299,11 @@ class EntityGraph:
         if video_id not in self._videos:
             video = self.store.get_video(video_id)
             sightings = tuple(sorted(self.store.face_sightings(video_id)))
-            cuts = tuple(sorted({r.start_s for r in self.store.shots(video_id) if r.cut and r.start_s > 0}))
+            records = self.store.shots(video_id)
+            cuts = tuple(sorted({r.start_s for r in records if r.cut and r.start_s > 0}))
             self._videos[video_id] = _VideoData(video, sightings, tuple(self.store.voice_spans(video_id)),
-                                                tuple(t for t, _ in sightings), cuts)
+                                                tuple(t for t, _ in sightings), cuts,
+                                                tuple((r.clip_index, r.start_s, r.end_s) for r in records))
         return self._videos[video_id]
 
     def _persons_of(self, entity_ids: set[int]) -> tuple[Person, ...]:
@@ -313,11 +317,14 @@ class EntityGraph:
                 if v.start_s <= end_s and v.end_s >= start_s]
 
     def _sightings(self, video: Video, start_s: float, end_s: float) -> tuple[Sighting, ...]:
+        """Who is on screen in ``[start_s, end_s]``, placed as perception places them
+        (:mod:`m3agent.perception.attributes.place`): across by the frame width, in depth against the faces of the
+        same frame and the main face of the shot, and against the frame height."""
         data = self._data(video.video_id)
-        faces = [f for i in self._clip_indexes(video.video_id, start_s, end_s)
-                 for f in self.store.faces(video.video_id, i)
-                 if f.entity_id is not None and data.holds(f.time_s, start_s, end_s)]
-        width = self._frame_width(video, faces)
+        by_clip = {i: self.store.faces(video.video_id, i) for i in self._clip_indexes(video.video_id, start_s, end_s)}
+        every = [f for found in by_clip.values() for f in found]
+        faces = [f for f in every if f.entity_id is not None and data.holds(f.time_s, start_s, end_s)]
+        width, height = self._frame_size(video, faces)
         best: dict[int, FaceObservation] = {}
         for f in faces:  # one sighting per person: the observation nearest the interval's middle
             person = self.person_of_entity(f.entity_id or 0)
@@ -326,20 +333,40 @@ class EntityGraph:
             if old is None or abs(f.time_s - middle) < abs(old.time_s - middle):
                 best[person.character_id] = f
         return tuple(Sighting(self.person_of_entity(f.entity_id or 0), f.entity_id or 0, f.time_s,
-                              horizontal(f.bbox, width), depth(f, faces))
+                              box_horizontal(f.bbox, width),
+                              depth(f, by_clip.get(f.clip_index, every), height,
+                                    self._main_face(data, f, by_clip.get(f.clip_index, every))))
                      for f in sorted(best.values(), key=lambda f: (f.bbox.x1 + f.bbox.x2) / 2))
 
-    def _frame_width(self, video: Video, faces: Sequence[FaceObservation]) -> float:
-        """The width of the frames ``video``'s face boxes were measured in: as stored at ingest
-        (``frame_width``), else (a video stored before that) the picture's width scaled by ``max_frame_side``,
-        else the right edge of the rightmost box."""
-        stored = video.metadata.get("frame_width")
-        if isinstance(stored, int | float) and stored > 0:
-            return float(stored)
+    def _main_face(self, data: _VideoData, face: FaceObservation,
+                   clip_faces: Sequence[FaceObservation]) -> float | None:
+        """The height of the main face of the stored shot that holds ``face`` (of the whole clip when its clip has
+        no stored shots), from ``clip_faces``, the faces of its clip: the yardstick perception measured depth by."""
+        spans = [(a, b) for i, a, b in data.shot_spans if i == face.clip_index]
+        inside = [(a, b) for a, b in spans if a <= face.time_s < b] or [(a, b) for a, b in spans if face.time_s == b]
+        start, end = inside[0] if inside else (float("-inf"), float("inf"))
+        key = (data.video.video_id, face.clip_index, start)
+        if key not in self._main_faces:
+            frames: dict[float, list[BBox]] = {}
+            for f in clip_faces:
+                if start <= f.time_s < end or f.time_s == end:
+                    frames.setdefault(round(f.time_s, 3), []).append(f.bbox)
+            self._main_faces[key] = main_face_height(list(frames.values()))
+        return self._main_faces[key]
+
+    def _frame_size(self, video: Video, faces: Sequence[FaceObservation]) -> tuple[float, float | None]:
+        """The width and height of the frames ``video``'s face boxes were measured in: as stored at ingest
+        (``frame_width``, ``frame_height``), else (a video stored before that) the picture's size scaled by
+        ``max_frame_side``, else the right edge of the rightmost box and no height."""
+        stored = video.metadata.get("frame_width"), video.metadata.get("frame_height")
+        if isinstance(stored[0], int | float) and stored[0] > 0:
+            tall = stored[1] if isinstance(stored[1], int | float) and stored[1] > 0 else None
+            return float(stored[0]), None if tall is None else float(tall)
         width, height = video.metadata.get("width"), video.metadata.get("height")
         if isinstance(width, int | float) and isinstance(height, int | float) and width > 0 and height > 0:
-            return float(scaled_size(width, height, self.max_frame_side)[0])
-        return max((f.bbox.x2 for f in faces), default=1.0)
+            wide, tall = scaled_size(width, height, self.max_frame_side)
+            return float(wide), float(tall)
+        return max((f.bbox.x2 for f in faces), default=1.0), None
 
     def _scene_memories(self, video_id: str, start_s: float, end_s: float) -> list[Memory]:
         flt = SearchFilter(video_ids=(video_id,), kinds=(MemoryKind.EPISODIC,))
@@ -370,15 +397,13 @@ def _with_roles(video_id: str, faces: list[tuple[float, float]],
     return out
 
 
-def horizontal(box: BBox, frame_width: float) -> str:
-    """``left``, ``centre`` or ``right`` by the box centre's share of the frame width."""
-    share = (box.x1 + box.x2) / 2 / frame_width if frame_width > 0 else 0.5
-    return "left" if share < LEFT else "right" if share > RIGHT else "centre"
-
-
-def depth(face: FaceObservation, faces: Sequence[FaceObservation]) -> str:
-    """``background`` when the face is much smaller than the largest face sampled at the same time, else
-    ``foreground``."""
-    same_time = [f.bbox.height for f in faces if abs(f.time_s - face.time_s) < 0.01]
-    largest = max(same_time, default=face.bbox.height)
-    return "background" if face.bbox.height < BACKGROUND_SHARE * largest else "foreground"
+def depth(face: FaceObservation, faces: Sequence[FaceObservation], frame_height: float | None = None,
+          shot_face_height: float | None = None) -> str:
+    """``background`` or ``foreground`` by the rule of :mod:`m3agent.perception.attributes.place`: the face's height
+    against the largest of ``faces`` sampled at the same time or ``shot_face_height`` (the shot's main face), and
+    against ``frame_height`` when known."""
+    tall = face.bbox.height
+    largest = yardstick([tall, *(f.bbox.height for f in faces if abs(f.time_s - face.time_s) < SAME_TIME_S)],
+                        shot_face_height)
+    relative = min(1.0, tall / largest) if largest > 0 else 1.0
+    return depth_place(relative, tall / frame_height if frame_height else None)

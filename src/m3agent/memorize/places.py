@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from m3agent.domain import FaceObservation, FaceTrack
-from m3agent.perception.attributes.position import PLACE_WORDS, frame_position, typical_position
+from m3agent.perception.attributes.place import PLACE_WORDS
+from m3agent.perception.attributes.position import frame_position, typical_position
 
 
 def largest_heights(tracks: Sequence[FaceTrack]) -> dict[float, float]:

@@ -13,7 +13,7 @@ from m3agent.control.people.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.fits import seen_while_heard
 from m3agent.graph.values import Role, span_text
-from m3agent.perception.attributes.position import PLACE_WORDS
+from m3agent.perception.attributes.place import PLACE_WORDS
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph

@@ -1,15 +1,9 @@
-"""Where a face sits in the frame: left / centre / right, and foreground / background.
+"""Where a face sits in the frame: left / centre / right, and foreground / background, with a confidence.
 
-Horizontal: the third of the frame width holding the face box's centre; its confidence is the share
-of the box's width inside that third (a face straddling a boundary is unsure).
-
-Depth: a face is ``background`` when it is much smaller than the largest face of the same frame, or
-than the shot's main face when that is larger (height below ``BACKGROUND_RELATIVE`` of it: people at
-one distance differ by less, e.g. 0.77-1.0 between the two halves of a split-screen interview, while
-people seated behind others measured 0.32-0.76), or tiny in the frame (height below
-``MIN_FOREGROUND_SHARE`` of the frame height). These thresholds were set looking at those clips.
-Its confidence grows with the log-distance of the deciding ratio from its threshold.
-A face's box height stands for its distance to the camera: a child or a turned head reads smaller.
+The rule, its thresholds and its words belong to :mod:`.place` (the one definition the entity graph and the
+answers use too); this module measures it per frame and over a face's frames. The horizontal confidence is the
+share of the box's width inside its band (a face straddling a boundary is unsure); the depth confidence grows with
+the log-distance of the deciding ratio from its threshold (:func:`.place.depth_margin`).
 """
 
 from __future__ import annotations
@@ -18,19 +12,35 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from statistics import median
+from typing import TypeVar
 
 from m3agent.domain import BBox
+from m3agent.perception.attributes.place import (
+    BACKGROUND_RELATIVE,
+    MIN_FOREGROUND_SHARE,
+    PLACE_WORDS,
+    Depth,
+    Horizontal,
+    depth_margin,
+    horizontal_band,
+    main_face_height,
+    yardstick,
+)
 
-Horizontal = Literal["left", "centre", "right"]
-Depth = Literal["foreground", "background"]
+__all__ = [  # the rule's names this module owned before issue 47 stay importable from here
+    "BACKGROUND_RELATIVE",
+    "MIN_FOREGROUND_SHARE",
+    "PLACE_WORDS",
+    "Depth",
+    "FramePosition",
+    "Horizontal",
+    "frame_position",
+    "main_face_height",
+    "positions_in_frame",
+    "typical_position",
+]
 
-PLACE_WORDS: dict[str, str] = {"left": "on the left", "centre": "in the centre", "right": "on the right"}
-"""How answers and memories say a horizontal place."""
-BACKGROUND_RELATIVE = 0.75
-MIN_FOREGROUND_SHARE = 0.06
-_THIRDS: tuple[tuple[Horizontal, float, float], ...] = (
-    ("left", 0.0, 1 / 3), ("centre", 1 / 3, 2 / 3), ("right", 2 / 3, 1.0))
 _CONFIDENCE_LOG_SCALE = math.log(1.5)
 _V = TypeVar("_V", bound=str)
 
@@ -65,7 +75,7 @@ def frame_position(box: BBox, width: int, height: int, *, largest_height: float 
     horizontal, h_conf = _horizontal(box, width, centre)
     share = box.height / height
     relative = min(1.0, box.height / largest_height) if largest_height else 1.0
-    depth, d_conf = _depth(share, relative)
+    depth, d_conf = _depth(relative, share)
     evidence = (f"face centre at {centre:.0%} of the width, height {share:.0%} of the frame and "
                 f"{relative:.0%} of the largest face")
     return FramePosition(horizontal, h_conf, depth, d_conf, round(centre, 4), round(share, 4), round(relative, 4),
@@ -81,15 +91,8 @@ def positions_in_frame(
     (see :func:`main_face_height`): a background face stays background in the frames where the main
     face turned away or was not detected.
     """
-    largest = max([b.height for b in boxes] + [shot_face_height or 0.0])
+    largest = yardstick([b.height for b in boxes], shot_face_height)
     return [frame_position(b, width, height, largest_height=largest) for b in boxes]
-
-
-def main_face_height(frames_boxes: Sequence[Sequence[BBox]]) -> float | None:
-    """The height of a shot's main face: the median over its frames with faces of the largest face height
-    (``None`` without faces). The median ignores a frame where a passing face came close to the camera."""
-    largest = sorted(max(b.height for b in boxes) for boxes in frames_boxes if boxes)
-    return _median(largest) if largest else None
 
 
 def typical_position(positions: Sequence[FramePosition]) -> FramePosition | None:
@@ -102,7 +105,7 @@ def typical_position(positions: Sequence[FramePosition]) -> FramePosition | None
         return None
     horizontal, h_conf = _vote([(p.horizontal, p.horizontal_confidence) for p in positions])
     depth, d_conf = _vote([(p.depth, p.depth_confidence) for p in positions])
-    centre, share, relative = (_median([getattr(p, f) for p in positions])
+    centre, share, relative = (float(median([getattr(p, f) for p in positions]))
                                for f in ("centre_x", "height_share", "size_vs_largest"))
     evidence = (f"{len(positions)} frames: {horizontal} in {_agree(positions, 'horizontal', horizontal)}, "
                 f"{depth} in {_agree(positions, 'depth', depth)}; median centre {centre:.0%} of the width, "
@@ -112,19 +115,15 @@ def typical_position(positions: Sequence[FramePosition]) -> FramePosition | None
 
 
 def _horizontal(box: BBox, width: int, centre: float) -> tuple[Horizontal, float]:
-    for name, low, high in _THIRDS:
-        if centre < high or name == "right":
-            x1, x2 = max(box.x1 / width, 0.0), min(box.x2 / width, 1.0)
-            inside = max(0.0, min(x2, high) - max(x1, low)) / max(x2 - x1, 1e-9)
-            return name, round(max(0.5, inside), 3)
-    raise AssertionError("unreachable")
+    name, low, high = horizontal_band(centre)
+    x1, x2 = max(box.x1 / width, 0.0), min(box.x2 / width, 1.0)
+    inside = max(0.0, min(x2, high) - max(x1, low)) / max(x2 - x1, 1e-9)
+    return name, round(max(0.5, inside), 3)
 
 
-def _depth(share: float, relative: float) -> tuple[Depth, float]:
-    margins = (math.log(relative / BACKGROUND_RELATIVE), math.log(share / MIN_FOREGROUND_SHARE))
-    if min(margins) < 0:
-        return "background", _confidence(-min(margins))
-    return "foreground", _confidence(min(margins))
+def _depth(relative: float, share: float) -> tuple[Depth, float]:
+    margin = depth_margin(relative, share)
+    return ("background", _confidence(-margin)) if margin < 0 else ("foreground", _confidence(margin))
 
 
 def _confidence(log_margin: float) -> float:
@@ -139,9 +138,3 @@ def _vote(values: Sequence[tuple[_V, float]]) -> tuple[_V, float]:
 
 def _agree(positions: Sequence[FramePosition], field: str, value: str) -> str:
     return f"{sum(getattr(p, field) == value for p in positions)}/{len(positions)}"
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

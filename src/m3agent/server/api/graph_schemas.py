@@ -46,7 +46,8 @@ class SightingOut(BaseModel):
     time_s: float
     horizontal: Literal["left", "centre", "right"]
     depth: Literal["foreground", "background"] = Field(
-        description="background: much smaller than the largest face at the same time")
+        description="background: much smaller than the largest face at the same time or the shot's main face, "
+                    "or tiny in the frame (m3agent.perception.attributes.place)")
 
 
 class UtteranceOut(BaseModel):
