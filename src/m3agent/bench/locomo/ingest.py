@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent import tags
 from m3agent.bench.locomo.data import LocomoSample, Session
 from m3agent.domain import Clip, EntityKind, Memory, MemoryKind, Video
+from m3agent.memorize.speech_line import said_line
 
 if TYPE_CHECKING:
     from m3agent.embed import Embedder
@@ -112,7 +113,7 @@ def _drafts(sample_id: str, clip: Clip, session: Session, voices: dict[str, int]
     for i, turn in enumerate(session.turns):
         voice = voices[turn.speaker]
         start = clip.start_s + i * step
-        said = f"{tags.voice(voice)} said: {turn.text}"
+        said = said_line(tags.voice(voice), turn.text)
         if turn.image_caption:
             said += f" [shared an image: {turn.image_caption}]"
         memory = _memory(sample_id, clip, said, voice, start, start + step, provenance(sample_id, turn.dia_id))

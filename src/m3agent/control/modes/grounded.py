@@ -50,6 +50,7 @@ from m3agent.graph.fits import fits_eyewear, fits_gender
 from m3agent.graph.operators import EntityGraph
 from m3agent.graph.references import Reference, window_of
 from m3agent.llm.prompts import load_prompt_set
+from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, day_of
 from m3agent.text import tokens as text_tokens
 from m3agent.text import words as text_words
@@ -80,7 +81,6 @@ _ABSTAIN_RE = re.compile(
     r"|the memor(y|ies) (does|do) not say|i (do not|don't) know)\W*$",
     re.IGNORECASE,
 )
-_SPEAKER_RE = re.compile(rf"^(?:At [\d:.]+ )?({tags.pattern(tags.TagKind.CHARACTER)}) (?:says|said)\b")
 _BACKEND_ERRORS = (M3AgentError, ValueError, RuntimeError, OSError)
 
 
@@ -293,10 +293,18 @@ def described_first(graph: EntityGraph, video_id: str, person: Reference, candid
         memory = candidate.hit.memory if candidate.hit is not None else None
         outside = window is not None and (memory is None or memory.video_id != video_id
                                           or memory.end_s <= window[0] or memory.start_s >= window[1])
-        speaker = _SPEAKER_RE.match(candidate.text)
-        return outside, speaker is not None and not _fits(graph, speaker.group(1), person)
+        speaker = _speaker(candidate.text)
+        return outside, speaker is not None and not _fits(graph, speaker, person)
 
     return sorted(candidates, key=misfit)  # stable: the reranker's order within each group
+
+
+def _speaker(text: str) -> str | None:
+    """The character tag of who speaks in a speech memory's ``text``; None for another memory or a voice that is
+    no character."""
+    line = read_speech(text)
+    tag = tags.parse(line.tag) if line is not None else None
+    return str(tag) if tag is not None and tag.kind is tags.TagKind.CHARACTER else None
 
 
 def _fits(graph: EntityGraph, tag: str, person: Reference) -> bool:
@@ -389,7 +397,7 @@ def who_answer(question: QuestionReading, answer: str, cited: tuple[Candidate, .
         return answer
     if any(word[0].isupper() and not question.holds(word) for word in text_tokens(answer)):
         return answer
-    speakers = {m.group(1) for c in cited if (m := _SPEAKER_RE.match(c.text))}
+    speakers = {s for c in cited if (s := _speaker(c.text)) is not None}
     return speakers.pop() if len(speakers) == 1 else answer
 
 

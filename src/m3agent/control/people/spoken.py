@@ -31,7 +31,8 @@ from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
 from m3agent.graph.scenes import describe, matching_scenes
 from m3agent.graph.values import span_text
-from m3agent.memorize.consolidation.cues import SPEECH, speech_quote
+from m3agent.memorize.consolidation.cues import speech_quote
+from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, words
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> 
     """The speech memories of a video (up to ``before_clip``), in time order."""
     flt = SearchFilter(video_ids=(video_id,), kinds=(MemoryKind.EPISODIC,))
     return sorted((m for m in store.memories(video_id, flt=flt)
-                   if SPEECH.match(m.text) and (before_clip is None or m.clip_index <= before_clip)),
+                   if read_speech(m.text) is not None and (before_clip is None or m.clip_index <= before_clip)),
                   key=lambda m: (m.start_s, m.end_s))
 
 

@@ -31,14 +31,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from m3agent import tags
-from m3agent.memorize.writers.perception import CAPTIONED
+from m3agent.memorize.speech_line import read_speech
 from m3agent.text import self_names
 
 if TYPE_CHECKING:
     from m3agent.domain import Memory
 
-SPEECH = re.compile(rf"^(?:At [0-9:.]+ )?(?P<tag>{tags.pattern()}) (?:says|said): (?P<quote>.*)$", re.DOTALL)
-"""A speech memory: the perception writer's ``At 0:05 <voice_3> says: "..."`` (and LoCoMo's ``said:``)."""
 SENSE_PROVENANCE = ("scene-senses/", )
 """Provenance of memories that are nobody's statement (on-screen text, objects, sounds, shots)."""
 FIXED_FORMS = re.compile(rf"^{tags.pattern()} is on screen |^Shot |^On screen ")
@@ -81,8 +79,8 @@ _NOT_PROPER = frozenset(_NOT_PROPER_TEXT.split())
 def speech_quote(memory: Memory) -> str | None:
     """The quoted words of a speech memory (without the captions of the same words), or ``None`` for any other
     memory."""
-    match = SPEECH.match(memory.text)
-    return match.group("quote").split(CAPTIONED, 1)[0].strip().strip('"“”') if match else None
+    line = read_speech(memory.text)
+    return line.quote if line is not None else None
 
 
 def sentences(quote: str) -> list[str]:

@@ -34,15 +34,14 @@ from m3agent.llm.replies import Content, Reply
 from m3agent.memorize.consolidation.cues import (
     KIND_CUES,
     NAMED_PLACE,
-    SPEECH,
     addressed_names,
     addresses_someone,
     first_person,
     readable,
     sentences,
-    speech_quote,
     stating_sentences,
 )
+from m3agent.memorize.speech_line import quoted, read_speech
 from m3agent.text import self_names
 
 if TYPE_CHECKING:
@@ -262,20 +261,19 @@ def prompt_fields(shown: Shown) -> dict[str, str]:
 def _line(memory: Memory, whole: bool = False) -> str:
     """A memory as the prompt shows it: speech without its clock and, unless ``whole``, cut to the sentences
     that may state a fact (a reply shown for who was named: its first sentence), else its text."""
-    match = SPEECH.match(memory.text)
-    if not match:
+    line = read_speech(memory.text)
+    if line is None:
         return memory.text
-    quote = speech_quote(memory) or ""
-    parts = sentences(quote)
+    parts = sentences(line.quote)
     stating = [] if whole else stating_sentences(memory) or parts[:1]
-    shown = quote if whole or len(stating) == len(parts) else " … ".join(stating)
-    return f'{match.group("tag")} says: "{shown}"'
+    shown = line.quote if whole or len(stating) == len(parts) else " … ".join(stating)
+    return quoted(line.tag, shown)
 
 
 def speaker_of(memory: Memory) -> str | None:
     """The tag of who speaks in a speech memory (``At 0:05 <voice_3> says: "..."``, ``<voice_1> said: ...``)."""
-    match = SPEECH.match(memory.text)
-    return match.group("tag") if match else None
+    line = read_speech(memory.text)
+    return line.tag if line is not None else None
 
 
 def shortened(text: str) -> str:

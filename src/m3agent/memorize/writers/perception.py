@@ -27,14 +27,14 @@ from m3agent.memorize.captions import spoken_captions
 from m3agent.memorize.inputs import ClipInput, WriterOutput
 from m3agent.memorize.places import largest_heights, place_words
 from m3agent.memorize.scene_memories import span
+from m3agent.memorize.speech_line import says_line
 from m3agent.memorize.utterances import Utterance, utterances
-from m3agent.text import clock, self_names
+from m3agent.text import self_names
 
 if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
 
 PROVENANCE = "perception-writer/1"
-CAPTIONED = " Captioned on screen: "
 """What follows a speech memory's quote when the same words were on screen (read by consolidation's pre-check,
 which judges only what was said)."""
 
@@ -136,9 +136,8 @@ def _speech_memories(clip: Clip, said: Sequence[Utterance],
                      captions: Mapping[int, Sequence[ScreenText]]) -> list[Memory]:
     out = []
     for i, utterance in enumerate(said):
-        line = f'At {clock(utterance.start_s)} {tags.voice(utterance.entity_id)} says: "{utterance.text}"'
-        if captions.get(i):
-            line += CAPTIONED + "; ".join(f'"{t.text}"' for t in captions[i]) + "."
+        line = says_line(utterance.start_s, tags.voice(utterance.entity_id), utterance.text,
+                         tuple(t.text for t in captions.get(i, ())))
         out.append(_memory(clip, MemoryKind.EPISODIC, line, utterance.start_s, utterance.end_s,
                            [utterance.entity_id]))
     return out
