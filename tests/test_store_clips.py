@@ -27,7 +27,7 @@ from m3agent.domain import (
 )
 from m3agent.errors import IntegrityError, StoreError
 from m3agent.store import open_store
-from m3agent.store.protocol import MemoryStore
+from m3agent.store.protocol import MemoryStore, VoiceSpan
 from store_helpers import clip_of, fill, memory, new_store, unit_vectors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +55,11 @@ def test_clip_commits_everything_and_marks_done(make_store: Callable[[], Any]) -
     assert got.entity_ids == (face.id, voice.id) and got.last_clip_index == 0
     assert [(f.crop_jpeg, f.mouth_motion) for f in store.faces("v1", 0)] == [(b"jpeg", 0.25)]
     assert store.mouth_motions("v1") == [(3.5, face.id, 0.25)]
+    # the narrow views read by name (both backends build the same records)
+    assert store.clips("v1")[0].status is ClipStatus.DONE and store.clips("v1")[0].clip == clip
+    assert store.mouth_motions("v1")[0].motion == 0.25 and store.face_sightings("v1")[0].entity_id == face.id
+    assert store.voice_spans("v1")[0] == VoiceSpan(1.0, 2.5, voice.id) and store.voice_spans("v1")[0].end_s == 2.5
+    assert store.embedding_model() is not None and store.embedding_model().dim == vectors.shape[1]  # type: ignore[union-attr]
     voices = store.voices("v1")
     assert voices[0].words == (Word("hi", 1.0, 1.2),) and voices[0].language == "en"
     assert store.voice_audio(voices[0].id) == b"RIFFwav"

@@ -105,7 +105,7 @@ def _add_health(app: FastAPI) -> None:
             building = getattr(store, "indexes_building", None)
             return schemas.Readiness(ready=True, memory=store.url, videos=len(store.videos()),
                                      indexes_building=list(building()) if callable(building) else [],
-                                     embedding_model=None if model is None else f"{model[0]}/{model[1]}",
+                                     embedding_model=None if model is None else f"{model.name}/{model.dim}",
                                      jobs_active=sum(1 for j in jobs if j.state in ACTIVE),
                                      search_workers=ctx.search_pool.workers if ctx.search_pool else 0)
 

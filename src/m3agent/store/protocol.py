@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from m3agent.domain import (
     Character,
@@ -40,6 +40,44 @@ from m3agent.domain import (
 
 if TYPE_CHECKING:
     from m3agent.domain import Vector
+
+
+class EmbeddingModel(NamedTuple):
+    """The text embedder a memory's vectors were made with."""
+
+    name: str
+    dim: int
+
+
+class ClipRecord(NamedTuple):
+    """A recorded clip with its status and the reason of a failed or skipped one."""
+
+    clip: Clip
+    status: ClipStatus
+    reason: str
+
+
+class FaceSighting(NamedTuple):
+    """An identified face observation: when, and whose face."""
+
+    time_s: float
+    entity_id: int
+
+
+class MouthMotion(NamedTuple):
+    """An identified face observation whose mouth motion was measured (the active-speaker cue)."""
+
+    time_s: float
+    entity_id: int
+    motion: float
+
+
+class VoiceSpan(NamedTuple):
+    """An identified voice segment: its span and whose voice."""
+
+    start_s: float
+    end_s: float
+    entity_id: int
 
 
 @runtime_checkable
@@ -137,7 +175,7 @@ class MemoryStore(Protocol):
 
     def schema_version(self) -> int: ...
 
-    def embedding_model(self) -> tuple[str, int] | None:
+    def embedding_model(self) -> EmbeddingModel | None:
         """``(name, dim)`` of the text embeddings stored, or ``None`` while empty."""
         ...
 
@@ -197,7 +235,7 @@ class MemoryStore(Protocol):
         """The recorded sources (episodic memory ids, ascending) of each of ``memory_ids`` that has any."""
         ...
 
-    def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:
+    def clips(self, video_id: str) -> list[ClipRecord]:
         """Recorded clips of a video in index order, with status and reason."""
         ...
 
@@ -340,19 +378,19 @@ class MemoryStore(Protocol):
 
     def voices(self, video_id: str, clip_index: int | None = None) -> list[VoiceSegment]: ...
 
-    def face_sightings(self, video_id: str) -> list[tuple[float, int]]:
+    def face_sightings(self, video_id: str) -> list[FaceSighting]:
         """``(time_s, entity_id)`` of every identified face observation of a video, in time order.
 
         The narrow view face-voice linking reads after every clip: no embeddings, no crops.
         """
         ...
 
-    def mouth_motions(self, video_id: str) -> list[tuple[float, int, float]]:
+    def mouth_motions(self, video_id: str) -> list[MouthMotion]:
         """``(time_s, entity_id, mouth_motion)`` of every identified face sighting of a video whose
         mouth motion was measured, in time order (the active-speaker cue face-voice linking reads)."""
         ...
 
-    def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
+    def voice_spans(self, video_id: str) -> list[VoiceSpan]:
         """``(start_s, end_s, entity_id)`` of every identified voice segment of a video, in time order."""
         ...
 

@@ -27,6 +27,7 @@ from m3agent.domain import (
 from m3agent.errors import NotFoundError
 from m3agent.store import entity_ops, merge_log
 from m3agent.store.characters import group_characters
+from m3agent.store.protocol import FaceSighting, MouthMotion, VoiceSpan
 from m3agent.store.sql import dialect
 from m3agent.store.sql.base import C, SQLBase, guarded
 from m3agent.store.sql.rows import (
@@ -226,29 +227,29 @@ class SQLPeople(SQLBase[C]):
             return [face_from_row(r) for r in rows]
 
     @guarded
-    def face_sightings(self, video_id: str) -> list[tuple[float, int]]:
+    def face_sightings(self, video_id: str) -> list[FaceSighting]:
         """``(time_s, entity_id)`` of every identified face of a video, in time order (see the protocol)."""
         with self._read() as db:
             rows = self._run(db, "SELECT time_s, entity_id FROM faces WHERE video_id = ? AND entity_id IS NOT NULL"
                              " ORDER BY time_s, id", (video_id,))
-            return [(float(t), int(e)) for t, e in rows]
+            return [FaceSighting(float(t), int(e)) for t, e in rows]
 
     @guarded
-    def mouth_motions(self, video_id: str) -> list[tuple[float, int, float]]:
+    def mouth_motions(self, video_id: str) -> list[MouthMotion]:
         """``(time_s, entity_id, mouth_motion)`` of the identified faces whose mouth motion was measured."""
         with self._read() as db:
             rows = self._run(db, "SELECT time_s, entity_id, mouth_motion FROM faces WHERE video_id = ?"
                              " AND entity_id IS NOT NULL AND mouth_motion IS NOT NULL ORDER BY time_s, id",
                              (video_id,))
-            return [(float(t), int(e), float(m)) for t, e, m in rows]
+            return [MouthMotion(float(t), int(e), float(m)) for t, e, m in rows]
 
     @guarded
-    def voice_spans(self, video_id: str) -> list[tuple[float, float, int]]:
+    def voice_spans(self, video_id: str) -> list[VoiceSpan]:
         """``(start_s, end_s, entity_id)`` of every identified voice segment of a video, in time order."""
         with self._read() as db:
             rows = self._run(db, "SELECT start_s, end_s, entity_id FROM voices WHERE video_id = ?"
                              " AND entity_id IS NOT NULL ORDER BY start_s, id", (video_id,))
-            return [(float(a), float(b), int(e)) for a, b, e in rows]
+            return [VoiceSpan(float(a), float(b), int(e)) for a, b, e in rows]
 
     @guarded
     def voices(self, video_id: str, clip_index: int | None = None) -> list[VoiceSegment]:

@@ -44,6 +44,7 @@ from m3agent.domain import (
 )
 from m3agent.errors import IntegrityError, NotFoundError, VideoMismatchError
 from m3agent.store import entity_ops, merge_log
+from m3agent.store.protocol import ClipRecord
 from m3agent.store.sql import dialect
 from m3agent.store.sql.base import C, guarded
 from m3agent.store.sql.people import SQLPeople
@@ -220,12 +221,12 @@ class SQLStore(SQLPeople[C], SQLVectors[C]):
         return {k: tuple(v) for k, v in found.items()}
 
     @guarded
-    def clips(self, video_id: str) -> list[tuple[Clip, ClipStatus, str]]:
+    def clips(self, video_id: str) -> list[ClipRecord]:
         """Recorded (not pending) clips of a video in index order, with status and reason."""
         with self._read() as db:
             rows = self._run(db, "SELECT clip_index, start_s, end_s, status, reason FROM clips"
                              " WHERE video_id = ? AND status <> 'pending' ORDER BY clip_index", (video_id,))
-            return [(Clip(video_id, r[0], r[1], r[2]), ClipStatus(r[3]), r[4]) for r in rows]
+            return [ClipRecord(Clip(video_id, r[0], r[1], r[2]), ClipStatus(r[3]), r[4]) for r in rows]
 
     @guarded
     def recorded_clip(self, video_id: str, index: int) -> Clip | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from m3agent.domain import ScoredMemory, SearchFilter
 from m3agent.errors import IntegrityError
 from m3agent.store.index.vectors import normalized
+from m3agent.store.protocol import EmbeddingModel
 from m3agent.store.sql import dialect
 from m3agent.store.sql.base import C, SQLBase, guarded
 from m3agent.store.sql.dialect import render
@@ -28,21 +29,21 @@ class SQLVectors(SQLBase[C]):
     """The embedding model and the memory vectors (see the module docstring)."""
 
     @guarded
-    def embedding_model(self) -> tuple[str, int] | None:
+    def embedding_model(self) -> EmbeddingModel | None:
         """``(name, dim)`` of the text embeddings stored, or ``None`` while none is recorded."""
         with self._read() as db:
             return self._model(db)
 
-    def _model(self, db: C) -> tuple[str, int] | None:
+    def _model(self, db: C) -> EmbeddingModel | None:
         rows = dict(self._run(db, "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')")
                     .fetchall())
         if "embedding_dim" not in rows:
             return None
-        return rows.get("embedding_model", ""), int(rows["embedding_dim"])
+        return EmbeddingModel(rows.get("embedding_model", ""), int(rows["embedding_dim"]))
 
     def _dim(self) -> int | None:
         model = self.embedding_model()
-        return model[1] if model else None
+        return model.dim if model else None
 
     @guarded
     def set_embedding_model(self, name: str, dim: int) -> None:
