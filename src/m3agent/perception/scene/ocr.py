@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from m3agent.errors import ModelError
@@ -24,22 +23,6 @@ UNCLIP = 1.6
 REC_HEIGHT = 48
 MIN_BOX_PX = 3
 MAX_UPSCALE = 2.0  # tiny frames are enlarged at most this much for detection (cost grows with the area)
-
-
-@dataclass(frozen=True, slots=True)
-class TextLine:
-    """A line read in one image: text, mean character probability, and its corners (x, y) in pixels."""
-
-    text: str
-    confidence: float
-    corners: tuple[tuple[float, float], ...]
-
-    @property
-    def box(self) -> tuple[float, float, float, float]:
-        """Axis-aligned ``(x1, y1, x2, y2)`` around the corners."""
-        xs = [p[0] for p in self.corners]
-        ys = [p[1] for p in self.corners]
-        return min(xs), min(ys), max(xs), max(ys)
 
 
 class OcrModel:
