@@ -293,3 +293,40 @@ def test_the_cycle_check_finds_a_cycle_closed_by_a_type_only_import() -> None:
     assert [i.where for i in gaps] == ["type"]
     assert cycles([*asr, *gaps], modules) == [modules]
     assert cycles(asr, modules) == []
+
+
+# the documents ---------------------------------------------------------------------------------------------
+
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+NAME_COLUMN = 39
+"""Width of the names column of the layer diagram in docs/architecture.md."""
+
+
+def diagram_layers(text: str) -> list[set[str]]:
+    """The rows of the layer diagram (the first code block), lowest first: a row starts with one space before its
+    first name, its continuation lines with three; the text right of the names column is description."""
+    block = text.split("```", 2)[1].splitlines()[1:]
+    rows: list[set[str]] = []
+    for line in block:
+        names = {n for n in line[:NAME_COLUMN].replace("·", " ").split()}
+        if not names:
+            continue
+        if line.startswith(" ") and not line.startswith("   "):
+            rows.append(names)
+        else:
+            rows[-1] |= names
+    return rows[::-1]
+
+
+def test_the_layer_diagram_of_architecture_md_is_the_layer_order() -> None:
+    drawn = diagram_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    declared = [set(names) - {""} for names in LAYERS]
+    assert drawn == declared, "docs/architecture.md's diagram and LAYERS differ"
+
+
+def test_architecture_md_names_every_sub_package() -> None:
+    """Each folder of a top-level package appears in "Where things live" as ``folder/`` (or its own section)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    folders = sorted(str(p.parent.relative_to(PACKAGE)) for p in PACKAGE.glob("*/*/__init__.py"))
+    missing = [f for f in folders if f"`{f.split('/')[1]}/`" not in text and f"`{f}/`" not in text]
+    assert missing == [], f"describe these sub-packages in docs/architecture.md: {missing}"
