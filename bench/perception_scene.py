@@ -73,7 +73,7 @@ def senses_of(path: Path, settings: Any, cpu: dict[str, float] | None = None
     out, media_s, stages = [], 0.0, {}
     for clip in iter_clips(path, settings.media):
         timings: dict[str, float] = {}
-        out.append(perceive_senses(clip, settings, timings, cpu))
+        out.append(perceive_senses(clip, settings.senses, settings.resolved_cache_dir(), timings, cpu))
         media_s += clip.clip.duration_s
         for stage, seconds in timings.items():
             stages[stage] = stages.get(stage, 0.0) + seconds
@@ -194,7 +194,8 @@ def audio_event_hits(settings: Any) -> dict[str, Any]:
         source = label["source"]
         if source not in heard:
             heard[source] = [e for c in iter_clips(MEDIA / source, settings.media)
-                             for e in hear_sounds(c.audio, c.audio_rate, c.clip.start_s, settings)]
+                             for e in hear_sounds(c.audio, c.audio_rate, c.clip.start_s, settings.senses,
+                                                     settings.resolved_cache_dir())]
         start, end = float(label["start_s"]), float(label["end_s"])
         covered = sum(max(0.0, min(end, e.end_s) - max(start, e.start_s))
                       for e in heard[source] if e.label == label["label"])

@@ -145,7 +145,7 @@ def read_lines(path: Path, settings: Any) -> list[Line]:
     for clip in iter_clips(path, settings.media):
         shots = detect_shots(clip.frames, clip.clip, settings.senses.shot_threshold)
         out += [Line(clip.clip.index, t.start_s, t.end_s, t.text, t.confidence, t.sightings)
-                for t in read_screen_text(clip.frames, shots, settings)]
+                for t in read_screen_text(clip.frames, shots, settings.senses)]
     return out
 
 

@@ -136,10 +136,12 @@ def test_silent_and_clipped_audio_give_no_error(tmp_path: Path) -> None:
     from m3agent.perception.audio.sounds import hear_sounds
 
     settings = Settings(cache_dir=tmp_path)
-    assert hear_sounds(np.zeros(16000 * 3, np.float32), 16000, 0.0, settings) == ()
+    silence = np.zeros(16000 * 3, np.float32)
+    assert hear_sounds(silence, 16000, 0.0, settings.senses, settings.resolved_cache_dir()) == ()
     loud = (8.0 * np.sin(np.linspace(0, 2000 * np.pi, 16000 * 3))).astype(np.float32)
     loud[100] = np.nan
-    assert all(0 <= e.start_s < e.end_s <= 3.5 for e in hear_sounds(loud, 16000, 0.0, settings))
+    assert all(0 <= e.start_s < e.end_s <= 3.5 for e in hear_sounds(loud, 16000, 0.0, settings.senses,
+                                                                          settings.resolved_cache_dir()))
 
 
 def test_the_log_mel_front_end_matches_yamnet_framing() -> None:
@@ -167,7 +169,7 @@ def test_music_is_heard_in_the_white_house_clip(media_dir: Path, tmp_path: Path)
 
     settings = Settings(cache_dir=tmp_path)
     media = decoded(media_dir / "video" / "whitehouse_short_hamilton_clip.mp4", settings)
-    heard = hear_sounds(media.audio, media.audio_rate, 0.0, settings)
+    heard = hear_sounds(media.audio, media.audio_rate, 0.0, settings.senses, settings.resolved_cache_dir())
     music = [e for e in heard if e.label == "Music"]
     assert music and sum(e.end_s - e.start_s for e in music) >= 4.0
     assert all(e.label not in ("Speech", "Silence") for e in heard)
@@ -238,7 +240,7 @@ def test_burned_in_captions_are_read_with_their_spans(media_dir: Path) -> None:
 
     settings = Settings()
     media = decoded(media_dir / "video" / "iianet_debate_trump_clinton.mp4", settings)
-    lines = read_screen_text(media.frames, detect_shots(media.frames, media.clip, 0.35), settings)
+    lines = read_screen_text(media.frames, detect_shots(media.frames, media.clip, 0.35), settings.senses)
     by_text = {t.text.lower(): t for t in lines}
     senator = by_text.get("because i was a senator with a republican president")
     assert senator is not None, [t.text for t in lines]
@@ -282,7 +284,7 @@ def test_black_and_8k_frames_and_missing_detector_are_skips_or_nothing(tmp_path:
     settings = Settings(cache_dir=tmp_path, senses={"object_detector": str(tmp_path / "missing.onnx"),
                                                     "object_classes": str(names), "sounds": False})
     timings: dict[str, float] = {}
-    senses = perceive_senses(clip_media(black + huge), settings, timings)
+    senses = perceive_senses(clip_media(black + huge), settings.senses, settings.resolved_cache_dir(), timings)
     assert senses.texts == () and senses.objects == ()
     assert [s.stage for s in senses.skipped] == [SenseStage.OBJECTS]
     assert "missing.onnx does not exist" in senses.skipped[0].reason
@@ -293,19 +295,21 @@ def test_black_and_8k_frames_and_missing_detector_are_skips_or_nothing(tmp_path:
     broken.write_bytes(b"not a model")
     settings = Settings(cache_dir=tmp_path, senses={"object_detector": str(broken), "object_classes": str(names),
                                                     "text": False, "sounds": False})
-    senses = perceive_senses(clip_media(black), settings, {})
+    senses = perceive_senses(clip_media(black), settings.senses, settings.resolved_cache_dir(), {})
     assert "not a loadable ONNX model" in senses.skipped[0].reason
     no_names = Settings(senses={"object_detector": str(broken), "text": False, "sounds": False})
-    assert "class-names file" in perceive_senses(clip_media(black), no_names, {}).skipped[0].reason
+    unnamed = perceive_senses(clip_media(black), no_names.senses, no_names.resolved_cache_dir(), {})
+    assert "class-names file" in unnamed.skipped[0].reason
 
 
 def test_switched_off_stages_do_not_run() -> None:
     from m3agent.perception.scene.senses import any_enabled, perceive_senses
 
     off = Settings(senses={"shots": False, "text": False, "objects": False, "sounds": False})
-    assert not any_enabled(off)
+    assert not any_enabled(off.senses)
     timings: dict[str, float] = {}
-    assert perceive_senses(clip_media(colour_frames([(0, 0, 0)] * 2)), off, timings) == ClipSenses()
+    assert perceive_senses(clip_media(colour_frames([(0, 0, 0)] * 2)), off.senses, off.resolved_cache_dir(),
+                           timings) == ClipSenses()
     assert timings == {}
 
 
@@ -344,7 +348,8 @@ def test_a_user_detector_that_is_no_detector_or_a_bad_names_file_is_a_skip(tmp_p
     def skip_reason(detector: str, classes: Path) -> str:
         settings = Settings(cache_dir=tmp_path, senses={"object_detector": detector, "object_classes": str(classes),
                                                         "object_input_size": 320, "text": False, "sounds": False})
-        senses = perceive_senses(clip_media(colour_frames([(90, 90, 90)] * 2)), settings, {})
+        senses = perceive_senses(clip_media(colour_frames([(90, 90, 90)] * 2)), settings.senses,
+                                 settings.resolved_cache_dir(), {})
         assert senses.objects == () and len(senses.shots) == 1, "the other stages still ran"
         assert [s.stage for s in senses.skipped] == [SenseStage.OBJECTS]
         return senses.skipped[0].reason
@@ -368,7 +373,7 @@ def test_black_8k_and_textless_frames_go_through_the_packaged_models(tmp_path: P
     settings = Settings(cache_dir=tmp_path, senses={"sounds": False})
     timings: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    senses = perceive_senses(clip_media(frames, end=2.5), settings, timings, cpu)
+    senses = perceive_senses(clip_media(frames, end=2.5), settings.senses, settings.resolved_cache_dir(), timings, cpu)
     assert senses.skipped == () and senses.objects == ()
     assert [t.text.upper() for t in senses.texts] == ["THE STORE IS OPEN"], "read on the 8K frame, none on black"
     assert senses.texts[0].start_s == 1.5 and senses.texts[0].bbox.x2 > 1280, "in the 8K frame's pixels"

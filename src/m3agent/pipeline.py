@@ -392,7 +392,8 @@ def perceive_clip(media: ClipMedia, settings: Settings) -> ClipPerception:
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         faces = voices = None
-        senses = pool.submit(perceive_senses, media, settings, timings) if any_enabled(settings) else None
+        senses = (pool.submit(perceive_senses, media, settings.senses, settings.resolved_cache_dir(), timings)
+                  if any_enabled(settings.senses) else None)
         if settings.perception.faces and media.frames:
             from m3agent.perception.faces import perceive_faces
 

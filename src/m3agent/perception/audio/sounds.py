@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from m3agent.domain import SoundEvent
 
 if TYPE_CHECKING:
-    from m3agent.settings import Settings
+    from pathlib import Path
+
+    from m3agent.settings import SensesSettings
 
 SMOOTH = 3
 JOIN_WINDOWS = 4  # runs of one class up to ~2 s apart are one event
@@ -35,16 +37,17 @@ IGNORED = frozenset({0, 1, 2, 3, 4, 5, 12, 65, *range(494, 521)})
 SILENCE_RMS = 1e-4
 
 
-def hear_sounds(audio: Any, rate: int, start_s: float, settings: Settings) -> tuple[SoundEvent, ...]:
+def hear_sounds(audio: Any, rate: int, start_s: float, senses: SensesSettings, cache_dir: Path
+                ) -> tuple[SoundEvent, ...]:
     """Sound events of a mono float waveform at ``rate`` Hz that starts at ``start_s`` (absolute times)."""
     from m3agent.perception.audio.yamnet import RATE, yamnet
 
     wave = _clean(audio, rate, RATE)
     if wave.size == 0 or float((wave**2).mean()) ** 0.5 < SILENCE_RMS:
         return ()
-    model = yamnet(settings.resolved_cache_dir())
-    return events(model.scores(wave), model.classes, start_s, settings.senses.sound_min_score,
-                  settings.senses.sound_min_seconds)
+    model = yamnet(cache_dir)
+    return events(model.scores(wave), model.classes, start_s, senses.sound_min_score,
+                  senses.sound_min_seconds)
 
 
 def events(scores: Any, classes: tuple[str, ...], start_s: float, min_score: float,

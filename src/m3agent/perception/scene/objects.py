@@ -25,7 +25,7 @@ from m3agent.domain import Frame, ObjectTrack, Shot
 
 if TYPE_CHECKING:
     from m3agent.perception.scene.detectors import Detection, ObjectDetector
-    from m3agent.settings import Settings
+    from m3agent.settings import SensesSettings
 
 JOIN_PERIODS = 2.5
 STALE_PERIODS = 3
@@ -45,11 +45,10 @@ class _Track:
     sightings: int = 0
 
 
-def detect_objects(frames: Sequence[Frame], shots: Sequence[Shot], settings: Settings) -> tuple[ObjectTrack, ...]:
+def detect_objects(frames: Sequence[Frame], shots: Sequence[Shot], cfg: SensesSettings) -> tuple[ObjectTrack, ...]:
     """Object tracks of ``frames`` (RGB) in order of first sighting."""
     from m3agent.perception.scene.detectors import object_detector
 
-    cfg = settings.senses
     detector = object_detector(cfg.object_detector, cfg.object_classes, cfg.object_input_size)
     return follow(_sightings(detector, frames, shots, cfg.object_interval_s, cfg.object_min_score), shots,
                   cfg.object_interval_s)

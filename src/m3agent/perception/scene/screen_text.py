@@ -41,7 +41,7 @@ from m3agent.perception.scene.words import common_words, readable, respace
 
 if TYPE_CHECKING:
     from m3agent.perception.scene.ocr import OcrModel
-    from m3agent.settings import SensesSettings, Settings
+    from m3agent.settings import SensesSettings
 
 Image = Any  # a numpy uint8 image (BGR or grey) or float32 array, as OpenCV takes them
 CHANGE_LEVEL = 12.0  # mean absolute grey difference (0-255) of a line's pixels that counts as changed
@@ -95,11 +95,11 @@ class _Line:
                           sightings=len(self.scores))
 
 
-def read_screen_text(frames: Sequence[Frame], shots: Sequence[Shot], settings: Settings) -> tuple[ScreenText, ...]:
+def read_screen_text(frames: Sequence[Frame], shots: Sequence[Shot], senses: SensesSettings) -> tuple[ScreenText, ...]:
     """Followed text lines of ``frames`` (RGB) in order of appearance."""
     from m3agent.perception.scene.ocr import ocr_model
 
-    reader = _Reader(ocr_model(), settings.senses)
+    reader = _Reader(ocr_model(), senses)
     pending = sorted(s.start_s for s in shots)
     for index, frame in enumerate(frames):
         shot_start = index == 0

@@ -16,24 +16,25 @@ from typing import TYPE_CHECKING, TypeVar
 from m3agent.domain import ClipSenses, SenseStage, Shot, StageSkip
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from m3agent.domain import ClipMedia, ObjectTrack, ScreenText, SoundEvent
-    from m3agent.settings import Settings
+    from m3agent.settings import SensesSettings
 
 T = TypeVar("T")
 
 
-def any_enabled(settings: Settings) -> bool:
+def any_enabled(s: SensesSettings) -> bool:
     """Whether at least one scene stage is switched on."""
-    s = settings.senses
     return s.shots or s.text or s.objects or s.sounds
 
 
-def perceive_senses(media: ClipMedia, settings: Settings, timings: dict[str, float],
+def perceive_senses(media: ClipMedia, cfg: SensesSettings, cache_dir: Path, timings: dict[str, float],
                     cpu: dict[str, float] | None = None) -> ClipSenses:
     """Run the enabled scene stages on ``media``; adds each stage's wall seconds to ``timings`` and, when given,
     the process's CPU seconds during the stage to ``cpu`` (all threads, libraries' worker threads included:
-    a stage's own cost only where nothing else runs in the process, as in bench/perception_scene.py)."""
-    cfg = settings.senses
+    a stage's own cost only where nothing else runs in the process, as in bench/perception_scene.py).
+    ``cache_dir`` holds models unpacked on first use (the sound classifier's)."""
     skipped: list[StageSkip] = []
 
     def run(stage: SenseStage, enabled: bool, func: Callable[[], tuple[T, ...]]) -> tuple[T, ...]:
@@ -51,11 +52,11 @@ def perceive_senses(media: ClipMedia, settings: Settings, timings: dict[str, flo
                 cpu[stage.value] = cpu.get(stage.value, 0.0) + time.process_time() - cpu_started
 
     has_frames, has_audio = bool(media.frames), media.audio is not None
-    shots = run(SenseStage.SHOTS, cfg.shots and has_frames, lambda: _shots(media, settings))
+    shots = run(SenseStage.SHOTS, cfg.shots and has_frames, lambda: _shots(media, cfg))
     cuts = shots or whole_clip(media)
-    texts = run(SenseStage.TEXT, cfg.text and has_frames, lambda: _texts(media, cuts, settings))
-    objects = run(SenseStage.OBJECTS, cfg.objects and has_frames, lambda: _objects(media, cuts, settings))
-    sounds = run(SenseStage.SOUNDS, cfg.sounds and has_audio, lambda: _sounds(media, settings))
+    texts = run(SenseStage.TEXT, cfg.text and has_frames, lambda: _texts(media, cuts, cfg))
+    objects = run(SenseStage.OBJECTS, cfg.objects and has_frames, lambda: _objects(media, cuts, cfg))
+    sounds = run(SenseStage.SOUNDS, cfg.sounds and has_audio, lambda: _sounds(media, cfg, cache_dir))
     return ClipSenses(shots=shots, texts=texts, objects=objects, sounds=sounds, skipped=tuple(skipped))
 
 
@@ -72,25 +73,25 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _shots(media: ClipMedia, settings: Settings) -> tuple[Shot, ...]:
+def _shots(media: ClipMedia, cfg: SensesSettings) -> tuple[Shot, ...]:
     from m3agent.perception.scene.shots import detect_shots
 
-    return detect_shots(media.frames, media.clip, settings.senses.shot_threshold)
+    return detect_shots(media.frames, media.clip, cfg.shot_threshold)
 
 
-def _texts(media: ClipMedia, shots: tuple[Shot, ...], settings: Settings) -> tuple[ScreenText, ...]:
+def _texts(media: ClipMedia, shots: tuple[Shot, ...], cfg: SensesSettings) -> tuple[ScreenText, ...]:
     from m3agent.perception.scene.screen_text import read_screen_text
 
-    return read_screen_text(media.frames, shots, settings)
+    return read_screen_text(media.frames, shots, cfg)
 
 
-def _objects(media: ClipMedia, shots: tuple[Shot, ...], settings: Settings) -> tuple[ObjectTrack, ...]:
+def _objects(media: ClipMedia, shots: tuple[Shot, ...], cfg: SensesSettings) -> tuple[ObjectTrack, ...]:
     from m3agent.perception.scene.objects import detect_objects
 
-    return detect_objects(media.frames, shots, settings)
+    return detect_objects(media.frames, shots, cfg)
 
 
-def _sounds(media: ClipMedia, settings: Settings) -> tuple[SoundEvent, ...]:
+def _sounds(media: ClipMedia, cfg: SensesSettings, cache_dir: Path) -> tuple[SoundEvent, ...]:
     from m3agent.perception.audio.sounds import hear_sounds
 
-    return hear_sounds(media.audio, media.audio_rate, media.clip.start_s, settings)
+    return hear_sounds(media.audio, media.audio_rate, media.clip.start_s, cfg, cache_dir)
