@@ -35,6 +35,7 @@ from m3agent.graph.descriptions import combine_attributes, shot_kind
 from m3agent.graph.operators import EntityGraph
 from m3agent.graph.values import Person, Profile
 from m3agent.perception.attributes.clip import entity_attributes, measure_clip
+from m3agent.perception.attributes.names import STORED, Attribute, label_of
 from store_helpers import clip_of, unit_vectors
 
 RATE = 16000
@@ -128,10 +129,33 @@ def test_a_profile_describes_what_is_decided_in_one_phrase() -> None:
     profile = Profile(person, (), (("voice", "low", 0.8), ("position", "left", 0.9), ("depth", "background", 0.7),
                                    ("apparent gender", "male", 0.85), ("apparent age", "60", 0.3)))
     assert profile.describe() == "a low voice; usually on the left, in the background; appears male"
-    assert profile.attribute("voice") == ("low", 0.8) and profile.attribute("height") is None
+    assert profile.attribute(Attribute.VOICE_REGISTER) == ("low", 0.8) and profile.attribute(Attribute.EYEWEAR) is None
     assert profile.to_dict()["description"] == profile.describe()
     unsure = Profile(person, (), (("voice", "uncertain", 0.0), ("position", "centre", 0.4)))
     assert unsure.describe() == "" and unsure.describe(min_confidence=0.3) == "usually in the centre"
+
+
+def test_one_attribute_enum_names_a_row_as_perception_stores_it_and_a_profile_labels_it() -> None:
+    """Issue 47: the stored name, the profile's label and the lookup were three spellings in three modules (a
+    profile was looked up by ``"voice"``, its rows stored as ``voice_register``); one member now carries them."""
+    assert [a.value for a in Attribute] == ["voice_register", "position", "depth", "apparent_gender",
+                                            "apparent_age", "eyewear"]  # the stored names: the database is unchanged
+    assert [a.label for a in Attribute] == ["voice", "position", "depth", "apparent gender", "apparent age",
+                                            "eyewear"]
+    assert Attribute.APPARENT_AGE.numeric and not Attribute.APPARENT_GENDER.numeric
+    assert label_of("apparent_gender") == "apparent gender" and label_of("skin_tone") == "skin tone"
+    assert "voice_register" in STORED and "voice" not in STORED
+    perception = perceived()
+    rows, _ = entity_attributes(measure_clip(perception, appearance=False), *identified(perception))
+    assert rows and all(type(r.name) is str and r.name in STORED for r in rows)  # plain strings, as stored
+    rows = [r for r in rows if r.entity_id in (1, 3)]  # face 1 (left) and voice 3 (low): one person
+    rows += [row("apparent_gender", "female", 0.9, 3), row("eyewear", "glasses", 0.4, 3)]
+    profile = Profile(Person(1, "<character_1>", "", (1,), (3,)), (), combine_attributes(rows))
+    assert profile.attribute(Attribute.APPARENT_GENDER) == ("female", 0.9)
+    assert profile.attribute(Attribute.EYEWEAR) == ("glasses", 0.4)  # measured, below DESCRIBE_MIN: not described
+    found = {a: profile.attribute(a) for a in Attribute}
+    assert {a for a, v in found.items() if v is not None} == {Attribute(r.name) for r in rows}
+    assert profile.describe() == "a low voice; usually on the left; appears female"
 
 
 def test_shot_kind_weighs_its_parts_by_overlap() -> None:
@@ -244,7 +268,7 @@ def test_debate_people_get_their_side_of_the_split_screen_and_a_voice_register(d
     assert set(registers) == {v.id for v in voices}, "every voice entity of the debate gets a register"
     assert all("median F0" in r.evidence and r.weight > 0 for r in registers.values())
     for face, where in side.items():
-        value, confidence = described[face].attribute("position") or ("", 0.0)
+        value, confidence = described[face].attribute(Attribute.POSITION) or ("", 0.0)
         assert value == where and confidence > 0.5
         assert f"usually on the {where}" in described[face].describe()
     if appearance_available():  # Clinton (right) appears female, Trump (left) male

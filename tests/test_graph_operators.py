@@ -3,7 +3,7 @@ co-presence, counts and profiles, from a small scene written through the clip wr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from m3agent.domain import (
     LinkSource,
     Memory,
     MemoryKind,
+    ShotRecord,
     Video,
     VoiceSegment,
 )
@@ -37,10 +38,11 @@ def random_vector(text: str) -> Any:
     return unit_vectors(1, seed=len(text))[0]
 
 
-def build(store: Any, embed: Embed = random_vector) -> dict[str, int]:
+def build(store: Any, embed: Embed = random_vector, shots: Sequence[ShotRecord] = ()) -> dict[str, int]:
     """Video v1 (1280x720), clips 0 (0-30 s) and 1 (30-60 s). Face A (left, big) is seen 1-10 s and 40-45 s and
     its linked voice speaks 2-6 s and 41-44 s; face B (right, small) is seen 1-5 s; an unlinked voice C speaks
-    50-52 s. Shots: 0-12 (opens), 12-30 (cut) continued by 30-48 in clip 1, 48-60 (cut)."""
+    50-52 s. Shot summaries: 0-12 (opens), 12-30 (cut) continued by 30-48 in clip 1, 48-60 (cut); ``shots``
+    are stored with their clips (none by default: a memory stored with measured attributes off)."""
     def scene_memory(clip: Clip, text: str, start: float, end: float, entities: tuple[int, ...] = ()) -> Memory:
         return Memory(kind=MemoryKind.EPISODIC, text=text, video_id=clip.video_id, clip_index=clip.index,
                       start_s=start, end_s=end, entity_ids=entities, provenance=PROVENANCE, embedding=embed(text))
@@ -62,6 +64,8 @@ def build(store: Any, embed: Embed = random_vector) -> dict[str, int]:
         w.add_memory(scene_memory(first, "Shot 0:00–0:12: on screen <face_1>.", 0.0, 12.0, (a, b)))
         w.add_memory(scene_memory(first, "Scene change at 0:12: a new shot starts.", 12.0, 12.0))
         w.add_memory(scene_memory(first, "Shot 0:12–0:30 (after a scene change): objects: chair.", 12.0, 30.0))
+        for shot in (r for r in shots if r.clip_index == first.index):
+            w.add_shot(shot)
     with store.clip(second) as w:
         for k in range(11):
             w.add_face(FaceObservation(1, 40.0 + k / 2, LEFT_BIG, 0.99, entity_id=a))
@@ -71,6 +75,8 @@ def build(store: Any, embed: Embed = random_vector) -> dict[str, int]:
         w.add_memory(scene_memory(second, "Shot 0:30–0:48: on screen <face_1>.", 30.0, 48.0, (a,)))
         w.add_memory(scene_memory(second, "Shot 0:48–1:00 (after a scene change): speaking <voice_9>.", 48.0,
                                   60.0, (voice_c,)))
+        for shot in (r for r in shots if r.clip_index == second.index):
+            w.add_shot(shot)
     return {"a": a, "b": b, "voice_a": voice_a, "voice_c": voice_c}
 
 
@@ -115,6 +121,21 @@ def test_shots_are_ordered_and_a_shot_cut_by_a_clip_boundary_is_one(
     assert g.next_shot(shots[0]) == shots[1] and g.previous_shot(shots[0]) is None
     assert g.next_shot(shots[2]) is None
     assert g.shot_at("v1", 35.0) == shots[1]
+
+
+def test_a_stored_shot_says_whether_it_opens_a_scene_and_the_summary_what_it_holds(
+        make_store: Callable[[], Any]) -> None:
+    """Issue 47: whether a shot opens a scene is read from the stored shot rows, not parsed out of its summary's
+    words (the summary is read only for what the shot holds). Here the stored 48 s shot is no cut, though its
+    summary says so: the rows win, and it continues the shot before."""
+    store = make_store()
+    build(store, shots=[ShotRecord("v1", 0, 0.0, 12.0, False, "live", 0.9),
+                        ShotRecord("v1", 0, 12.0, 30.0, True, "live", 0.9),
+                        ShotRecord("v1", 1, 30.0, 48.0, False, "still", 0.9),
+                        ShotRecord("v1", 1, 48.0, 60.0, False, "still", 0.9)])
+    shots = EntityGraph(store).shots("v1")
+    assert [(s.start_s, s.end_s, s.opens_scene) for s in shots] == [(0.0, 12.0, True), (12.0, 60.0, True)]
+    assert shots[1].summary.startswith("objects: chair; on screen <face_1>; speaking") and len(shots[1].memory_ids) == 3
 
 
 def test_together_and_counts(graph: tuple[EntityGraph, dict[str, int]]) -> None:

@@ -432,7 +432,8 @@ class ShotRecord:
 
 @dataclass(frozen=True, slots=True)
 class EntityAttribute:
-    """A measured description of one entity in one clip: ``name`` (``voice_register``, ``position``, ``depth``,
+    """A measured description of one entity in one clip: ``name`` (the value of a
+    :class:`~m3agent.perception.attributes.names.Attribute`: ``voice_register``, ``position``, ``depth``,
     ``apparent_gender``, ``apparent_age``, ``eyewear``) with its ``value`` (text), ``confidence`` in [0, 1],
     ``weight`` (the evidence behind it: voiced seconds, sightings, face crops; what combines rows over clips) and
     ``evidence`` in words. ``id`` is the store's row id (0 until stored)."""

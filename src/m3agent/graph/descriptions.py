@@ -15,35 +15,28 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from m3agent.perception.attributes.names import STORED, UNCERTAIN, Attribute, label_of
+
 if TYPE_CHECKING:
     from m3agent.domain import EntityAttribute, ShotRecord
-
-UNCERTAIN = "uncertain"
-LABELS = {  # stored name -> how a profile names it, in the order profiles list them
-    "voice_register": "voice",
-    "position": "position",
-    "depth": "depth",
-    "apparent_gender": "apparent gender",
-    "apparent_age": "apparent age",
-    "eyewear": "eyewear",
-}
-NUMERIC = frozenset({"apparent_age"})
 
 Described = tuple[str, str, float]  # (label, value, confidence)
 
 
 def combine_attributes(rows: Iterable[EntityAttribute]) -> tuple[Described, ...]:
     """One ``(label, value, confidence)`` per attribute name of ``rows`` (the known names first, in
-    :data:`LABELS` order); a name whose rows carry no weight is left out."""
+    :class:`~m3agent.perception.attributes.names.Attribute` order); a name whose rows carry no weight is left
+    out."""
     by_name: dict[str, list[EntityAttribute]] = defaultdict(list)
     for row in rows:
         by_name[row.name].append(row)
-    order = [n for n in LABELS if n in by_name] + sorted(n for n in by_name if n not in LABELS)
+    order = [a.value for a in Attribute if a in by_name] + sorted(n for n in by_name if n not in STORED)
     out = []
     for name in order:
-        combined = _numeric(by_name[name]) if name in NUMERIC else _vote(by_name[name])
+        numeric = name in STORED and Attribute(name).numeric
+        combined = _numeric(by_name[name]) if numeric else _vote(by_name[name])
         if combined is not None:
-            out.append((LABELS.get(name, name.replace("_", " ")), *combined))
+            out.append((label_of(name), *combined))
     return tuple(out)
 
 

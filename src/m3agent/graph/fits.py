@@ -8,13 +8,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from m3agent.graph.values import Role
+from m3agent.perception.attributes.names import UNCERTAIN, Attribute
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
     from m3agent.graph.values import Person
+    from m3agent.perception.attributes.names import ApparentGender, RegisterValue
 
-_GENDER = {"man": "male", "woman": "female"}
-_REGISTER = {"man": "low", "woman": "high"}
+_GENDER: dict[str, ApparentGender] = {"man": "male", "woman": "female"}
+_REGISTER: dict[str, RegisterValue] = {"man": "low", "woman": "high"}
 
 
 def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:
@@ -22,8 +24,8 @@ def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:
     person fits too, as with gender: a description narrows, it does not veto)."""
     if wears == "any":
         return True
-    measured = graph.profile(person).attribute("eyewear")
-    return measured is None or measured[0] in ("uncertain", wears)
+    measured = graph.profile(person).attribute(Attribute.EYEWEAR)
+    return measured is None or measured[0] in (UNCERTAIN, wears)
 
 
 def fits_gender(graph: EntityGraph, person: Person, kind: str) -> bool:
@@ -33,10 +35,10 @@ def fits_gender(graph: EntityGraph, person: Person, kind: str) -> bool:
     if kind not in _GENDER:
         return True
     profile = graph.profile(person)
-    gender = profile.attribute("apparent gender")
+    gender = profile.attribute(Attribute.APPARENT_GENDER)
     if gender is not None and gender[0] in ("male", "female"):
         return gender[0] == _GENDER[kind]
-    register = profile.attribute("voice")
+    register = profile.attribute(Attribute.VOICE_REGISTER)
     if register is None or register[0] not in ("low", "high") or register[0] == _REGISTER[kind]:
         return True
     # a voice matched to no face may be that of someone seen while it speaks: a raised voice reads "high"

@@ -46,6 +46,7 @@ MERGE_GAP_S = 2.0
 the detector misses some frames; speech has short pauses)."""
 AT_SLACK_S = 0.5  # a face sampled this close to an instant counts as on screen at it
 SAME_TIME_S = 0.01  # faces sampled this close together were in one frame
+SAME_SHOT_S = 0.05  # a summary and a stored shot starting this close together are of one shot
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +232,11 @@ class EntityGraph:
 
     def shots(self, video_id: str) -> list[ShotView]:
         """The shots of a video in order (from the shot summaries ingest wrote, else from the stored shots; a shot
-        cut by a clip boundary is joined again), each with still or live where it was measured."""
+        cut by a clip boundary is joined again), each with still or live where it was measured (from the stored
+        shots, :func:`~m3agent.graph.descriptions.shot_kind`)."""
         if video_id not in self._shots:
             records = self.store.shots(video_id)
-            rows = self._summary_rows(video_id) or self._recorded_rows(video_id, records)
+            rows = self._summary_rows(video_id, records) or self._recorded_rows(video_id, records)
             views = []
             for i, r in enumerate(rows):
                 kind, confidence = shot_kind(records, r.start_s, r.end_s)
@@ -243,13 +245,23 @@ class EntityGraph:
             self._shots[video_id] = views
         return self._shots[video_id]
 
-    def _summary_rows(self, video_id: str) -> list[_ShotRow]:
+    def _summary_rows(self, video_id: str, records: Sequence[ShotRecord]) -> list[_ShotRow]:
+        """The shots ingest summarised (a shot part that held nobody and nothing has no summary), a shot cut by a
+        clip boundary joined again. Whether a shot opens a scene is its stored shot's ``cut`` (``records``, the
+        one starting where the summary starts); only a memory stored without shots (measured attributes off, or
+        stored before shots were) leaves it to the summary's opening words. What a shot holds, its people and
+        the memory itself are only in the summary."""
+        stored: dict[int, list[ShotRecord]] = {}
+        for r in records:
+            stored.setdefault(r.clip_index, []).append(r)
         rows: list[_ShotRow] = []
         for m in self._scene_memories(video_id, 0.0, float("inf")):
             read = read_shot_summary(m)
             if read is None:
                 continue
-            opens, body = read
+            written, body = read
+            opens = next((r.cut for r in stored.get(m.clip_index, ()) if abs(r.start_s - m.start_s) < SAME_SHOT_S),
+                         written)
             if rows and not opens and abs(rows[-1].end_s - m.start_s) < 0.05:
                 rows[-1] = rows[-1].joined(m, body)
             else:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from m3agent.graph.fits import fits_eyewear, fits_gender
 from m3agent.graph.scenes import describe, matching_scenes
 from m3agent.graph.values import Role
+from m3agent.perception.attributes.names import Attribute
 from m3agent.text import STOPWORDS, words
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def _described_anywhere(graph: EntityGraph, video_id: str, ref: Reference) -> Re
     found = []
     for person in graph.people():
         profile = graph.profile(person)
-        if (profile.attribute("eyewear") or ("",))[0] != ref.wears or not fits_gender(graph, person, ref.kind):
+        if (profile.attribute(Attribute.EYEWEAR) or ("",))[0] != ref.wears or not fits_gender(graph, person, ref.kind):
             continue
         seen = [a for a in profile.appearances if a.video_id == video_id and a.role != Role.VOICE]
         if seen:

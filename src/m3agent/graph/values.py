@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
+from m3agent.perception.attributes.names import UNCERTAIN, Attribute
+from m3agent.perception.attributes.place import PLACE_WORDS
 from m3agent.text import clock
 
-DESCRIBE_MIN = 0.5  # a measured attribute enters a profile's phrase from this combined confidence on
-_PLACES = {"left": "usually on the left", "centre": "usually in the centre", "right": "usually on the right"}
+if TYPE_CHECKING:
+    from m3agent.perception.attributes.names import ApparentGender, EyewearValue, RegisterValue, Uncertain
+    from m3agent.perception.attributes.place import Depth, Horizontal
+
+DESCRIBE_MIN = 0.5
+"""A measured attribute enters a profile's phrase, and an answer's words for a person ("the man with glasses"),
+from this combined confidence on."""
 
 
 class Role(enum.StrEnum):
@@ -193,33 +200,50 @@ class Presence:
 class Profile:
     """A person at a glance: their appearances in order, first and last, and the descriptions measured for them:
     ``attributes`` are ``(label, value, confidence)`` combined over every clip of their face and voice entities
-    (:mod:`m3agent.graph.descriptions`), e.g. ``("voice", "low", 0.8)``, ``("position", "left", 0.9)``,
-    ``("depth", "foreground", 0.7)``, ``("apparent gender", "male", 0.85)``, ``("apparent age", "60", 0.7)``."""
+    (:mod:`m3agent.graph.descriptions`; the label is :attr:`~m3agent.perception.attributes.names.Attribute.label`),
+    e.g. ``("voice", "low", 0.8)``, ``("position", "left", 0.9)``, ``("depth", "foreground", 0.7)``,
+    ``("apparent gender", "male", 0.85)``, ``("apparent age", "60", 0.7)``. Look one up with :meth:`attribute`."""
 
     person: Person
     appearances: tuple[Appearance, ...]
     attributes: tuple[tuple[str, str, float], ...] = ()
 
-    def attribute(self, label: str) -> tuple[str, float] | None:
-        """``(value, confidence)`` of the attribute ``label`` (``"voice"``, ``"position"``...); ``None`` unmeasured."""
-        return next(((v, c) for n, v, c in self.attributes if n == label), None)
+    @overload
+    def attribute(self, name: Literal[Attribute.VOICE_REGISTER]) -> tuple[RegisterValue, float] | None: ...
+    @overload
+    def attribute(self, name: Literal[Attribute.POSITION]) -> tuple[Horizontal | Uncertain, float] | None: ...
+    @overload
+    def attribute(self, name: Literal[Attribute.DEPTH]) -> tuple[Depth | Uncertain, float] | None: ...
+    @overload
+    def attribute(self, name: Literal[Attribute.APPARENT_GENDER]) -> tuple[ApparentGender, float] | None: ...
+    @overload
+    def attribute(self, name: Literal[Attribute.EYEWEAR]) -> tuple[EyewearValue, float] | None: ...
+    @overload
+    def attribute(self, name: Attribute) -> tuple[str, float] | None: ...
+
+    def attribute(self, name: Attribute) -> tuple[str, float] | None:
+        """``(value, confidence)`` of the attribute ``name`` (``Attribute.VOICE_REGISTER``...), its value typed by
+        the values perception writes for it; ``None`` unmeasured."""
+        return next(((v, c) for n, v, c in self.attributes if n == name.label), None)
 
     def describe(self, min_confidence: float = DESCRIBE_MIN) -> str:
         """One short phrase of the attributes decided with at least ``min_confidence``, e.g. "a low voice;
         usually on the left; appears male; looks about 60; wears glasses" ("" when none is)."""
-        sure = {n: v for n, v, c in self.attributes if c >= min_confidence and v != "uncertain"}
+        sure = {n: v for n, v, c in self.attributes if c >= min_confidence and v != UNCERTAIN}
+        voice, place = sure.get(Attribute.VOICE_REGISTER.label), sure.get(Attribute.POSITION.label, "")
+        gender, age = sure.get(Attribute.APPARENT_GENDER.label), sure.get(Attribute.APPARENT_AGE.label)
         parts = []
-        if sure.get("voice") in ("low", "high"):
-            parts.append(f"a {sure['voice']} voice")
-        where = _PLACES.get(sure.get("position", ""), "")
-        if sure.get("depth") == "background":
+        if voice in ("low", "high"):
+            parts.append(f"a {voice} voice")
+        where = f"usually {PLACE_WORDS[place]}" if place in PLACE_WORDS else ""
+        if sure.get(Attribute.DEPTH.label) == "background":
             where = f"{where}, in the background" if where else "usually in the background"
         parts += [where] if where else []
-        if sure.get("apparent gender") in ("female", "male"):
-            parts.append(f"appears {sure['apparent gender']}")
-        if "apparent age" in sure:
-            parts.append(f"looks about {sure['apparent age']}")
-        if sure.get("eyewear") == "glasses":
+        if gender in ("female", "male"):
+            parts.append(f"appears {gender}")
+        if age is not None:
+            parts.append(f"looks about {age}")
+        if sure.get(Attribute.EYEWEAR.label) == "glasses":
             parts.append("wears glasses")
         return "; ".join(parts)
 

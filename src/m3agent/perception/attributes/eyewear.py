@@ -20,13 +20,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from m3agent.perception.attributes.names import EyewearValue
 
 if TYPE_CHECKING:
     from m3agent.domain import BBox
     from m3agent.perception.faces.models import FaceModels
-
-EyewearValue = Literal["glasses", "none", "uncertain"]
 
 EYE_DISTANCE = 64.0  # pixels between the eye centres in the aligned chip
 CHIP = 160  # side of the aligned chip; the eyes sit on row EYE_ROW, EYE_DISTANCE / 2 either side of the centre

@@ -12,11 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from m3agent.perception.attributes.names import RegisterValue
 from m3agent.perception.attributes.pitch import PitchStats, combine_pitch
-
-RegisterValue = Literal["low", "high", "uncertain"]
 
 REGISTER_BOUNDARY_HZ = 160.0
 UNCERTAIN_SEMITONES = 1.0  # 151-170 Hz
