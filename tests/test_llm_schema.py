@@ -32,6 +32,12 @@ def test_extract_json_finds_the_reply_object(text: str) -> None:
     assert extract_json(text) == {"a": 1}
 
 
+def test_extract_json_reads_a_raw_line_break_inside_a_string() -> None:
+    """llama.cpp's JSON grammar lets a sampled string hold a raw line break; the reply is still one object."""
+    assert extract_json('{"thought": "first\nsecond", "action": "answer"}') == {
+        "thought": "first\nsecond", "action": "answer"}
+
+
 def test_extract_json_explains_failures() -> None:
     with pytest.raises(ValueError, match="empty"):
         extract_json("<think>only thinking</think>")

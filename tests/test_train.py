@@ -309,7 +309,7 @@ def test_a_rollout_keeps_the_chat_template_and_masks_what_the_policy_did_not_say
         def __init__(self) -> None:
             self.left = list(replies)
 
-        def generate(self, ids: Any, max_new_tokens: int, temperature: float) -> list[int]:
+        def generate(self, ids: Any, max_new_tokens: int, temperature: float, schema: Any = None) -> list[int]:
             return [*tokenizer.encode(self.left.pop(0), add_special_tokens=False), end]
 
     settings = run.settings.model_copy(update={"train": run.settings.train.model_copy(update={"rounds": 3})})

@@ -108,6 +108,40 @@ def test_the_runtime_continues_a_token_sequence_reproducibly_and_stops_after_the
     assert len(cut) == 3, "max_tokens cuts the reply"
 
 
+def test_a_continuation_under_the_agents_reply_grammar_is_a_reply_the_agent_reads() -> None:
+    """Rollouts are sampled under the agent's reply schema, as the product answers: at temperature 1 every draw of
+    the 135M model is JSON of the schema (without the grammar it mostly is not: issue 46's 0.5B run)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
+    pytest.importorskip("transformers", reason="the train extra is not installed (pip install 'm3agent[train]')")
+    from transformers import AutoTokenizer
+
+    from m3agent.llm.llamacpp import LlamaCppChat
+    from m3agent.llm.schema import parse_reply
+    from m3agent.train.model import prepare_base, resolve_base
+    from m3agent.train.rollout import rollout_schema
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(prepare_base(resolve_base(Settings(), str(smollm2_path()))))
+    end = int(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    limit = Settings().train.max_new_tokens
+    schema = rollout_schema(False, limit)
+    assert schema["properties"]["thought"]["maxLength"] == limit - 24 and "who_is_at" not in str(schema)
+    prompt = list(tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Find out where Dana lives. Reply with JSON: thought, action, content."}],
+        tokenize=True, add_generation_prompt=True)["input_ids"])  # fmt: skip
+    chat = LlamaCppChat(smollm2_path(), n_ctx=1024, n_threads=1, n_threads_batch=1, prompt_cache_mb=0)
+    try:
+        draws = [chat.continue_tokens(prompt, max_tokens=limit, temperature=1.0, stop_tokens=[end], seed=seed,
+                                      schema=schema) for seed in range(6)]  # fmt: skip
+    finally:
+        chat.close()
+    for draw in draws:
+        text = str(tokenizer.decode(draw, skip_special_tokens=True))
+        parsed, error = parse_reply(text, schema)
+        assert error is None and parsed is not None, f"not a reply of the schema: {text!r} ({error})"
+        assert parsed["action"] in schema["properties"]["action"]["enum"]
+    assert len({tuple(d) for d in draws}) > 1, "still sampled: the grammar only removes what it forbids"
+
+
 # one iteration, resumed, through the CLI (one module fixture) ----------------------------------------------
 
 
@@ -225,7 +259,7 @@ def test_the_fine_tuning_loss_sees_only_the_policys_tokens(run: Run) -> None:
         def __init__(self) -> None:
             self.left = list(replies)
 
-        def generate(self, ids: Any, max_new_tokens: int, temperature: float) -> list[int]:
+        def generate(self, ids: Any, max_new_tokens: int, temperature: float, schema: Any = None) -> list[int]:
             return [*tokenizer.encode(self.left.pop(0), add_special_tokens=False), end]
 
     settings = run.settings.model_copy(update={"train": run.settings.train.model_copy(update={"rounds": 3})})

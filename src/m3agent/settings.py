@@ -337,6 +337,10 @@ class TrainSettings(BaseModel):
         2048, ge=256, description="a rollout whose estimated prompt passes this answers in its next round"
     )
     temperature: float = Field(1.0, gt=0, description="sampling temperature of the rollouts")
+    rollout_grammar: bool = Field(
+        True, description="expert: sample each reply of a rollout under the agent's reply grammar, as the product "
+        "answers (GRPO samples freely whatever this says: its loss needs the model's own distribution)",
+    )
     learning_rate: float = Field(2e-5, gt=0)
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)

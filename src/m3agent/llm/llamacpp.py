@@ -12,6 +12,7 @@ replaced by a visible "[image omitted ...]" placeholder.
 from __future__ import annotations
 
 import importlib.util
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.errors import ConfigError, MissingExtraError, ModelError
 from m3agent.llm import ChatReply, Message
 from m3agent.llm.model_process import ModelProcess
+from m3agent.llm.schema import cap_strings
 
 if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
@@ -117,11 +119,16 @@ class LlamaCppChat:
         return reply
 
     def continue_tokens(self, ids: Sequence[int], *, max_tokens: int, temperature: float,
-                        stop_tokens: Sequence[int], seed: int) -> list[int]:  # fmt: skip
-        """Sample up to ``max_tokens`` token ids after ``ids`` as they stand (no chat template, no grammar), ending
-        with a stop token unless the limit cut them: training samples rollouts so and trains on those very ids."""
-        request = {"tokens": [int(t) for t in ids], "max_tokens": max_tokens, "temperature": temperature,
-                   "stop_tokens": [int(t) for t in stop_tokens], "seed": seed}  # fmt: skip
+                        stop_tokens: Sequence[int], seed: int, schema: Mapping[str, Any] | None = None
+                        ) -> list[int]:  # fmt: skip
+        """Sample up to ``max_tokens`` token ids after ``ids`` as they stand (no chat template), ending with a stop
+        token unless the limit cut them: training samples rollouts so and trains on those very ids. With
+        ``schema``, only tokens its JSON grammar allows are sampled (as a chat call with that schema would)."""
+        request: dict[str, Any] = {"tokens": [int(t) for t in ids], "max_tokens": max_tokens,
+                                   "temperature": temperature, "stop_tokens": [int(t) for t in stop_tokens],
+                                   "seed": seed}  # fmt: skip
+        if schema is not None:
+            request["grammar_schema"] = json.dumps(cap_strings(schema, self.max_string))
         with self._lock:
             out = self.process.request(request)
         self.timings = dict(out.get("timings") or {})

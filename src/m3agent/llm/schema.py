@@ -37,7 +37,8 @@ def strip_thinking(text: str) -> str:
 
 
 def extract_json(text: str) -> Any:
-    """The first JSON value in ``text``: whole text, a fenced block, or the first balanced object.
+    """The first JSON value in ``text``: whole text, a fenced block, or the first balanced object. Control
+    characters inside strings are read as they stand (strict JSON refuses them).
 
     Raises ``ValueError`` saying what was wrong.
     """
@@ -48,7 +49,7 @@ def extract_json(text: str) -> Any:
     start = body.find("{")
     if start >= 0:
         candidates.append(body[start:])
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)  # a raw line break inside a string: llama.cpp's JSON grammar allows it
     for candidate in candidates:
         try:
             value, _ = decoder.raw_decode(candidate)

@@ -228,7 +228,7 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init:
     threads = _set_threads(llama_cpp, llama, init)
     llama_cpp.llama_perf_context_reset(llama.ctx)
     if "tokens" in request:
-        return _continue(llama_cpp, llama, request, threads)
+        return _continue(llama_cpp, llama, request, threads, _grammar(grammars, schema) if schema else None)
     prefix = _prepare_prefix(llama, states, request["messages"])
     try:
         grammar = _grammar(grammars, schema) if schema else None
@@ -249,9 +249,11 @@ def _answer(llama: Any, grammars: dict[str, Any], request: dict[str, Any], init:
             "timings": _timings(perf) | threads | prefix | lazy_grammar.counts(llama)}
 
 
-def _continue(llama_cpp: Any, llama: Any, request: dict[str, Any], threads: dict[str, int]) -> dict[str, Any]:
+def _continue(llama_cpp: Any, llama: Any, request: dict[str, Any], threads: dict[str, int],
+              grammar: Any = None) -> dict[str, Any]:
     """Sample up to ``max_tokens`` tokens after ``tokens`` at ``temperature`` (0: greedy) with the ``seed``, plain
-    (no top-k, top-p, min-p or penalties: the distribution a trainer assumes), stopping after a stop token. The
+    (no top-k, top-p, min-p or penalties: the distribution a trainer assumes) but for ``grammar`` (the reply
+    schema's, when the request names one: only tokens it allows), stopping after a stop token. The
     longest prefix shared with the previous request is not evaluated again (a rollout's next round, or the next
     rollout of the same prompt)."""
     tokens = [int(t) for t in request["tokens"]]
@@ -264,7 +266,7 @@ def _continue(llama_cpp: Any, llama: Any, request: dict[str, Any], threads: dict
     sampled: list[int] = []
     try:
         for token in llama.generate(tokens, top_k=0, top_p=1.0, min_p=0.0, typical_p=1.0,
-                                    temp=float(request["temperature"]), repeat_penalty=1.0):
+                                    temp=float(request["temperature"]), repeat_penalty=1.0, grammar=grammar):
             sampled.append(int(token))
             if int(token) in stops or len(sampled) >= limit:
                 break

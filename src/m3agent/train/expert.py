@@ -30,7 +30,7 @@ import json
 import shutil
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -142,14 +142,17 @@ class LlamaPolicy:
     greedy: bool = False
     sampled_tokens: int = 0
 
-    def generate(self, ids: Sequence[int], max_new_tokens: int, temperature: float) -> list[int]:
-        """The sampled ids; none when the context is full (the rollout then scores an unreadable reply, as the
-        loop's own overflow would end the answer), so one long rollout does not stop the iteration."""
+    def generate(self, ids: Sequence[int], max_new_tokens: int, temperature: float,
+                 schema: Mapping[str, Any] | None = None) -> list[int]:
+        """The sampled ids (under ``schema``'s grammar when given); none when the context is full (the rollout
+        then scores an unreadable reply, as the loop's own overflow would end the answer), so one long rollout
+        does not stop the iteration."""
         from m3agent.errors import ContextOverflowError
 
         try:
             out = self.chat.continue_tokens(ids, max_tokens=max_new_tokens, stop_tokens=self.stop_ids, seed=self.seed,
-                                            temperature=0.0 if self.greedy else temperature)  # fmt: skip
+                                            temperature=0.0 if self.greedy else temperature,
+                                            schema=schema)  # fmt: skip
         except ContextOverflowError:
             out = []
         self.seed += 1

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -229,7 +229,10 @@ class TorchPolicy:
     pad_id: int
     _prefix: tuple[tuple[int, ...], Any] | None = field(default=None, repr=False)
 
-    def generate(self, ids: Sequence[int], max_new_tokens: int, temperature: float) -> list[int]:
+    def generate(self, ids: Sequence[int], max_new_tokens: int, temperature: float,
+                 schema: Mapping[str, Any] | None = None) -> list[int]:
+        """Sampled ids; ``schema`` is not applied: GRPO's loss scores the tokens under the model's own
+        distribution, which a grammar would change."""
         import torch
 
         context = tuple(int(i) for i in ids)

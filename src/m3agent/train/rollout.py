@@ -18,7 +18,7 @@ are masked out of the loss.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -54,9 +54,11 @@ class Tokenizer(Protocol):
 
 
 class Policy(Protocol):
-    """Samples a continuation of ``ids`` (it ends with the end-of-turn token unless ``max_new_tokens`` cut it)."""
+    """Samples a continuation of ``ids`` (it ends with the end-of-turn token unless ``max_new_tokens`` cut it);
+    with ``schema``, only tokens of a reply matching it, where the policy can constrain its sampling."""
 
-    def generate(self, ids: Sequence[int], max_new_tokens: int, temperature: float) -> list[int]: ...
+    def generate(self, ids: Sequence[int], max_new_tokens: int, temperature: float,
+                 schema: Mapping[str, Any] | None = None) -> list[int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +165,9 @@ class Rollout:
                 trajectory = Trajectory(self.frame.prompt(system, user))
             else:
                 trajectory.add(self.frame.observation(user, closed), sampled=False)
+            schema = rollout_schema(final, self.train.max_new_tokens) if self.train.rollout_grammar else None
             sampled = policy.generate(trajectory.prompt_ids + trajectory.completion_ids,
-                                      self.train.max_new_tokens, self.train.temperature)  # fmt: skip
+                                      self.train.max_new_tokens, self.train.temperature, schema)  # fmt: skip
             trajectory.add(sampled, sampled=True)
             trajectory.rounds = number
             text = self.frame.tokenizer.decode(sampled, skip_special_tokens=True)
@@ -208,6 +211,23 @@ class Rollout:
         if result.empty:
             return prompts.render("empty", query=query)
         return render_result(result, with_video=run.video_id is None)
+
+
+REPLY_SKELETON_TOKENS = 24
+"""About what a reply's JSON costs besides its free strings (``{"thought": "", "action": "search_memory",
+"content": ""}``)."""
+
+
+def rollout_schema(final: bool, max_new_tokens: int) -> dict[str, Any]:
+    """The reply schema of a rollout's round, as the agent mode asks it of the model (no people graph in a
+    conversation: no graph tools), each free string capped so that a reply of two of them ends within
+    ``max_new_tokens`` at two characters a token: a reply the limit cuts is unreadable, a format error."""
+    from m3agent.control.modes.agent import agent_schema
+    from m3agent.llm.schema import cap_strings
+
+    schema = load_prompt_set(ANSWER_PROMPT).schema if final else agent_schema(load_prompt_set(AGENT_PROMPT).schema,
+                                                                              False)
+    return cap_strings(schema, max(16, max_new_tokens - REPLY_SKELETON_TOKENS))
 
 
 def cited_dia_ids(run: RunContext, answer: Answer | None) -> tuple[str, ...]:
