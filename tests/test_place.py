@@ -16,7 +16,8 @@ from m3agent.control.people.words import described, sighting_place
 from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, ShotRecord, Video
 from m3agent.graph.operators import EntityGraph
 from m3agent.perception.attributes import place
-from m3agent.perception.attributes.position import frame_position, main_face_height, positions_in_frame
+from m3agent.perception.attributes.place import main_face_height
+from m3agent.perception.attributes.position import frame_position, positions_in_frame
 from store_helpers import unit_vectors
 
 WIDTH, HEIGHT = 1280, 720

@@ -23,13 +23,8 @@ from m3agent.perception.attributes.pitch import (
     pitch_stats,
     segment_pitch,
 )
-from m3agent.perception.attributes.position import (
-    FramePosition,
-    frame_position,
-    main_face_height,
-    positions_in_frame,
-    typical_position,
-)
+from m3agent.perception.attributes.place import main_face_height
+from m3agent.perception.attributes.position import FramePosition, frame_position, positions_in_frame, typical_position
 from m3agent.perception.attributes.register import REGISTER_BOUNDARY_HZ, VoiceRegister, voice_register
 from m3agent.perception.attributes.stills import ShotMotion, frame_change, shot_motion, shots_motion
 

@@ -112,7 +112,8 @@ def _pitch(media: ClipMedia, voices: Sequence[VoiceSegment]) -> dict[tuple[float
 
 def _positions(media: ClipMedia, tracks: Sequence[FaceTrack], shots: Sequence[Shot]) -> dict[Sighting, FramePosition]:
     """Every sighting's position, sizes compared within its frame and with its shot's main face."""
-    from m3agent.perception.attributes.position import main_face_height, positions_in_frame
+    from m3agent.perception.attributes.place import main_face_height
+    from m3agent.perception.attributes.position import positions_in_frame
 
     frames = _frames_by_time(media.frames)
     by_time: dict[float, list[BBox]] = defaultdict(list)

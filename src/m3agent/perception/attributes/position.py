@@ -16,30 +16,7 @@ from statistics import median
 from typing import TypeVar
 
 from m3agent.domain import BBox
-from m3agent.perception.attributes.place import (
-    BACKGROUND_RELATIVE,
-    MIN_FOREGROUND_SHARE,
-    PLACE_WORDS,
-    Depth,
-    Horizontal,
-    depth_margin,
-    horizontal_band,
-    main_face_height,
-    yardstick,
-)
-
-__all__ = [  # the rule's names this module owned before issue 47 stay importable from here
-    "BACKGROUND_RELATIVE",
-    "MIN_FOREGROUND_SHARE",
-    "PLACE_WORDS",
-    "Depth",
-    "FramePosition",
-    "Horizontal",
-    "frame_position",
-    "main_face_height",
-    "positions_in_frame",
-    "typical_position",
-]
+from m3agent.perception.attributes.place import Depth, Horizontal, depth_margin, horizontal_band, yardstick
 
 _CONFIDENCE_LOG_SCALE = math.log(1.5)
 _V = TypeVar("_V", bound=str)
@@ -88,7 +65,7 @@ def positions_in_frame(
     """Positions of all faces found in one frame, in the order given.
 
     Sizes are compared with the largest face of the frame, or ``shot_face_height`` when that is larger
-    (see :func:`main_face_height`): a background face stays background in the frames where the main
+    (see :func:`.place.main_face_height`): a background face stays background in the frames where the main
     face turned away or was not detected.
     """
     largest = yardstick([b.height for b in boxes], shot_face_height)
