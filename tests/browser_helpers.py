@@ -10,11 +10,10 @@ import pytest
 
 pytest.importorskip("selenium", reason="needs selenium: pip install selenium")
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
@@ -48,12 +47,29 @@ def wait(browser: WebDriver, condition: Any, timeout: float = 30) -> Any:
     return WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
+def gone(element: Any) -> Any:
+    """A wait condition: ``element``'s page has been replaced. Chromium answers a query on a node of a page
+    that is being torn down either with a stale reference or, mid-teardown, with "unhandled inspector error:
+    Node with given id does not belong to the document"; both mean the old page is gone."""
+    def condition(_: WebDriver) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+        return False
+    return condition
+
+
 def navigates(browser: WebDriver, action: Any) -> None:
     """Run ``action`` (a click that loads a page) and wait until the new page has replaced the old and loaded:
     a condition on the address alone can hold before the old page is gone, and its elements then go stale."""
     old = browser.find_element(By.TAG_NAME, "html")
     action()
-    wait(browser, staleness_of(old))
+    wait(browser, gone(old))
     wait(browser, lambda b: b.execute_script("return document.readyState") == "complete")
 
 
