@@ -240,19 +240,22 @@ def cross_video_identity(settings: Any, workdir: Path) -> dict[str, Any]:
 
 
 def perception_rtf(settings: Any) -> dict[str, Any]:
-    """Wall seconds / media seconds of decode + faces + voices, the way ingest perceives clips."""
+    """Wall seconds / media seconds of decode + perception, the way ingest perceives clips (the next clip decoded
+    while one is perceived: :func:`m3agent.pipeline.perceived_ahead`)."""
     from m3agent.media import iter_clips
-    from m3agent.pipeline import perceive_clip
+    from m3agent.pipeline import perceived_ahead
 
     rows: dict[str, Any] = {}
     for name in RTF_VIDEOS:
         started, media_s = time.perf_counter(), 0.0
         stages: dict[str, float] = {}
-        for clip in iter_clips(MEDIA / "video" / name, settings.media):
-            perception = perceive_clip(clip, settings)
-            media_s += clip.clip.duration_s
-            for stage, seconds in perception.timings.items():
-                stages[stage] = stages.get(stage, 0.0) + seconds
+        with perceived_ahead(iter_clips(MEDIA / "video" / name, settings.media), settings) as perceived:
+            for clip, perception in perceived:
+                if isinstance(perception, Exception):
+                    raise perception
+                media_s += clip.clip.duration_s
+                for stage, seconds in perception.timings.items():
+                    stages[stage] = stages.get(stage, 0.0) + seconds
         wall = time.perf_counter() - started
         rows[Path(name).name] = {"media_s": round(media_s, 2), "wall_s": round(wall, 2),
                                  "rtf": round(wall / media_s, 3),

@@ -441,3 +441,34 @@ def test_text_detection_follows_strokes_that_stay_not_ones_that_flash() -> None:
     flashes = tuple(Frame(k * 0.5, lettered if k == 2 else flat) for k in range(10))
     assert detection_times(stays) == [0.0, 1.5], "read one frame after it appeared, once"
     assert detection_times(flashes) == [0.0], "strokes gone the next frame are no text"
+
+
+class LetteringModel:
+    """Stands in for the OCR model: finds one box on every frame and reads it as unsure lettering."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def detect(self, bgr: np.ndarray, side: int) -> list[tuple[np.ndarray, float]]:
+        return [(np.array([[100, 200], [540, 200], [540, 220], [100, 220]], np.float32), 0.9)]
+
+    def recognize(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        self.reads += len(crops)
+        return [("Gevernme", 0.6)] * len(crops)
+
+
+def test_text_rejected_where_nothing_changed_is_not_read_again() -> None:
+    from m3agent.perception.scene.screen_text import _Reader
+
+    lettered = np.full((360, 640, 3), 120, np.uint8)
+    lettered[200:220, 100:540:6] = 20
+    other = lettered.copy()
+    other[200:220, 100:540] = 200  # the same place, other pixels (someone walked in front of it)
+    model = LetteringModel()
+    reader = _Reader(model, Settings().senses)  # type: ignore[arg-type]
+    for index in range(4):  # shot starts force a detection on every frame
+        reader.add(Frame(index * 2.0, lettered), shot_start=True)
+    assert model.reads == 1, "the same unsure box over the same pixels stays rejected without a second read"
+    reader.add(Frame(8.0, other), shot_start=True)
+    assert model.reads == 2, "changed pixels under the box are read again"
+    assert reader.finish() == ()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from m3agent.domain import ClipMedia, ClipPerception, ClipSenses, ClipStatus, Video
 from m3agent.errors import M3AgentError, StoreError, StoreFullError, VideoMismatchError
@@ -114,7 +114,7 @@ def ingest_source(settings: Settings, source: str, *, video_id: str | None = Non
         clips = _limit(_with_context(iter_clips(source, settings.media, first, video_id=vid), context_s),
                        done, max_clips)
         with _progress(show_progress, info.duration_s, settings.media.clip_seconds, start) as advance, \
-                _perceived_ahead(clips, settings) as perceived:
+                perceived_ahead(clips, settings) as perceived:
             for media, perception in perceived:
                 full = _ingest_clip(store, memorizer, settings, media, perception, report)
                 advance(report)
@@ -243,48 +243,65 @@ def _ingest_clip(store: MemoryStore, memorizer: Memorizer | None, settings: Sett
 
 
 @contextmanager
-def _perceived_ahead(clips: Iterator[ClipMedia],
-                     settings: Settings) -> Iterator[Iterator[tuple[ClipMedia, ClipPerception | Exception]]]:
-    """Decode and perceive the next clip in a background thread while the caller writes the current one.
+def perceived_ahead(clips: Iterator[ClipMedia],
+                    settings: Settings) -> Iterator[Iterator[tuple[ClipMedia, ClipPerception | Exception]]]:
+    """Decode the next clip in one background thread and perceive the one before it in another, while the caller
+    writes the one before that: decoding a 30 s clip is a second or more of one core, which perception's stages
+    would otherwise wait for at every clip.
 
-    At most one perceived clip waits in the queue, so memory stays bounded on
-    long or live sources. The store is only touched by the caller's thread.
-    Perception errors travel with their clip and are recorded as a failed
+    At most one decoded and one perceived clip wait, so memory stays bounded on long or live sources. The store
+    is only touched by the caller's thread. Perception errors travel with their clip and are recorded as a failed
     clip by the caller; decode errors end the stream and are re-raised.
     """
-    items: queue.Queue[tuple[ClipMedia, ClipPerception | Exception] | BaseException | None] = queue.Queue(1)
+    def perceive_each(decoded: Iterator[ClipMedia]) -> Iterator[tuple[ClipMedia, ClipPerception | Exception]]:
+        for media in decoded:
+            try:
+                result: ClipPerception | Exception = perceive_clip(media, settings)
+            except (M3AgentError, ValueError, RuntimeError, MemoryError) as exc:
+                result = exc
+            yield media, result
+
+    with _ahead(clips, "m3agent-decode") as decoded, \
+            _ahead(perceive_each(decoded), "m3agent-perception") as perceived:
+        yield perceived
+
+
+T = TypeVar("T")
+
+
+@contextmanager
+def _ahead(source: Iterator[T], name: str) -> Iterator[Iterator[T]]:
+    """``source`` pulled by a background thread, one item ahead of the caller; an exception ``source`` raises
+    reaches the caller in its place. On exit the thread is told to stop and abandoned (a daemon) after 5 s."""
+    items: queue.Queue[tuple[T] | BaseException | None] = queue.Queue(1)
     stop = threading.Event()
 
     def produce() -> None:
         try:
-            for media in clips:
+            for item in source:
                 if stop.is_set():
                     return
-                try:
-                    result: ClipPerception | Exception = perceive_clip(media, settings)
-                except (M3AgentError, ValueError, RuntimeError, MemoryError) as exc:
-                    result = exc
-                _put(items, (media, result), stop)
+                _put(items, (item,), stop)
             _put(items, None, stop)
-        except BaseException as exc:  # hand any decode failure to the consumer thread
+        except BaseException as exc:  # hand any failure to the consumer thread
             _put(items, exc, stop)
 
-    def consume() -> Iterator[tuple[ClipMedia, ClipPerception | Exception]]:
+    def consume() -> Iterator[T]:
         while True:
-            item = items.get()
-            if item is None:
+            got = items.get()
+            if got is None:
                 return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+            if isinstance(got, BaseException):
+                raise got
+            yield got[0]
 
-    worker = threading.Thread(target=produce, name="m3agent-perception", daemon=True)
+    worker = threading.Thread(target=produce, name=name, daemon=True)
     worker.start()
     try:
         yield consume()
     finally:
         stop.set()
-        deadline = time.monotonic() + 5.0  # a clip mid-perception is abandoned (daemon thread) after this
+        deadline = time.monotonic() + 5.0  # an item mid-production is abandoned (daemon thread) after this
         while worker.is_alive() and time.monotonic() < deadline:
             with contextlib.suppress(queue.Empty):
                 items.get(timeout=0.1)

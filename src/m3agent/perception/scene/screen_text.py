@@ -9,7 +9,8 @@ was replaced) or strokes appeared where the frame was flat and are still there o
 On the 3-minute benchmark episode these rules cut detections from 151 (every interval, strokes
 counted at once) to 108, with the same caption recall; new text is read up to one frame later. A
 detected line whose pixels did not change since it was last read keeps its text without running
-recognition again. Lines are followed by position and text; spaces that small text lost in
+recognition again; so does a box read and rejected at the last detection (too unsure, no letters), which
+stays rejected: on the debate 62 of 108 reads were the backdrop's lettering read again and rejected again. Lines are followed by position and text; spaces that small text lost in
 recognition are put back (:func:`~m3agent.perception.scene.words.respace`).
 
 Each followed line is one reading; :func:`screen_lines` turns the readings into one
@@ -69,6 +70,18 @@ THUMB = (96, 16)
 STALE_PERIODS = 3.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Box:
+    """A detected text box and its pixels (a small grey thumbnail)."""
+
+    box: tuple[float, float, float, float]
+    thumb: Any
+
+    def same_as(self, box: tuple[float, float, float, float], thumb: Any) -> bool:
+        """The same place with the same pixels: reading it again would read the same."""
+        return _iou(self.box, box) >= SAME_BOX_IOU and not _changed(thumb, self.thumb)
+
+
 @dataclass
 class _Line:
     box: tuple[float, float, float, float]
@@ -115,6 +128,7 @@ class _Reader:
         self.model, self.cfg = model, cfg
         self.active: list[_Line] = []
         self.closed: list[_Line] = []
+        self.rejected: list[_Box] = []  # boxes read and rejected at the last detection, with their pixels
         self.last_detect = float("-inf")
         self.edges: Any = None
         self.view: Any = None
@@ -147,23 +161,27 @@ class _Reader:
 
         found = self.model.detect(bgr, self.cfg.text_side)
         kept: list[_Line] = []
-        to_read: list[tuple[tuple[float, float, float, float], Any, Any]] = []
+        rejected: list[_Box] = []
+        to_read: list[tuple[_Box, Any]] = []
         for corners, _ in found:
             box = _box(corners, bgr.shape)
-            thumb = _thumb(grey, box)
-            same = next((ln for ln in self.active if ln not in kept and _iou(ln.box, box) >= SAME_BOX_IOU
-                         and not _changed(ln.thumb, thumb)), None)
+            seen = _Box(box, _thumb(grey, box))
+            same = next((ln for ln in self.active if ln not in kept and seen.same_as(ln.box, ln.thumb)), None)
             if same is not None:
                 same.seen(t, same.text, same.scores[-1])
                 kept.append(same)
+            elif any(seen.same_as(old.box, old.thumb) for old in self.rejected):
+                rejected.append(seen)
             else:
-                to_read.append((box, thumb, line_crop(bgr, corners)))
-        texts = self.model.recognize([crop for _, _, crop in to_read]) if to_read else []
-        for (box, thumb, _), (text, score) in zip(to_read, texts, strict=True):
+                to_read.append((seen, line_crop(bgr, corners)))
+        texts = self.model.recognize([crop for _, crop in to_read]) if to_read else []
+        for (seen, _), (text, score) in zip(to_read, texts, strict=True):
             if score >= self.cfg.text_min_confidence and any(c.isalnum() for c in text):
-                kept.append(self._follow(box, thumb, respace(text), score, t, kept))
+                kept.append(self._follow(seen.box, seen.thumb, respace(text), score, t, kept))
+            else:
+                rejected.append(seen)
         self.closed += [ln for ln in self.active if ln not in kept]
-        self.active = kept
+        self.active, self.rejected = kept, rejected
 
     def _follow(self, box: tuple[float, float, float, float], thumb: Any, text: str, score: float, t: float,
                 kept: list[_Line]) -> _Line:
