@@ -365,3 +365,19 @@ def test_a_voice_heard_while_people_are_seen_is_unmatched_not_unseen(make_store:
     count = graph_answer(g, "v1", plan(q, "count_people", ref(time="1:03"), sense="heard"))
     assert count is not None and count.text.startswith(f"One to two (1:02–1:04): the man ({face.label}); ")
     assert f"one voice not matched to a face ({voice.label}), which may be people already counted" in count.text
+
+
+def test_how_a_person_looks_is_their_measured_profile_named_where_they_are(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    ids = build(store)
+    q = "What does the person on the right at 0:03 look like?"
+    asked = plan(q, "appearance", ref(kind="person", place="right", time="0:03"), sense="seen")
+    assert graph_answer(EntityGraph(store), "v1", asked) is None, "nothing measured: no description is made up"
+    g = _with_eyewear(store, ids, a="none", b="glasses")
+    looks = graph_answer(g, "v1", asked)
+    b = g.person_of_entity(ids["b"]).tag
+    assert looks is not None, "measured: described"
+    assert looks.text.startswith(f"The person with glasses on the right in the background ({b}): "), looks.text
+    assert "wears glasses" in looks.text and "usually" not in looks.text and "(0:02–0:04)" in looks.text
+    left = graph_answer(g, "v1", plan(q, "appearance", ref(kind="person", place="left", time="0:03"), sense="seen"))
+    assert left is None or b not in left.text, "the person on the left is someone else"

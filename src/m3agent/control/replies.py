@@ -81,7 +81,7 @@ class PlanRef(Reply):
 
 Ask = Literal["recall", "seen_again", "same_person", "when", "after", "before", "which_first", "scene",
               "who_speaks", "speaks", "ever_seen", "count_people", "count_so_far", "count_scenes",
-              "voice_pitch", "position", "still_or_live", "anyone_there"]
+              "voice_pitch", "position", "appearance", "still_or_live", "anyone_there"]
 """The operations of a query plan (the ``ask`` enum of ``prompts/control_plan.json``)."""
 
 

@@ -226,9 +226,10 @@ class Profile:
         the values perception writes for it; ``None`` unmeasured."""
         return next(((v, c) for n, v, c in self.attributes if n == name.label), None)
 
-    def describe(self, min_confidence: float = DESCRIBE_MIN) -> str:
+    def describe(self, min_confidence: float = DESCRIBE_MIN, *, usual_place: bool = True) -> str:
         """One short phrase of the attributes decided with at least ``min_confidence``, e.g. "a low voice;
-        usually on the left; appears male; looks about 60; wears glasses" ("" when none is)."""
+        usually on the left; appears male; looks about 60; wears glasses" ("" when none is); without the usual
+        place when ``usual_place`` is false (how someone looks, said where they are at a moment)."""
         sure = {n: v for n, v, c in self.attributes if c >= min_confidence and v != UNCERTAIN}
         voice, place = sure.get(Attribute.VOICE_REGISTER.label), sure.get(Attribute.POSITION.label, "")
         gender, age = sure.get(Attribute.APPARENT_GENDER.label), sure.get(Attribute.APPARENT_AGE.label)
@@ -238,7 +239,7 @@ class Profile:
         where = f"usually {PLACE_WORDS[place]}" if place in PLACE_WORDS else ""
         if sure.get(Attribute.DEPTH.label) == "background":
             where = f"{where}, in the background" if where else "usually in the background"
-        parts += [where] if where else []
+        parts += [where] if where and usual_place else []
         if gender in ("female", "male"):
             parts.append(f"appears {gender}")
         if age is not None:

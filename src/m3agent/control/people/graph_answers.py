@@ -386,6 +386,19 @@ def _position(run: _Run) -> GraphAnswer | None:
     return run.answer("position", places=places, span=span_text(*found.window))
 
 
+def _appearance(run: _Run) -> GraphAnswer | None:
+    """How the person the plan names looks: the measured attributes of their profile (gender, age, glasses,
+    voice), named by where they are at the moment."""
+    found = run.resolve(run.plan.person)
+    if found is None or found.person is None:
+        return None
+    looks = run.graph.profile(found.person).describe(usual_place=False)
+    if not looks:
+        return None
+    return run.answer("appearance", who=who(run.graph, found.person, found.sighting), looks=looks,
+                      span=span_text(*found.window))
+
+
 def _still_or_live(run: _Run) -> GraphAnswer | None:
     ref = run.plan.person
     found = run.resolve(Reference("none", "any", ref.time_s, ref.scene, ref.quote))
@@ -493,6 +506,7 @@ _OPERATIONS: dict[str, Callable[[_Run], GraphAnswer | None]] = {
     "count_scenes": _count_scenes,
     "voice_pitch": _voice_pitch,
     "position": _position,
+    "appearance": _appearance,
     "still_or_live": _still_or_live,
     "anyone_there": _anyone_there,
 }

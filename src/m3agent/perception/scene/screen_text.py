@@ -10,8 +10,9 @@ On the 3-minute benchmark episode these rules cut detections from 151 (every int
 counted at once) to 108, with the same caption recall; new text is read up to one frame later. A
 detected line whose pixels did not change since it was last read keeps its text without running
 recognition again; so does a box read and rejected at the last detection (too unsure, no letters), which
-stays rejected: on the debate 62 of 108 reads were the backdrop's lettering read again and rejected again. Lines are followed by position and text; spaces that small text lost in
-recognition are put back (:func:`~m3agent.perception.scene.words.respace`).
+stays rejected: on the debate 62 of 108 reads were the backdrop's lettering read again and rejected
+again. Lines are followed by position and text; spaces that small text lost in recognition are put back
+(:func:`~m3agent.perception.scene.words.respace`).
 
 Each followed line is one reading; :func:`screen_lines` turns the readings into one
 :class:`~m3agent.domain.ScreenText` per text worth remembering. The readings of one text in one shot
