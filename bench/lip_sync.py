@@ -12,7 +12,7 @@ Who is right: on the debate, the voice's speaker is the captioned speaker it ove
 is reported without a verdict. The interview has no labels: a voice's "right" face there is its best one,
 and what is checked is that every run gives each voice the same face (the table shows it).
 
-    .venv/bin/python bench/lip_sync.py [--no-write] [--quick]
+    .venv/bin/python bench/lip_sync.py [--no-write] [--quick] [--video-fps 15]
     .venv/bin/python bench/lip_sync.py --rtf VIDEO_FPS   # perception speed and peak RSS, one setting per process
     .venv/bin/python bench/lip_sync.py --asd-cost        # CPU seconds of the active-speaker stage alone
 """
@@ -57,9 +57,12 @@ class Variant:
         return f"{cue}, {self.asr}, {self.threads} thread(s){boxes}"
 
 
-def variants(quick: bool, px: int) -> list[Variant]:
-    runs = [Variant(), Variant("tiny.en"), Variant(threads=2)]
-    runs += [Variant(jitter_px=px, seed=s) for s in (1, 2, 3)] + [Variant("tiny.en", jitter_px=px, seed=4)]
+def variants(quick: bool, px: int, video_fps: float = 30.0) -> list[Variant]:
+    """The runs: the video-rate cue at ``video_fps`` under each perturbation, then the 2 fps cue."""
+    runs = [Variant(video_fps=video_fps), Variant("tiny.en", video_fps=video_fps),
+            Variant(threads=2, video_fps=video_fps)]
+    runs += [Variant(jitter_px=px, seed=s, video_fps=video_fps) for s in (1, 2, 3)]
+    runs += [Variant("tiny.en", jitter_px=px, seed=4, video_fps=video_fps)]
     before = [Variant(video_fps=0.0), Variant("tiny.en", video_fps=0.0), Variant(jitter_px=px, seed=1, video_fps=0.0)]
     return [runs[0], runs[3], before[0], before[2]] if quick else runs + before
 
@@ -151,12 +154,12 @@ def verdicts(runs: list[dict[str, Any]]) -> None:
             row["right_side"], row["labelled"] = right, labelled
 
 
-def run_all(quick: bool, px: int) -> dict[str, Any]:
+def run_all(quick: bool, px: int, video_fps: float = 30.0) -> dict[str, Any]:
     from m3agent.bench.environment import environment
 
     result: dict[str, Any] = {"load_average": round(os.getloadavg()[0], 2), "runs": []}
     with tempfile.TemporaryDirectory(prefix="m3agent-bench-lips-") as tmp:
-        for n, variant in enumerate(variants(quick, px)):
+        for n, variant in enumerate(variants(quick, px, video_fps)):
             for clip in CLIPS:
                 run = measure(clip, variant, Path(tmp) / f"{clip}-{n}")
                 result["runs"].append(run)
@@ -216,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--quick", action="store_true", help="four runs instead of ten")
+    parser.add_argument("--video-fps", type=float, default=30.0,
+                        help="frame rate of the video-rate runs (the setting lip_sync_video_fps)")
     parser.add_argument("--jitter-px", type=int, default=3, help="largest box shift of the perturbed runs")
     parser.add_argument("--rtf", type=float, default=None, help="only measure speed with this video fps")
     parser.add_argument("--skip-rtf", action="store_true", help="leave out the speed runs")
@@ -227,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.asd_cost:
         print(json.dumps(asd_cost()))
         return 0
-    result = run_all(args.quick, args.jitter_px)
+    result = run_all(args.quick, args.jitter_px, args.video_fps)
     if not args.skip_rtf:
         result["speed"] = rtf_pair()
         result["asd_cost"] = asd_cost()
