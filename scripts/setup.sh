@@ -4,13 +4,15 @@
 # Idempotent: a second run only installs what changed. Every install is constrained by constraints.txt
 # (the versions tested; `make lock` writes it), when that file exists.
 #
-# The local model runtime (llama-cpp-python) has no prebuilt Linux wheel that is portable (docs/runtime.md),
-# so it is compiled once, portably: GGML_NATIVE=OFF with an explicit instruction-set baseline (x86-64: AVX2,
+# The local model runtime is llama.cpp. By default it is xllamacpp, a prebuilt wheel holding llama.cpp's own server
+# (AVX2 kernels on x86-64, no AVX-512 or AMX; an aarch64 wheel too): no compiler, no compile. With LLAMACPP=compile
+# (`make setup LLAMACPP=compile`; CI sets it, to test both) llama-cpp-python is also compiled once, portably: GGML_NATIVE=OFF with an explicit instruction-set baseline (x86-64: AVX2,
 # FMA, F16C, BMI2; no AVX-512, no AMX, whose kernels crash on some Intel CPUs; aarch64: the armv8-a baseline)
 # and -frecord-gcc-switches, so that `m3agent doctor` and the tests can read what it was compiled for.
 # The compiled wheel is cached in ~/.cache/m3agent-wheels/<version>-<arch>-<key>/, the key hashing
 # everything that changes the binary (version, flags, CPU architecture, compiler); pip's own cache is not
-# used for it (it reuses a wheel built with other flags). The compile runs while the rest installs.
+# used for it (it reuses a wheel built with other flags). The compile runs while the rest installs. Which runtime
+# runs a model is the setting llamacpp_runtime (auto: the prebuilt one when installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +25,10 @@ C=()
 [ -f "$LOCK" ] && C=(-c "$LOCK")
 LLAMA_VERSION="$(sed -n -E 's/^llama[-_]cpp[-_]python==([^ ]+)$/\1/Ip' "$LOCK" 2>/dev/null || true)"
 LLAMA_VERSION="${LLAMA_VERSION:-0.3.36}"
-want="$(cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK") | sha256sum | cut -c1-16)"
+COMPILE_LLAMA="${LLAMACPP:-}"   # "compile": also compile llama-cpp-python (the runtime of llamacpp_runtime=llama-cpp-python)
+case "$COMPILE_LLAMA" in ""|prebuilt|compile) ;; *) echo "error: LLAMACPP=$COMPILE_LLAMA: use LLAMACPP=compile (or nothing)" >&2; exit 2 ;; esac
+[ "$COMPILE_LLAMA" = prebuilt ] && COMPILE_LLAMA=""
+want="$( (cat pyproject.toml scripts/setup.sh $([ -f "$LOCK" ] && echo "$LOCK"); echo "$COMPILE_LLAMA") | sha256sum | cut -c1-16)"
 SETUP_STARTED=$SECONDS
 phase_started=$SECONDS
 phase() {  # print how long the previous phase took, then name the next one
@@ -110,7 +115,7 @@ pip install -q ${C[@]+"${C[@]}"} --upgrade pip
 # Start the one compile now, in the background, while everything else installs.
 mkdir -p "$WHEELS"
 compile_pid=""
-if ! ls "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+if [ -n "$COMPILE_LLAMA" ] && ! ls "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   echo "==> compiling llama-cpp-python $LLAMA_VERSION for $(uname -m), portable (in the background; log: $LLAMA_LOG)" >&2
   mkdir -p "$LLAMA_DIR.tmp"
   ( CMAKE_ARGS="$LLAMA_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
@@ -163,10 +168,14 @@ if [ -n "$compile_pid" ]; then
   fi
   rm -rf "$LLAMA_DIR" && mv "$LLAMA_DIR.tmp" "$LLAMA_DIR"
 fi
-phase "the portable llama-cpp-python wheel ($LLAMA_DIR)"
-# --force-reinstall replaces a runtime compiled some other way (an older natively compiled one included).
-pip install -q --no-cache-dir --no-deps --force-reinstall "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
-pip install -q ${C[@]+"${C[@]}"} --find-links "$LLAMA_DIR" -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec,train,openvino]"
+phase "the local model runtime: xllamacpp (prebuilt llama.cpp)"
+pip install -q --no-compile ${C[@]+"${C[@]}"} -e ".[dev,server,postgres,ray,bench,local-llm,sqlite-vec,train,openvino]"
+if [ -n "$COMPILE_LLAMA" ]; then
+  phase "the portable llama-cpp-python wheel ($LLAMA_DIR)"
+  # --force-reinstall replaces a runtime compiled some other way (an older natively compiled one included).
+  pip install -q --no-cache-dir --no-deps --force-reinstall "$LLAMA_DIR"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
+  pip install -q ${C[@]+"${C[@]}"} --find-links "$LLAMA_DIR" -e ".[llamacpp-compiled]"
+fi
 
 # Compiled modules (.pyc) of everything installed and of src, once: pip ran with --no-compile above, and Python
 # writes them on first import only where it may. Under PYTHONDONTWRITEBYTECODE (set in many container images, and

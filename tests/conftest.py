@@ -45,6 +45,18 @@ def _no_default_llm() -> Iterator[None]:
         yield
 
 
+LLAMACPP_RUNTIMES = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
+"""The two runtimes of ``llamacpp:`` models and the module each needs (m3agent.llm.llamacpp.RUNTIMES)."""
+
+
+@pytest.fixture(params=list(LLAMACPP_RUNTIMES))
+def llamacpp_runtime(request: pytest.FixtureRequest) -> str:
+    """Each llama.cpp runtime in turn (skipped, or failed under CI, where it is not installed)."""
+    module = LLAMACPP_RUNTIMES[request.param]
+    pytest.importorskip(module, reason=f"{request.param} is not installed (pip install {request.param})")
+    return str(request.param)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """Under CI (``CI=true``), a test skipped for a missing package fails instead.

@@ -46,8 +46,9 @@ def replies(spec: str, tmp: Any) -> tuple[list[str], list[dict[str, float]]]:
 @pytest.mark.slow
 def test_the_lazy_grammar_gives_the_full_masks_replies(tmp_path: Any) -> None:
     smollm2()
-    eager, eager_timings = replies("llamacpp:smollm2?n_threads=1&lazy_grammar=0", tmp_path / "eager")
-    lazy, lazy_timings = replies("llamacpp:smollm2?n_threads=1", tmp_path / "lazy")
+    eager, eager_timings = replies("llamacpp:smollm2?n_threads=1&lazy_grammar=0&runtime=llama-cpp-python",
+                                   tmp_path / "eager")
+    lazy, lazy_timings = replies("llamacpp:smollm2?n_threads=1&runtime=llama-cpp-python", tmp_path / "lazy")
     assert lazy == eager
     for text, (_, schema) in zip(lazy, PROMPTS, strict=True):
         parsed = json.loads(text)

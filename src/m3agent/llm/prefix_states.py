@@ -26,10 +26,14 @@ from pathlib import Path
 from typing import Any
 
 MAGIC = b"M3AGENT-LLAMA-STATE 1\n"
+CHECKSUM_SUFFIX = ".sha256"
+"""Beside a state file another runtime wrote (:mod:`m3agent.llm.xllamacpp_worker`): its size and digest."""
 MIN_PREFIX_TOKENS = 32
 """A shorter fixed part costs under a second to evaluate: not worth a file."""
-_PROBES = ("\x01a", "\x01b")
-"""Two first-user contents that differ in their first token: the rendered prompts agree up to where it starts."""
+PROBES = ("\x01a", "\x02b")
+"""Two first-user contents that differ in their first character (a byte token of its own in the models' tokenizers):
+the rendered prompts agree up to where the content starts. (Probes sharing a first character, "\x01a" and "\x01b",
+let that byte token into the fixed part, one token the real prompt does not have.)"""
 
 
 def folder_for(root: Path, model_path: Path, settings: dict[str, Any], version: str) -> Path:
@@ -70,7 +74,7 @@ class PrefixStates:
         if formatter is None:
             return []
         probes = []
-        for probe in _PROBES:
+        for probe in PROBES:
             shown = [*messages[:last_user], {"role": "user", "content": probe}]
             result = formatter(messages=shown)
             probes.append(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
@@ -188,17 +192,23 @@ class PrefixStates:
         return True
 
     def _evict(self) -> None:
-        """Oldest files out until every model's states together fit ``capacity_bytes`` (a folder left by an
-        earlier model or setting empties first)."""
-        files = []
-        for path in self.folder.parent.glob("*/*.state"):
-            with contextlib.suppress(OSError):
-                stat = path.stat()
-                files.append((stat.st_mtime, stat.st_size, path))
-        total = sum(size for _, size, _ in files)
-        for _, size, path in sorted(files):
-            if total <= self.capacity_bytes:
-                break
-            with contextlib.suppress(OSError):
-                path.unlink()
-                total -= size
+        evict(self.folder.parent, self.capacity_bytes)
+
+
+def evict(root: Path, capacity_bytes: int) -> None:
+    """Oldest state files under ``root``'s folders out until they fit ``capacity_bytes`` together (a folder left by
+    an earlier model, setting or runtime empties first)."""
+    files = []
+    for path in root.glob("*/*.state"):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            files.append((stat.st_mtime, stat.st_size, path))
+    total = sum(size for _, size, _ in files)
+    for _, size, path in sorted(files):
+        if total <= capacity_bytes:
+            break
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= size
+        with contextlib.suppress(OSError):
+            (path.parent / (path.name + CHECKSUM_SUFFIX)).unlink()  # a runtime's record of the file, if any

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from m3agent.errors import ModelError
-from m3agent.llm.llamacpp import LlamaCppChat
+from m3agent.llm.llamacpp import LlamaCppChat, resolve_runtime
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.llm.runtime_build import RuntimeBuild, inspect_runtime
 
@@ -49,6 +49,8 @@ class RuntimeCheck:
     """Prompt tokens evaluated a second (0: the runtime gave no counters)."""
     reply_rate: float = 0.0
     """Reply tokens written a second (0: not measured)."""
+    runtime: str = "llama-cpp-python"
+    """The runtime that ran it (``xllamacpp`` or ``llama-cpp-python``)."""
 
     def answer_seconds(self) -> float | None:
         """What a grounded answer's model time is at the measured speed (:data:`ANSWER_PROMPT_TOKENS` evaluated,
@@ -60,7 +62,7 @@ class RuntimeCheck:
     def summary(self) -> str:
         isa = " ".join(s.removeprefix("-m") for s in self.instruction_sets) or "flags not recorded"
         return (f"{self.model} answered {self.answer!r} to a {self.prompt_tokens}-token prompt in "
-                f"{self.seconds:.1f} s{self._speed()} (load {self.load_seconds:.1f} s; llama-cpp-python "
+                f"{self.seconds:.1f} s{self._speed()} (load {self.load_seconds:.1f} s; {self.runtime} "
                 f"{self.version}; {isa})")
 
     def _speed(self) -> str:
@@ -91,7 +93,8 @@ def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> Runtime
 
     ``require_answer=False`` only proves that the runtime evaluates the prompt and replies under the grammar,
     for models too small to find the answer (SmolLM2-135M answers with the last note it read)."""
-    build = inspect_runtime()
+    chat.runtime = resolve_runtime(chat.runtime)
+    build = inspect_runtime() if chat.runtime == "llama-cpp-python" else None  # the prebuilt one: its own report
     unsafe = portability_problems(build)
     if unsafe:
         raise ModelError(f"the local model runtime is not portable: {'; '.join(unsafe)}",
@@ -114,6 +117,18 @@ def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> Runtime
                  "sound GGUF; rebuild the runtime with `rm -rf ~/.cache/m3agent-wheels && make setup`")
     ready = chat.process.ready
     prompt_rate, reply_rate = rates(chat.timings)
+    isa = tuple(build.instruction_sets()) if build else reported_instruction_sets(str(ready.get("system_info", "")))
     return RuntimeCheck(chat.name, answer, reply.usage.prompt_tokens, seconds, float(ready.get("load_s", 0.0)),
-                        str(ready.get("version", "?")), tuple(build.instruction_sets()) if build else (),
-                        prompt_rate, reply_rate)
+                        str(ready.get("version", "?")), isa, prompt_rate, reply_rate, chat.runtime)
+
+
+def reported_instruction_sets(system_info: str) -> tuple[str, ...]:
+    """The instruction sets llama.cpp says its CPU code uses (``AVX2 = 1 | FMA = 1 | ...``), as ``-mavx2`` ...;
+    for a prebuilt runtime, whose compiler flags are not recorded."""
+    found = []
+    for part in system_info.split("|"):
+        name, _, value = part.rpartition("=")
+        name = name.split(":")[-1].strip().lower()
+        if value.strip() == "1" and name and name not in ("llamafile", "openmp", "repack"):
+            found.append(f"-m{name}")
+    return tuple(found)
