@@ -232,15 +232,16 @@ def _runtime_checks() -> list[Check]:
 def _llm_runtime_check() -> Check:
     """Which llama.cpp runtimes are installed (found, not imported: native code runs only in a model's process,
     where ``local LLM runs`` proves it) and which one ``llamacpp:`` models use by default."""
+    from m3agent.llm.llamacpp import installed_runtimes
+
     name = "local LLM runtime (llama.cpp)"
-    found = [(dist, module) for dist, module in (("xllamacpp", "xllamacpp"), ("llama-cpp-python", "llama_cpp"))
-             if importlib.util.find_spec(module) is not None]
+    found = installed_runtimes()
     if not found:
         return Check(name, "llm", "missing", "neither xllamacpp (prebuilt) nor llama-cpp-python (compiled) is "
                      "installed", "make setup   (installs the prebuilt xllamacpp)")
     kinds = {"xllamacpp": "prebuilt", "llama-cpp-python": "compiled"}
-    listed = ", ".join(f"{dist} {_version(dist)} ({kinds[dist]})" for dist, _ in found)
-    return Check(name, "llm", "ok", f"{listed}; llamacpp_runtime=auto uses {found[0][0]}")
+    listed = ", ".join(f"{dist} {_version(dist)} ({kinds[dist]})" for dist in found)
+    return Check(name, "llm", "ok", f"{listed}; llamacpp_runtime=auto uses {found[0]}")
 
 
 REBUILD = "rm -rf ~/.cache/m3agent-wheels && make setup"

@@ -173,11 +173,16 @@ def _known() -> str:
     return ", ".join([*PACKAGED_MODELS, *CATALOGUE])
 
 
+def installed_runtimes() -> list[str]:
+    """The llama.cpp runtimes installed here, the prebuilt one first (found, not imported)."""
+    return [name for name, (_, _, module) in _WORKERS.items() if importlib.util.find_spec(module)]
+
+
 def resolve_runtime(runtime: str) -> str:
     """The installed runtime ``runtime`` names (``auto``: the prebuilt one first); an error with the install
     command when it is absent (found, not imported: the import happens in the model's process)."""
     if runtime == "auto":
-        installed = [name for name, (_, _, module) in _WORKERS.items() if importlib.util.find_spec(module)]
+        installed = installed_runtimes()
         if not installed:
             raise MissingExtraError("the local LLM runtime", "local-llm", package="xllamacpp")
         return installed[0]

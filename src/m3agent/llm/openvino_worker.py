@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from m3agent.llm.worker import _exit_with_parent, _parent, _protocol_stream, _read, _write
+from m3agent.llm.worker import Answerer, serve
 
 READABLE = frozenset({"F32", "F16", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q8_0"})
 """GGUF tensor types OpenVINO GenAI's GGUF reader converts (others fail in ``gguf_tensor_to_f16``)."""
@@ -37,18 +37,12 @@ MODEL_FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.x
 
 def main() -> int:
     """Serve requests until stdin ends; the exit status is 0 unless the first line was unusable."""
-    _exit_with_parent(_parent(sys.argv[1:]))
-    out = _protocol_stream()
-    init = _read(sys.stdin)
-    if init is None:
-        return 2
+    return serve(_answerer)
+
+
+def _answerer(init: dict[str, Any]) -> tuple[Answerer | None, dict[str, Any]]:
     pipe, ready = _load(init)
-    _write(out, ready)
-    if pipe is None:
-        return 0
-    while (request := _read(sys.stdin)) is not None:
-        _write(out, _answer(pipe, request, init))
-    return 0
+    return (None if pipe is None else lambda request: _answer(pipe, request, init)), ready
 
 
 def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,17 @@ def folder_for(root: Path, model_path: Path, settings: dict[str, Any], version: 
     stat = model_path.stat()
     key = json.dumps([str(model_path.resolve()), stat.st_size, stat.st_mtime_ns, version, settings], sort_keys=True)
     return root / f"{model_path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def fixed_prefix(messages: list[dict[str, Any]], tokens: Callable[[list[dict[str, Any]]], list[int]]) -> list[int]:
+    """The tokens every prompt with these messages before the last user message shares, for a runtime whose
+    ``tokens`` renders messages with the model's chat template and tokenizes them: the rendering cut where the last
+    user content begins (the system text and any worked example of a few-shot prompt); [] with no earlier message."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    if last_user == 0:
+        return []
+    probes = [tokens([*messages[:last_user], {"role": "user", "content": probe}]) for probe in PROBES]
+    return probes[0][: common_prefix(probes[0], probes[1])]
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -67,19 +78,16 @@ class PrefixStates:
         """The tokens every prompt with these messages before the last user message shares: the chat
         template's rendering of them, cut where the last user content begins (the system text and any worked
         example of a few-shot prompt); [] without a chat template."""
-        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
-        if last_user == 0:
-            return []
         formatter = self._chat_formatter(llama)
         if formatter is None:
             return []
-        probes = []
-        for probe in PROBES:
-            shown = [*messages[:last_user], {"role": "user", "content": probe}]
+
+        def tokens(shown: list[dict[str, Any]]) -> list[int]:
             result = formatter(messages=shown)
-            probes.append(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
-                                         special=True))
-        return list(probes[0][: common_prefix(probes[0], probes[1])])
+            return list(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
+                                       special=True))
+
+        return fixed_prefix(messages, tokens)
 
     def _chat_formatter(self, llama: Any) -> Any:
         """A formatter of the model's own chat template, built as llama-cpp-python builds the one it uses."""

@@ -35,6 +35,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,22 +46,41 @@ CONTEXT_OPTIONS = ("n_threads_batch", "n_batch", "n_ubatch")
 """Optional llama.cpp context settings passed through when given (llama-cpp-python's defaults otherwise)."""
 
 
+Answerer = Callable[[dict[str, Any]], dict[str, Any]]
+"""A loaded model's handler: one request line in, one reply line out."""
+
+
 def main() -> int:
     """Serve requests until stdin ends; the exit status is 0 unless the first line was unusable."""
+    return serve(_answerer)
+
+
+def serve(load: Callable[[dict[str, Any]], tuple[Answerer | None, dict[str, Any]]]) -> int:
+    """The protocol loop every runtime's worker runs: end with the parent, read the first line and ``load`` the model
+    from it (its handler and the ready line, or ``None`` and the error line), then answer each line until stdin
+    ends. The exit status is 0 unless the first line was unusable."""
     _exit_with_parent(_parent(sys.argv[1:]))
     out = _protocol_stream()
     init = _read(sys.stdin)
     if init is None:
         return 2
-    llama, ready = _load(init)
+    answer, ready = load(init)
     _write(out, ready)
-    if llama is None:
+    if answer is None:
         return 0
+    while (request := _read(sys.stdin)) is not None:
+        _write(out, answer(request))
+    return 0
+
+
+def _answerer(init: dict[str, Any]) -> tuple[Answerer | None, dict[str, Any]]:
+    """llama-cpp-python's model, its grammars and prefix states, as a handler."""
+    llama, ready = _load(init)
+    if llama is None:
+        return None, ready
     grammars: dict[str, Any] = {}
     states = _prefix_states(llama, init)
-    while (request := _read(sys.stdin)) is not None:
-        _write(out, _answer(llama, grammars, request, init, states))
-    return 0
+    return lambda request: _answer(llama, grammars, request, init, states), ready
 
 
 def _parent(args: list[str]) -> int:

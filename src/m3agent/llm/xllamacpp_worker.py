@@ -30,37 +30,24 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from m3agent.llm.prefix_states import CHECKSUM_SUFFIX, MIN_PREFIX_TOKENS, PROBES, common_prefix, evict, folder_for
-from m3agent.llm.worker import (
-    _exit_with_parent,
-    _parent,
-    _protocol_stream,
-    _read,
-    _write,
-    free_cores,
-    threads_for,
-)
+from m3agent.llm.prefix_states import CHECKSUM_SUFFIX, MIN_PREFIX_TOKENS, evict, fixed_prefix, folder_for
+from m3agent.llm.worker import Answerer, free_cores, serve, threads_for
 
 STATE_SUFFIX = ".state"
 
 
 def main() -> int:
     """Serve requests until stdin ends; the exit status is 0 unless the first line was unusable."""
-    _exit_with_parent(_parent(sys.argv[1:]))
-    out = _protocol_stream()
-    init = _read(sys.stdin)
-    if init is None:
-        return 2
+    return serve(_answerer)
+
+
+def _answerer(init: dict[str, Any]) -> tuple[Answerer | None, dict[str, Any]]:
     session, ready = _load(init)
-    _write(out, ready)
-    if session is None:
-        return 0
-    while (request := _read(sys.stdin)) is not None:
-        _write(out, session.answer(request))
-    return 0
+    return (None if session is None else session.answer), ready
 
 
 def _xllamacpp() -> Any:
@@ -157,9 +144,7 @@ class Session:
             if "tokens" in request:
                 return self._continue(request)
             return self._chat(request)
-        except ValueError as exc:  # a schema llama.cpp cannot turn into a grammar, a malformed request
-            return {"error": "failed", "message": str(exc)}
-        except RuntimeError as exc:
+        except (ValueError, RuntimeError) as exc:  # a schema llama.cpp cannot make a grammar of, a bad request
             return {"error": "failed", "message": str(exc)}
 
     def _chat(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -168,15 +153,11 @@ class Session:
         body: dict[str, Any] = {"messages": messages, "max_tokens": int(request["max_tokens"]),
                                 "temperature": float(request["temperature"]), "seed": self.seed,
                                 "cache_prompt": True}
-        if request.get("grammar_schema"):
-            body["grammar"] = json_grammar(request["grammar_schema"])
-        out = self.server.handle_chat_completions(body)
-        failed = _error(out)
+        out, failed = _send(self.server.handle_chat_completions, body, request)
         if failed is not None:
             return failed
         usage = out.get("usage") or {}
-        prompt = int(usage.get("prompt_tokens", 0))
-        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+        prompt, cached = int(usage.get("prompt_tokens", 0)), _cached(out)
         timings = _timings(out)
         evaluated = prefix.pop("evaluated", {})
         if evaluated:  # the prefix was evaluated for this call: counted as its own, as the compiled runtime does
@@ -200,18 +181,14 @@ class Session:
             "seed": int(request.get("seed", 0)), "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
             "repeat_penalty": 1.0, "logprobs": 1, "cache_prompt": True,
             "logit_bias": [[t, False] for t in stops[1:]]}
-        if request.get("grammar_schema"):
-            body["grammar"] = json_grammar(request["grammar_schema"])
-        out = self.server.handle_completions(body)
-        failed = _error(out)
+        out, failed = _send(self.server.handle_completions, body, request)
         if failed is not None:
             return failed
         choice = out["choices"][0]
         sampled = [int(item["id"]) for item in ((choice.get("logprobs") or {}).get("content") or [])]
         if choice.get("finish_reason") == "stop" and stops and len(sampled) < limit:
             sampled.append(stops[0])
-        cached = int(((out.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0))
-        return {"tokens": sampled, "prompt_tokens": len(tokens), "cached_tokens": min(len(tokens), cached),
+        return {"tokens": sampled, "prompt_tokens": len(tokens), "cached_tokens": min(len(tokens), _cached(out)),
                 "timings": _timings(out) | self.threads}
 
     # prefix states ----------------------------------------------------------
@@ -223,7 +200,7 @@ class Session:
         if self.states is None:
             return {}
         try:
-            prefix = self._fixed_prefix(messages)
+            prefix = fixed_prefix(messages, self._tokens)
             if len(prefix) < MIN_PREFIX_TOKENS:
                 return {}
             how, evaluated = self._prepare(prefix)
@@ -233,17 +210,11 @@ class Session:
             return {}
         return {"prefix_tokens": float(len(prefix)), "prefix_loaded": float(how == "loaded"), "evaluated": evaluated}
 
-    def _fixed_prefix(self, messages: list[dict[str, Any]]) -> list[int]:
-        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
-        if last_user == 0:
-            return []
-        probes = []
-        for probe in PROBES:
-            shown = [*messages[:last_user], {"role": "user", "content": probe}]
-            prompt = self._post("/apply-template", {"messages": shown})["prompt"]
-            probes.append(self._post("/tokenize", {"content": prompt, "add_special": True,
-                                                   "parse_special": True})["tokens"])
-        return [int(t) for t in probes[0][: common_prefix(probes[0], probes[1])]]
+    def _tokens(self, messages: list[dict[str, Any]]) -> list[int]:
+        """``messages`` rendered with the model's chat template and tokenized, by the server."""
+        prompt = self._post("/apply-template", {"messages": messages})["prompt"]
+        tokens = self._post("/tokenize", {"content": prompt, "add_special": True, "parse_special": True})["tokens"]
+        return [int(t) for t in tokens]
 
     def _prepare(self, prefix: list[int]) -> tuple[str, dict[str, float]]:
         """``held`` (this process has it cached), ``loaded`` (from its file) or ``saved`` (evaluated and written,
@@ -346,6 +317,21 @@ def _intact(path: Path) -> bool:
 def _file_name(prefix: list[int]) -> str:
     digest = hashlib.sha256(json.dumps(prefix).encode("ascii")).hexdigest()[:24]
     return digest + STATE_SUFFIX
+
+
+def _send(handle: Callable[[dict[str, Any]], Any], body: dict[str, Any], request: dict[str, Any]
+          ) -> tuple[dict[str, Any], dict[str, Any] | None]:  # fmt: skip
+    """``body`` through one of the server's handlers, under the grammar of the request's ``grammar_schema`` if any:
+    the reply, and its error line when it is an error."""
+    if request.get("grammar_schema"):
+        body = {**body, "grammar": json_grammar(request["grammar_schema"])}
+    out = handle(body)
+    return out, _error(out)
+
+
+def _cached(out: dict[str, Any]) -> int:
+    """Prompt tokens the server took from its cache instead of evaluating."""
+    return int(((out.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0))
 
 
 def _error(out: Any) -> dict[str, Any] | None:
