@@ -2,10 +2,12 @@
 
 The plan call alone (no ingest, no answer): the dev episodes' questions (``m3agent bench episodes``' generator,
 dev seeds only, 2 minutes each) and the 46-question regression set, each with the operations that read it right
-(``asks``). A change to the plan prompt is kept only if this does not drop. Writes the "Plan accuracy" section of
-docs/benchmarks.md and prints the questions whose plan missed.
+(``asks``). A change to the plan prompt is kept only if this does not drop. ``--fresh-wording`` also asks the dev
+seeds' questions in the fresh wording (a later hand's phrasings of the same facts), to show how far plans lean on
+the dev phrasings. Writes the "Plan accuracy" section of docs/benchmarks.md and prints the questions whose plan
+missed.
 
-    .venv/bin/python bench/plan_accuracy.py [--seeds 1 2 3] [--llm llamacpp:qwen-1.5b] [--no-write]
+    .venv/bin/python bench/plan_accuracy.py [--seeds 1 2 3] [--fresh-wording] [--llm llamacpp:qwen-1.5b] [--no-write]
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def plan_rows(llm: str, seeds: list[int]) -> list[dict[str, Any]]:
+def plan_rows(llm: str, seeds: list[int], fresh_wording: bool = False) -> list[dict[str, Any]]:
     """One row per question: its set, type, accepted asks, the plan's ask, right or not, seconds."""
     from m3agent.bench.episodes.catalogue import load_catalogue
     from m3agent.bench.episodes.people_eval import load_eval_set, render
@@ -34,10 +37,14 @@ def plan_rows(llm: str, seeds: list[int]) -> list[dict[str, Any]]:
     settings = load_settings(llm=llm)
     chat = chat_model_from_settings(settings)
     prompts = load_prompt_set("control_plan")
-    sets = [episode_set(load_catalogue(), load_templates(), s, 2.0, "dev")[1] for s in seeds] + [load_eval_set()]
+    catalogue, templates = load_catalogue(), load_templates()
+    sets = [episode_set(catalogue, templates, s, 2.0, "dev")[1] for s in seeds] + [load_eval_set()]
+    if fresh_wording:
+        sets += [replace(episode_set(catalogue, templates, s, 2.0, "dev", "fresh")[1],
+                         name=f"{sets[i].name} (fresh wording)") for i, s in enumerate(seeds)]
     rows = []
     for eval_set in sets:
-        _, timeline = build(eval_set, settings)
+        _, timeline = build(replace(eval_set, name=eval_set.name.removesuffix(" (fresh wording)")), settings)
         for q in eval_set.questions:
             text = render(q.question, timeline)
             messages = [{"role": "system", "content": prompts.render("system")},
@@ -52,11 +59,12 @@ def plan_rows(llm: str, seeds: list[int]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="dev seeds only")
+    parser.add_argument("--fresh-wording", action="store_true", help="also the same facts in the fresh wording")
     parser.add_argument("--llm", default="llamacpp:qwen-1.5b")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     load_average = round(os.getloadavg()[0], 2)
-    rows = plan_rows(args.llm, args.seeds)
+    rows = plan_rows(args.llm, args.seeds, args.fresh_wording)
     for row in rows:
         if not row["ok"]:
             print(f"missed: {row['plan']} for {row['asks']}: {row['question']}", flush=True)

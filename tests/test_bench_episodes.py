@@ -110,6 +110,21 @@ def test_dev_and_test_share_no_seed_and_no_phrasing() -> None:
         episode_set(CATALOGUE, TEMPLATES, TEMPLATES.seeds["test"][0], 2.0, "dev")
 
 
+def test_the_fresh_wording_asks_the_same_facts_of_a_dev_seed_in_other_words() -> None:
+    fresh, others = TEMPLATES.phrasings("fresh"), TEMPLATES.phrasings("dev") + TEMPLATES.phrasings("test")
+    assert not {p.text for p in fresh} & {p.text for p in others}
+    assert {p.kind for p in fresh} == set(TEMPLATES.kinds)
+    for seed in (1, 2):
+        dev = episode_set(CATALOGUE, TEMPLATES, seed, 2.0)[1].questions
+        new = episode_set(CATALOGUE, TEMPLATES, seed, 2.0, wording="fresh")[1].questions
+        assert [(q.type, q.answer, q.evidence, q.keywords, q.when) for q in dev] == [
+            (q.type, q.answer, q.evidence, q.keywords, q.when) for q in new]
+        assert all(a.question != b.question for a, b in zip(dev, new, strict=True))
+        assert all(q.id.split("-", 1)[1] in {p.id for p in fresh} for q in new)
+    with pytest.raises(BenchmarkError, match="fresh wording"):
+        episode_set(CATALOGUE, TEMPLATES, TEMPLATES.seeds["test"][0], 2.0, wording="fresh")
+
+
 @pytest.mark.parametrize(("seed", "minutes"), [(1, 2.0), (3, 5.0), (1002, 2.0), (1005, 20.0)])
 def test_every_gold_answer_passes_its_own_scoring_and_a_wrong_one_fails(seed: int, minutes: float) -> None:
     episode, eval_set = episode_set(CATALOGUE, TEMPLATES, seed, minutes)
@@ -201,3 +216,9 @@ def test_the_report_gives_intervals_and_the_dev_test_gap(tmp_path: Path) -> None
     assert "kept" in text and "| d |" in text and "| t |" in text and "all +0.40" in text
     rows = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
     assert [r["split"] for r in rows] == ["dev", "test"] and "Dev – test gap" in render(rows)
+    fresh = report(_answers({t: 3 for t in TYPES})) | {"split": "dev", "wording": "fresh", "minutes": 2.0,
+                                                       "seeds": [1]}
+    assert gap(rows, fresh) == dict.fromkeys([*TYPES, "all"], 0.2)  # the dev wording of the same seeds minus it
+    assert gap(rows, fresh | {"seeds": [2]}) is None
+    record_run(tmp_path / "episodes.jsonl", doc, fresh | {"episodes": []}, "f", env)
+    assert "dev (fresh wording)" in doc.read_text() and "all +0.40" in doc.read_text()

@@ -216,6 +216,8 @@ def episode(ctx: click.Context, set_name: str | None, memory: str | None, fresh:
               help="which seeds and phrasings: test ones are reported, never debugged question by question")
 @click.option("--seeds", multiple=True, help="seeds, repeated or comma-separated (default: the split's list; "
               "a seed of the other split is refused)")
+@click.option("--fresh-wording", is_flag=True, help="dev only: ask the same facts in a later hand's phrasings, "
+              "to measure how far answering leans on the dev wording")
 @click.option("--minutes", type=float, default=3.0, show_default=True, help="length of each episode (2 to 30)")
 @click.option("--llm", default=None, help="answering model (default: the settings'; none: no model)")
 @click.option("--judge", default=None, help="judge model (default: the answering model)")
@@ -226,9 +228,9 @@ def episode(ctx: click.Context, set_name: str | None, memory: str | None, fresh:
               help="also write the full report (every answer) to this JSON file")
 @json_option
 @click.pass_context
-def episodes(ctx: click.Context, split: str, seeds: tuple[str, ...], minutes: float, llm: str | None,
-             judge: str | None, no_judge: bool, label: str | None, no_record: bool, out_file: Path | None,
-             as_json: bool) -> None:
+def episodes(ctx: click.Context, split: str, seeds: tuple[str, ...], fresh_wording: bool, minutes: float,
+             llm: str | None, judge: str | None, no_judge: bool, label: str | None, no_record: bool,
+             out_file: Path | None, as_json: bool) -> None:
     """Generated episodes: accuracy per question type with 95 % intervals on seeds nobody tuned to."""
     from m3agent.bench.episodes.run import gap, record_run, run_episodes
     from m3agent.bench.judge import Judge
@@ -240,9 +242,12 @@ def episodes(ctx: click.Context, split: str, seeds: tuple[str, ...], minutes: fl
     chat = chat_model_from_settings(settings) if uses_llm(settings.llm) else None
     judge_chat = chat_model_from_settings(settings, judge) if judge and not no_judge else chat
     judge_model = Judge(judge_chat) if judge_chat is not None and not no_judge else None
+    if fresh_wording and split == "test":
+        raise click.UsageError("--fresh-wording is for dev seeds; test seeds are asked only test phrasings")
     numbers = [int(s) for arg in seeds for s in arg.split(",") if s.strip()]
     result = run_episodes(settings, "test" if split == "test" else "dev", numbers or None, minutes, chat=chat,
-                          judge=judge_model, show_progress=not as_json)
+                          judge=judge_model, show_progress=not as_json,
+                          wording="fresh" if fresh_wording else None)
     scores = bench_dir() / "scores" / "episodes.jsonl"
     result["gap"] = gap(JsonlLog(scores).read(), result)
     if out_file is not None:
