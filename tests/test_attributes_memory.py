@@ -139,9 +139,9 @@ def test_one_attribute_enum_names_a_row_as_perception_stores_it_and_a_profile_la
     """Issue 47: the stored name, the profile's label and the lookup were three spellings in three modules (a
     profile was looked up by ``"voice"``, its rows stored as ``voice_register``); one member now carries them."""
     assert [a.value for a in Attribute] == ["voice_register", "position", "depth", "apparent_gender",
-                                            "apparent_age", "eyewear"]  # the stored names: the database is unchanged
+                                            "apparent_age", "eyewear", "clothes"]  # the stored names
     assert [a.label for a in Attribute] == ["voice", "position", "depth", "apparent gender", "apparent age",
-                                            "eyewear"]
+                                            "eyewear", "clothes"]
     assert Attribute.APPARENT_AGE.numeric and not Attribute.APPARENT_GENDER.numeric
     assert label_of("apparent_gender") == "apparent gender" and label_of("skin_tone") == "skin tone"
     assert "voice_register" in STORED and "voice" not in STORED
@@ -156,6 +156,9 @@ def test_one_attribute_enum_names_a_row_as_perception_stores_it_and_a_profile_la
     found = {a: profile.attribute(a) for a in Attribute}
     assert {a for a, v in found.items() if v is not None} == {Attribute(r.name) for r in rows}
     assert profile.describe() == "a low voice; usually on the left; appears female"
+    dressed = Profile(profile.person, (), combine_attributes([*rows, row("clothes", "dark", 0.8, 1)]))
+    assert dressed.attribute(Attribute.CLOTHES) == ("dark", 0.8)
+    assert dressed.describe() == "a low voice; usually on the left; appears female; dark clothes"
 
 
 def test_shot_kind_weighs_its_parts_by_overlap() -> None:

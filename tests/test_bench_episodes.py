@@ -222,3 +222,13 @@ def test_the_report_gives_intervals_and_the_dev_test_gap(tmp_path: Path) -> None
     assert gap(rows, fresh | {"seeds": [2]}) is None
     record_run(tmp_path / "episodes.jsonl", doc, fresh | {"episodes": []}, "f", env)
     assert "dev (fresh wording)" in doc.read_text() and "all +0.40" in doc.read_text()
+
+
+def test_the_fresh_wording_is_refused_for_the_test_split() -> None:
+    from click.testing import CliRunner
+
+    from m3agent.cli.main import main
+
+    result = CliRunner().invoke(main, ["bench", "episodes", "--split", "test", "--fresh-wording", "--llm", "none",
+                                       "--no-record"])
+    assert result.exit_code != 0 and "test seeds are asked only test phrasings" in result.output

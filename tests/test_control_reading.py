@@ -32,6 +32,15 @@ ASKS = [
     ("Describe the room.", Asks.OTHER),
     ("Finish the line that starts with hello.", Asks.OTHER),
     ("", Asks.OTHER),
+    # a request asks its embedded question
+    ("Could you tell me what the video finishes on?", Asks.WHAT),
+    ("Can you tell me who speaks at 0:10?", Asks.WHO),
+    ("Do you remember how many people are on screen at 0:10?", Asks.HOW_MANY),
+    ("Could you tell me whether the man at 0:10 is seen again?", Asks.YES_NO),
+    ("Can you say if the woman speaks?", Asks.YES_NO),
+    ("Could you tell me the rest of it?", Asks.OTHER),
+    ("I wonder whether she had spoken before 1:00.", Asks.YES_NO),
+    ("Could the man on the left be the one speaking?", Asks.YES_NO),
 ]
 
 
@@ -49,12 +58,20 @@ SCENES = [
     ("What is said at the end?", Scene.LAST),
     ("Who speaks first?", Scene.ANY),  # "first" alone names no scene
     ("Was the last thing said a question?", Scene.ANY),
+    ("What does the video finish on?", Scene.LAST),
+    ("How does the video open?", Scene.FIRST),
+    ("When does the interview start?", Scene.ANY),  # a part starting is no scene of the video
 ]
 
 
 @pytest.mark.parametrize(("question", "scene"), SCENES)
 def test_the_scene_a_question_names_by_its_place(question: str, scene: Scene) -> None:
     assert read_question(question).scene is scene
+
+
+def test_prior_to_is_an_order_word_looking_back() -> None:
+    reading = read_question("Did the video show the photo prior to the debate?")
+    assert reading.order and reading.asks_earlier and not reading.asks_later
 
 
 def test_times_quotes_and_bounds() -> None:
@@ -79,6 +96,19 @@ def test_times_quotes_and_bounds() -> None:
 def test_occurrences_and_eyewear(question: str, occurrence: int, wears: str) -> None:
     reading = read_question(question)
     assert (reading.occurrence, reading.wears) == (occurrence, wears)
+
+
+@pytest.mark.parametrize(("question", "dressed"), [
+    ("Is the man in a dark suit with a red tie at 0:12 seen again?", "dark"),
+    ("Where is the guy in the white T-shirt at 1:05?", "white"),
+    ("Does the woman in a black dress speak?", "dark"),
+    ("What does the young man in a blue striped shirt say?", "blue"),
+    ("Is the woman with dark hair on the left?", "any"),  # hair is not clothes
+    ("Who says \"a red coat\" at 0:40?", "any"),  # words quoted are not a description
+    ("Does the screen go dark while a suit is discussed?", "any"),
+])
+def test_the_colour_of_the_clothes_a_question_describes(question: str, dressed: str) -> None:
+    assert read_question(question).dressed == dressed
 
 
 @pytest.mark.parametrize(("question", "person"), [

@@ -283,6 +283,27 @@ def _with_eyewear(store: Any, ids: dict[str, int], **worn: str) -> EntityGraph:
     return EntityGraph(store)
 
 
+def test_a_person_described_by_the_colour_of_their_clothes(make_store: Callable[[], Any]) -> None:
+    """The clothes colour a question names narrows the people at its moment; unmeasured, it does not veto."""
+    from m3agent.domain import Clip, EntityAttribute
+
+    store = make_store()
+    ids = build(store)
+    at = resolve(EntityGraph(store), "v1", Reference("person", time_s=3.0, dressed="white"))
+    assert at is not None and at.person is not None and at.person.face_ids == (ids["a"],)  # unmeasured: as before
+    with store.clip(Clip("v1", 2, 60.0, 61.0)) as w:
+        w.add_attribute(EntityAttribute(ids["a"], "v1", 2, "clothes", "dark", 0.9, 3))
+        w.add_attribute(EntityAttribute(ids["b"], "v1", 2, "clothes", "white", 0.8, 3))
+    g = EntityGraph(store)
+    white = resolve(g, "v1", Reference("person", time_s=3.0, dressed="white"))  # at 0:03 a would win (foreground)
+    assert white is not None and white.person is not None and white.person.face_ids == (ids["b"],)
+    blue = resolve(g, "v1", Reference("person", time_s=3.0, dressed="blue"))  # nobody fits: the description yields
+    assert blue is not None and blue.person is not None and blue.person.face_ids == (ids["a"],)
+    asked = plan("Is the man in a white T-shirt at 0:03 seen again later?", "seen_again", ref(kind="man", time="0:03"))
+    assert asked.person.dressed == "white"
+    assert g.profile(g.person_of_entity(ids["b"])).describe().endswith("white clothes")
+
+
 def test_a_person_described_by_glasses_resolves_with_or_without_a_moment(make_store: Callable[[], Any]) -> None:
     store = make_store()
     ids = build(store)

@@ -33,6 +33,8 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("dark-screen passages", SceneDescription("dark", 0)),
     ("the woman with glasses talking indoors", SceneDescription("any", None, ("woman",), True, ("indoor",))),
     ("the snow tubing home video", SceneDescription("live", topic=("snow", "tub", "home"))),
+    ("the photo of a woman in a black dress", SceneDescription("still", None, ("woman",), clothes="dark")),
+    ("the man in a white T-shirt", SceneDescription("any", None, ("man",), clothes="white")),
 ])
 def test_a_description_in_measured_terms(text: str, expected: SceneDescription) -> None:
     assert describe(text) == expected
@@ -84,6 +86,23 @@ def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
     unchecked = plan("Is the photo of a lighthouse shown before the dark screen?", "which_first",
                      ref(kind="photo", about="a photo of Paris"), dark)
     assert unchecked.person.about == ""  # words the question does not hold are dropped
+
+
+def test_an_operation_the_question_rules_out_is_replaced() -> None:
+    ended = plan("Could you tell me what the video finishes on?", "when", ref())
+    assert ended.ask == "scene" and ended.person.scene == "last"
+    seen = plan("Could you tell me what we see on screen at 0:51?", "seen_again", ref(kind="person", time="0:51"))
+    assert seen.ask == "recall"
+    before = plan("Had whoever talks at 1:00 already spoken before that moment?", "same_person",
+                  ref(kind="speaker", time="1:00"))
+    assert (before.ask, before.direction) == ("seen_again", "before")
+    two = plan("Is the speaker at 1:00 the one at 1:10?", "same_person", ref(kind="speaker", time="1:00"),
+               ref(kind="speaker", time="1:10"))
+    assert two.ask == "same_person"
+    kept = plan("Is the man at 0:10 seen again later?", "seen_again", ref(kind="man", time="0:10"))
+    assert kept.ask == "seen_again"
+    asked_when = plan("What time is the dark screen first shown?", "when", ref(about="the dark screen"))
+    assert asked_when.ask == "when"
 
 
 def test_the_plan_is_checked_against_the_reading_for_scenes(graph: EntityGraph) -> None:

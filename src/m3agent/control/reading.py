@@ -3,9 +3,10 @@
 :func:`read_question` turns a question into a frozen :class:`QuestionReading`: what it asks (who / what / when /
 where / how many / yes-no / which), the clock times it names, its quotations, the scene it points at (the first
 or the last), whether it bounds itself by "so far" or asks about order, the time of an appearance it counts ("the
-second time") and what the person it describes wears. The model's plan (:mod:`m3agent.control.people.plan`) is checked
-against this value, the graph's facts (:mod:`m3agent.control.people.graph_facts`) are anchored by it and the reranker
-and the answerer read who-questions from it: one definition of each reading, not one per module.
+second time") and what the person it describes wears (glasses, the colour of their clothes). The model's plan
+(:mod:`m3agent.control.people.plan`) is checked against this value, the graph's facts
+(:mod:`m3agent.control.people.graph_facts`) are anchored by it and the reranker and the answerer read
+who-questions from it: one definition of each reading, not one per module.
 
 The reading is lexical and deliberately small: words are matched as whole tokens against the phrase tables
 below (data, one table per meaning, each covered by the table-driven tests in ``tests/test_control_reading.py``),
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from m3agent.graph.fits import clothes_named
 from m3agent.graph.references import Wears
 from m3agent.text import clock_seconds, clock_times, words
 
@@ -52,8 +54,15 @@ _ASKS: tuple[tuple[Phrase, Asks], ...] = (
     (("how",), Asks.OTHER),
     (("what", "time"), Asks.WHEN), (("who",), Asks.WHO), (("whom",), Asks.WHO), (("whose",), Asks.WHO),
     (("when",), Asks.WHEN), (("where",), Asks.WHERE), (("which",), Asks.WHICH), (("what",), Asks.WHAT),
+    (("whether",), Asks.YES_NO),
 )  # fmt: skip
-"""Question words, longest first at each start; the first one in the question decides."""
+"""Question words, longest first at each start; the first one in the question decides ("whether" opens an
+embedded yes-or-no question: "I wonder whether she spoke")."""
+_REQUESTS = frozenset({"tell", "give", "describe", "say", "show", "remind", "let", "know", "remember", "recall",
+                       "explain", "list", "name", "summarise", "summarize", "help", "quote", "repeat", "finish",
+                       "complete"})
+"""Verbs that turn "could you ... me" into a request whose embedded question is the one asked ("Could you tell me
+what the video ends on?" asks what, not yes or no)."""
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
                           "will", "would", "should", "shall", "may", "might", "must"})
 """A question opening with one of these asks yes or no, whatever question word follows."""
@@ -61,15 +70,18 @@ _PERSON_WORDS = frozenset({"who", "whom", "whose"})
 _FIRST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("first scene", "first shot", "first part", "opening scene", "opening shot",
                                "opening part", "at the start", "at the very start", "at the beginning",
-                               "at the very beginning"))
+                               "at the very beginning", "video open", "video opens", "video begin",
+                               "video begins", "video start", "video starts"))
 _LAST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("last scene", "last shot", "last part", "final scene", "final shot", "final part",
-                               "closing scene", "closing shot", "closing part", "at the end", "at the very end"))
+                               "closing scene", "closing shot", "closing part", "at the end", "at the very end",
+                               "video end", "video ends", "video finish", "video finishes", "video close",
+                               "video closes", "video wrap", "video wraps"))
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38")."""
-_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "preceding"})
+_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "preceding", "prior"})
 _LATER = frozenset({"after", "later"})
-_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding"})
+_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
@@ -101,7 +113,8 @@ class QuestionReading:
 
     ``words`` are the lower-cased tokens; ``times`` the clock times in seconds in the order written; ``quotes``
     the text inside double quotation marks; ``occurrence`` which appearance the question counts (1: the first or
-    unsaid, -1: the last); ``wears`` ``"glasses"`` or ``"any"``.
+    unsaid, -1: the last); ``wears`` ``"glasses"`` or ``"any"``; ``dressed`` the colour of the clothes the person
+    it describes wears ("a dark suit": ``"dark"``; ``"any"`` unsaid).
     """
 
     text: str
@@ -117,6 +130,7 @@ class QuestionReading:
     asks_character: bool
     distinct: bool
     """It counts different ones ("how many different photos"), not times shown."""
+    dressed: str = "any"
 
     @property
     def asks_person(self) -> bool:
@@ -162,6 +176,13 @@ class QuestionReading:
         return bool(_LATER & held) and not _EARLIER & held
 
     @property
+    def asks_earlier(self) -> bool:
+        """Whether the question looks back from its moment ("had we heard them before?", "earlier"), and not
+        forward too."""
+        held = set(self.words)
+        return bool(_EARLIER & held) and not _LATER & held
+
+    @property
     def anchored(self) -> bool:
         """Whether the question pins a moment: a clock time or the first / last scene."""
         return bool(self.times) or self.scene is not Scene.ANY
@@ -194,13 +215,20 @@ def read_question(text: str) -> QuestionReading:
         text, tokens, _asks(tuple(words(_QUOTED.sub(" ", text)))), times, quotes, scene,
         bool(times) and _has_any(tokens, _SO_FAR),
         any(w in _ORDER_WORDS for w in tokens), _occurrence(tokens), "glasses" if _EYEWEAR & set(tokens) else "any",
-        _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)))  # fmt: skip
+        _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),
+        clothes_named(words(_QUOTED.sub(" ", text))) or "any")  # fmt: skip
 
 
 def _asks(tokens: Phrase) -> Asks:
     """The first question word's kind (``tokens``: the question's words outside its quotations); a question
     opening with an auxiliary, or holding one and no question word ("Up to 0:50, did the video show ...?"), asks
-    yes or no."""
+    yes or no. A request ("Could you tell me what ...", "Do you remember who ...") asks its embedded question."""
+    if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and tokens[2] in _REQUESTS:
+        rest = tokens[4:] if tokens[3:4] in (("me",), ("us",)) else tokens[3:]
+        if rest[:1] in (("if",), ("whether",)):
+            return Asks.YES_NO
+        embedded = _asks(rest) if rest and rest[0] not in _AUXILIARIES else Asks.OTHER
+        return Asks.YES_NO if embedded is Asks.OTHER and _AUXILIARIES & set(rest) else embedded
     if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
         return Asks.YES_NO
     for start in range(len(tokens)):

@@ -85,11 +85,15 @@ Ask = Literal["recall", "seen_again", "same_person", "when", "after", "before", 
 """The operations of a query plan (the ``ask`` enum of ``prompts/control_plan.json``)."""
 
 
+Direction = Literal["any", "before", "after"]
+"""Which way in time a plan looks from its moment."""
+
+
 class PlanReply(Reply):
     """``control_plan``: the operation a question asks and the people or moments it names."""
 
     ask: Ask
-    direction: Literal["any", "before", "after"]
+    direction: Direction
     sense: Literal["any", "seen", "heard"]
     person: PlanRef
     other: PlanRef | None = None

@@ -1,14 +1,17 @@
-"""Whether a person fits a description: "a man" / "a woman" (measured apparent gender, else voice register) and
-"with glasses" (measured eyewear). An unmeasured person fits: a description narrows, it never vetoes. Shared by
-the resolution of references (:mod:`m3agent.graph.references`) and of described scenes (:mod:`m3agent.graph.scenes`).
+"""Whether a person fits a description: "a man" / "a woman" (measured apparent gender, else voice register),
+"with glasses" (measured eyewear) and "in a dark suit" (measured clothes colour). An unmeasured person fits: a
+description narrows, it never vetoes. Shared by the resolution of references (:mod:`m3agent.graph.references`)
+and of described scenes (:mod:`m3agent.graph.scenes`); :func:`clothes_named` is the one reading of a clothing
+colour in words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from m3agent.graph.values import Role
-from m3agent.perception.attributes.names import UNCERTAIN, Attribute
+from m3agent.graph.values import DESCRIBE_MIN, Role
+from m3agent.perception.attributes.names import UNCERTAIN, Attribute, ClothesColour
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
@@ -17,6 +20,40 @@ if TYPE_CHECKING:
 
 _GENDER: dict[str, ApparentGender] = {"man": "male", "woman": "female"}
 _REGISTER: dict[str, RegisterValue] = {"man": "low", "woman": "high"}
+CLOTHES_COLOURS: dict[str, ClothesColour] = {
+    "black": "dark", "dark": "dark", "navy": "dark", "charcoal": "dark", "white": "white", "cream": "white",
+    "grey": "grey", "gray": "grey", "red": "red", "pink": "pink", "brown": "brown", "orange": "orange",
+    "yellow": "yellow", "green": "green", "blue": "blue", "purple": "purple",
+}  # fmt: skip
+"""Colour words as said of clothes, in the colours perception names (black, navy and charcoal read dark)."""
+GARMENTS = frozenset({"suit", "jacket", "blazer", "coat", "sweater", "jumper", "cardigan", "hoodie", "shirt",
+                      "tshirt", "top", "blouse", "dress", "gown", "robe", "uniform", "clothes", "outfit", "vest"})
+"""Words for what covers the chest (a tie, a hat or hair are not what the clothes colour measures)."""
+
+
+def clothes_named(tokens: Sequence[str]) -> ClothesColour | None:
+    """The clothes colour a description names: a colour word with a garment at most two words after it ("a dark
+    suit", "a blue striped shirt", "a white T-shirt"); the first one named, None when none is ("dark hair")."""
+    for i, word in enumerate(tokens):
+        if word in CLOTHES_COLOURS and GARMENTS & set(tokens[i + 1: i + 3]):
+            return CLOTHES_COLOURS[word]
+    return None
+
+
+def fits_clothes(graph: EntityGraph, person: Person, colour: str) -> bool:
+    """Whether ``person``'s clothes are measured ``colour`` (``any``, an unmeasured person or one whose crops
+    did not agree well enough to describe fits)."""
+    if colour == "any":
+        return True
+    measured = graph.profile(person).attribute(Attribute.CLOTHES)
+    return measured is None or measured[1] < DESCRIBE_MIN or measured[0] == colour
+
+
+def clothes_measured(graph: EntityGraph, person: Person) -> bool:
+    """Whether ``person``'s clothes colour is measured surely enough to describe them (and so to contradict a
+    description)."""
+    measured = graph.profile(person).attribute(Attribute.CLOTHES)
+    return measured is not None and measured[1] >= DESCRIBE_MIN
 
 
 def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from m3agent.graph.fits import fits_eyewear, fits_gender
+from m3agent.graph.fits import fits_clothes, fits_eyewear, fits_gender
 from m3agent.graph.scenes import describe, matching_scenes
 from m3agent.graph.values import Role
 from m3agent.perception.attributes.names import Attribute
@@ -60,6 +60,8 @@ class Reference:
     quote: str = ""
     wears: Wears = "any"
     occurrence: int = 1
+    dressed: str = "any"
+    """The colour of the person's clothes (``"dark"``: "the man in a dark suit"; ``any`` unsaid)."""
     about: str = ""
     """A scene described by its content ("the photo of two men"), found by :mod:`m3agent.graph.scenes`."""
 
@@ -157,6 +159,7 @@ def _seen(graph: EntityGraph, video_id: str, ref: Reference, window: tuple[float
     placed = [s for s in seen if ref.place in ("any", s.horizontal, s.depth)] or seen
     fitting = _by_gender(graph, placed, ref.kind, lambda s: s.person) or placed
     fitting = [s for s in fitting if fits_eyewear(graph, s.person, ref.wears)] or fitting
+    fitting = [s for s in fitting if fits_clothes(graph, s.person, ref.dressed)] or fitting
     speakers = {u.person.character_id for u in moment.speaking}
     middle = (window[0] + window[1]) / 2
     best = min(fitting, key=lambda s: (s.depth == "background", s.person.character_id not in speakers,

@@ -4,9 +4,9 @@ interview about the senate".
 No model here can match a picture to words (nothing like CLIP installs offline), so a description is read into
 what perception measured (:class:`SceneDescription`): still picture, live video or a dark screen with nobody on
 it; how many people are on screen; men or women among them (measured apparent gender, else voice register);
-glasses; and the remaining content words, looked for in what is said, written on screen and detected there. The
-vocabulary is a table (:data:`_SHOWN`, :data:`_PEOPLE`, :data:`_KINDS`): it names what perception measures, not
-one question's wording.
+glasses; the colour of someone's clothes; and the remaining content words, looked for in what is said, written
+on screen and detected there. The vocabulary is a table (:data:`_SHOWN`, :data:`_PEOPLE`, :data:`_KINDS`, and
+:mod:`m3agent.graph.fits`' clothing words): it names what perception measures, not one question's wording.
 
 A scene is a run of shots from one detected cut to the next (:meth:`EntityGraph.shots`, ``opens_scene``).
 :func:`matching_scenes` scores every scene against the description and returns those that fit best, in order of
@@ -18,12 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from m3agent.graph.fits import fits_eyewear, fits_gender
+from m3agent.graph.fits import (
+    CLOTHES_COLOURS,
+    GARMENTS,
+    clothes_measured,
+    clothes_named,
+    fits_clothes,
+    fits_eyewear,
+    fits_gender,
+)
 from m3agent.text import STOPWORDS, stem, words
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
-    from m3agent.graph.values import Moment, ShotView
+    from m3agent.graph.values import Moment, Person, ShotView
 
 T = TypeVar("T")
 Shown = Literal["any", "still", "live", "dark"]
@@ -66,11 +74,13 @@ class SceneDescription:
     kinds: tuple[str, ...] = ()
     glasses: bool = False
     topic: tuple[str, ...] = ()
+    clothes: str = "any"
+    """The colour of someone's clothes (:func:`~m3agent.graph.fits.clothes_named`), ``any`` unsaid."""
 
     @property
     def empty(self) -> bool:
         return self.shown == "any" and self.people is None and not self.kinds and not self.glasses and \
-            not self.topic
+            not self.topic and self.clothes == "any"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +109,14 @@ def describe(text: str) -> SceneDescription:
     people = max(counted) if counted else (len(kinds) if len(kinds) > 1 else None)
     if any(w in ("men", "women") for w in tokens) and people is None:
         people = 2
+    clothes = clothes_named(tokens)
     if dark:  # nobody on screen, however many are heard ("a dark screen with three voices")
-        people, kinds = 0, ()
+        people, kinds, clothes = 0, (), None
     known = set(_SHOWN) | set(_PEOPLE) | set(_KINDS) | _EYEWEAR | _FRAME_WORDS | (_DARK if dark else set())
+    known |= (set(CLOTHES_COLOURS) | GARMENTS) if clothes else set()
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
-    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic)
+    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any")
 
 
 def _lookup(table: dict[str, T], word: str) -> T | None:
@@ -159,6 +171,8 @@ def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescripti
         checks.append(any(fits_gender(graph, p, kind) for p in on_screen.values()) if on_screen else False)
     if wanted.glasses:
         checks.append(any(fits_eyewear(graph, p, "glasses") for p in on_screen.values()) if on_screen else False)
+    if wanted.clothes != "any":
+        checks.append(_clothes_fit(graph, list(on_screen.values()), wanted.clothes))
     topic = 0.0
     if wanted.topic:
         said = {stem(w) for u in moment.speaking for w in words(u.text)}
@@ -172,6 +186,17 @@ def _inside(graph: EntityGraph, video_id: str, start_s: float, end_s: float) -> 
     before or after a cut belong to the neighbouring scene."""
     inner = min(EDGE_S, (end_s - start_s) / 4)
     return graph.at(video_id, start_s + inner, end_s - inner)
+
+
+def _clothes_fit(graph: EntityGraph, people: list[Person], colour: str) -> bool | None:
+    """True when someone on screen is measured in ``colour``, False when everyone is measured and nobody is (or
+    nobody is there), None when it is not known."""
+    if not people:
+        return False
+    measured = [p for p in people if clothes_measured(graph, p)]
+    if any(fits_clothes(graph, p, colour) for p in measured):
+        return True
+    return False if len(measured) == len(people) else None
 
 
 def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:

@@ -15,7 +15,13 @@ from m3agent.perception.attributes.place import PLACE_WORDS
 from m3agent.text import clock
 
 if TYPE_CHECKING:
-    from m3agent.perception.attributes.names import ApparentGender, EyewearValue, RegisterValue, Uncertain
+    from m3agent.perception.attributes.names import (
+        ApparentGender,
+        ClothesColour,
+        EyewearValue,
+        RegisterValue,
+        Uncertain,
+    )
     from m3agent.perception.attributes.place import Depth, Horizontal
 
 DESCRIBE_MIN = 0.5
@@ -219,6 +225,8 @@ class Profile:
     @overload
     def attribute(self, name: Literal[Attribute.EYEWEAR]) -> tuple[EyewearValue, float] | None: ...
     @overload
+    def attribute(self, name: Literal[Attribute.CLOTHES]) -> tuple[ClothesColour, float] | None: ...
+    @overload
     def attribute(self, name: Attribute) -> tuple[str, float] | None: ...
 
     def attribute(self, name: Attribute) -> tuple[str, float] | None:
@@ -228,8 +236,9 @@ class Profile:
 
     def describe(self, min_confidence: float = DESCRIBE_MIN, *, usual_place: bool = True) -> str:
         """One short phrase of the attributes decided with at least ``min_confidence``, e.g. "a low voice;
-        usually on the left; appears male; looks about 60; wears glasses" ("" when none is); without the usual
-        place when ``usual_place`` is false (how someone looks, said where they are at a moment)."""
+        usually on the left; appears male; looks about 60; wears glasses; dark clothes" ("" when none is);
+        without the usual place when ``usual_place`` is false (how someone looks, said where they are at a
+        moment)."""
         sure = {n: v for n, v, c in self.attributes if c >= min_confidence and v != UNCERTAIN}
         voice, place = sure.get(Attribute.VOICE_REGISTER.label), sure.get(Attribute.POSITION.label, "")
         gender, age = sure.get(Attribute.APPARENT_GENDER.label), sure.get(Attribute.APPARENT_AGE.label)
@@ -246,6 +255,8 @@ class Profile:
             parts.append(f"looks about {age}")
         if sure.get(Attribute.EYEWEAR.label) == "glasses":
             parts.append("wears glasses")
+        if sure.get(Attribute.CLOTHES.label):
+            parts.append(f"{sure[Attribute.CLOTHES.label]} clothes")
         return "; ".join(parts)
 
     @property

