@@ -39,6 +39,7 @@ from m3agent.perception.attributes.place import box_horizontal, depth_place, mai
 
 if TYPE_CHECKING:
     from m3agent.domain import BBox, FaceObservation, Memory, ShotRecord, Video, VoiceSegment
+    from m3agent.graph.lips import PairSync
     from m3agent.store.protocol import MemoryStore
 
 MERGE_GAP_S = 2.0
@@ -112,6 +113,15 @@ class EntityGraph:
         self._shots: dict[str, list[ShotView]] = {}
         self._profiles: dict[int, Profile] = {}
         self._main_faces: dict[tuple[str, int, float], float | None] = {}
+        self._lips: dict[str, PairSync] = {}
+
+    def lip_sync(self, video_id: str) -> PairSync:
+        """Lip sync of every (face entity, voice entity) pair of a video (:mod:`m3agent.graph.lips`), read once."""
+        if video_id not in self._lips:
+            from m3agent.graph.lips import video_lip_sync
+
+            self._lips[video_id] = video_lip_sync(self.store, video_id)
+        return self._lips[video_id]
 
     # people --------------------------------------------------------------
     def people(self) -> list[Person]:

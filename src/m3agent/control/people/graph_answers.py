@@ -27,6 +27,7 @@ from m3agent.control.people.words import (
     who,
 )
 from m3agent.graph.fits import fits_gender, seen_while_heard
+from m3agent.graph.lips import LikelySpeaker, likely_speaker
 from m3agent.graph.references import Reference, Resolved, resolve
 from m3agent.graph.scenes import Scene, describe, matching_scenes
 from m3agent.graph.values import Role, span_text
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from m3agent.control.people.plan import Plan
     from m3agent.graph.operators import EntityGraph
-    from m3agent.graph.values import Appearance
+    from m3agent.graph.values import Appearance, Person
 
 MAX_SPANS = 5  # intervals listed in one answer; more are counted
 SAME_SPAN_S = 1.0  # an appearance this close to the reference's window is the one referred to, not another
@@ -235,11 +236,17 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     found = run.resolve(heard if not ref.heard else ref)
     if found is None or found.person is None or found.utterance is None:
         return None
+    said = found.utterance
+    likely = _likely_face(run, found.person, said.start_s, said.end_s)
+    if likely is not None:
+        run.spans.append((said.start_s, said.end_s))
+        return run.answer("speaker_likely", who=who(run.graph, likely.person), whose="their",
+                          span=span_text(said.start_s, said.end_s), r=f"r {likely.r:.2f}",
+                          runner_r=f"{likely.runner_up[1]:.2f}", runner=who(run.graph, likely.runner_up[0]))
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
         unseen(run.graph, found.person)
-    said = found.utterance
     run.spans.append((said.start_s, said.end_s))
     verb = "says it" if ref.quote else "is speaking"
     return run.answer("speaker", who=person, verb=verb, span=span_text(said.start_s, said.end_s), seen=seen)
@@ -255,8 +262,24 @@ def _speaks(run: _Run) -> GraphAnswer | None:
     own = next((u for u in heard if u.person.character_id == found.person.character_id), None)
     if own is not None:
         return run.answer("speaks_yes", who=person, span=span, quote=quote(own.text, QUOTE_CHARS))
+    for u in heard:
+        likely = _likely_face(run, u.person, u.start_s, u.end_s)
+        if likely is not None and likely.person.character_id == found.person.character_id:
+            run.spans.append((u.start_s, u.end_s))
+            return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s), r=f"r {likely.r:.2f}",
+                              runner_r=f"{likely.runner_up[1]:.2f}", runner=who(run.graph, likely.runner_up[0]))
     others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
+
+
+def _likely_face(run: _Run, voice: Person, start_s: float, end_s: float) -> LikelySpeaker | None:
+    """The person on screen most likely speaking with ``voice`` from ``start_s`` to ``end_s``, by their lips
+    (:func:`m3agent.graph.lips.likely_speaker`), when no face of the voice's own is known; else None."""
+    if voice.face_ids:
+        return None
+    on_screen = {s.person.character_id: s.person for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
+    on_screen.pop(voice.character_id, None)
+    return likely_speaker(run.graph.lip_sync(run.video_id), voice, list(on_screen.values()))
 
 
 def _ever_seen(run: _Run) -> GraphAnswer | None:

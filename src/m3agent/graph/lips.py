@@ -1,0 +1,81 @@
+"""Whose lips move with a voice: the evidence face-voice links are decided on, read again when a question asks who
+is speaking at a moment.
+
+A link joins a face and a voice for good, in every answer and across videos, so identity asks for a clear margin
+over the next face (``perception.lip_sync_margin``, 0.25). A question about one moment can use weaker evidence if
+it says so: with no face linked to the voice heard, the face on screen whose lips move with it at least
+:data:`LIKELY_MIN_R` and :data:`LIKELY_MARGIN` above every other face there is the one *most likely* speaking, and
+the answer gives both correlations. The evidence is recomputed from the store exactly as identity computes it
+(:func:`m3agent.identity.linking.evidence_from`: stored sightings, speech spans and mouth motions), with the
+sampling interval read from the sightings themselves.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from m3agent.settings import PerceptionSettings
+
+if TYPE_CHECKING:
+    from m3agent.graph.values import Person
+    from m3agent.identity.linking import LipSync
+    from m3agent.store.protocol import MemoryStore
+
+LIKELY_MIN_R: float = PerceptionSettings.model_fields["lip_sync_min"].default
+"""The lowest correlation that says anything: the link rule's own floor."""
+LIKELY_MARGIN = 0.1
+"""Over the next face on screen: less than a link needs, which is why the answer says "most likely"."""
+MIN_SAMPLES: int = PerceptionSettings.model_fields["lip_sync_samples"].default
+"""Sampled frame pairs a face needs while the voice is heard, as for a link."""
+
+PairSync = dict[tuple[int, int], "LipSync"]
+
+
+@dataclass(frozen=True, slots=True)
+class LikelySpeaker:
+    """The person whose lips move with a voice (``r``), and the best other face on screen (``runner_up``: its
+    person and correlation)."""
+
+    person: Person
+    r: float
+    runner_up: tuple[Person, float]
+
+
+def video_lip_sync(store: MemoryStore, video_id: str) -> PairSync:
+    """Lip sync of every (face entity, voice entity) pair of a video, from what the store holds."""
+    from m3agent.identity.linking import evidence_from
+
+    sightings = store.face_sightings(video_id)
+    interval = sampling_interval(sightings)
+    if interval is None:
+        return {}
+    evidence = evidence_from(sightings, store.voice_spans(video_id), 1.0 / interval, store.mouth_motions(video_id))
+    return {pair: sync for pair, sync in evidence.lip_sync.items() if sync.samples >= MIN_SAMPLES}
+
+
+def sampling_interval(sightings: Sequence[tuple[float, int]]) -> float | None:
+    """The interval faces were sampled at: the median gap between one face entity's consecutive sightings."""
+    times: dict[int, list[float]] = defaultdict(list)
+    for time_s, face in sightings:
+        times[face].append(time_s)
+    gaps = [round(b - a, 3) for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False)
+            if b - a > 1e-3]
+    return statistics.median(gaps) if gaps else None
+
+
+def likely_speaker(sync: PairSync, voice: Person, on_screen: list[Person]) -> LikelySpeaker | None:
+    """The person on screen whose lips move with ``voice`` (a person heard, with no face of their own) clearly
+    more than anyone else's there; None when nobody's do, or two do alike."""
+    scored = []
+    for person in on_screen:
+        rs = [sync[(f, v)].r for f in person.face_ids for v in voice.voice_ids if (f, v) in sync]
+        if rs:
+            scored.append((max(rs), person))
+    scored.sort(key=lambda s: -s[0])
+    if len(scored) < 2 or scored[0][0] < LIKELY_MIN_R or scored[0][0] - scored[1][0] < LIKELY_MARGIN:
+        return None  # one face watched is no comparison (a link needs two as well)
+    return LikelySpeaker(scored[0][1], round(scored[0][0], 2), (scored[1][1], round(scored[1][0], 2)))

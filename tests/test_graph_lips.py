@@ -1,0 +1,54 @@
+"""Whose lips move with a voice no face is linked to (:mod:`m3agent.graph.lips`): the sampling interval read from
+the sightings, the margin a "most likely" answer needs, and the evidence recomputed from a real store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from m3agent.graph.lips import LIKELY_MARGIN, likely_speaker, sampling_interval, video_lip_sync
+from m3agent.graph.values import Person
+from m3agent.identity.linking import LipSync
+
+LEFT, RIGHT, VOICE = Person(1, "<character_1>", "", (1,), ()), Person(2, "<character_2>", "", (2,), ()), \
+    Person(3, "<character_3>", "", (), (7,))
+
+
+def sync(**rs: float) -> dict[tuple[int, int], LipSync]:
+    faces = {"left": 1, "right": 2}
+    return {(faces[side], 7): LipSync(r, 20, 8.0) for side, r in rs.items()}
+
+
+def test_the_face_whose_lips_move_with_the_voice_clearly_more_is_the_likely_speaker() -> None:
+    likely = likely_speaker(sync(left=-0.2, right=0.35), VOICE, [LEFT, RIGHT])
+    assert likely is not None and likely.person == RIGHT and likely.r == 0.35 and likely.runner_up == (LEFT, -0.2)
+    assert likely_speaker(sync(left=0.3, right=0.3 - LIKELY_MARGIN / 2), VOICE, [LEFT, RIGHT]) is None  # alike
+    assert likely_speaker(sync(left=0.05, right=-0.3), VOICE, [LEFT, RIGHT]) is None  # under the floor
+    assert likely_speaker(sync(right=0.5), VOICE, [LEFT, RIGHT]) is None  # one face watched: no comparison
+    assert likely_speaker({}, VOICE, [LEFT, RIGHT]) is None
+
+
+def test_the_sampling_interval_is_read_from_the_sightings() -> None:
+    assert sampling_interval([(0.0, 1), (0.5, 1), (1.0, 1), (0.0, 2), (0.5, 2), (3.0, 2)]) == 0.5
+    assert sampling_interval([(0.0, 1), (0.0, 2)]) is None
+
+
+def test_the_evidence_is_what_identity_reads_from_the_store(make_store: Callable[[], Any]) -> None:
+    from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Video, VoiceSegment
+
+    store = make_store()
+    store.add_video(Video("v1", "/v1.mp4", 30.0))
+    with store.clip(Clip("v1", 0, 0.0, 30.0)) as w:
+        left, right = w.add_entity(EntityKind.FACE, [[1.0, 0.0]]).id, w.add_entity(EntityKind.FACE, [[0.0, 1.0]]).id
+        voice = w.add_entity(EntityKind.VOICE, [[1.0, 1.0]]).id
+        for k in range(40):  # 20 s at 2 fps; the right face's mouth moves while the voice speaks (every other 2 s)
+            t = k / 2
+            speaking = int(t // 2) % 2 == 0
+            w.add_face(FaceObservation(0, t, BBox(100, 100, 200, 200), 0.99, entity_id=left, mouth_motion=1.0))
+            w.add_face(FaceObservation(0, t, BBox(900, 100, 1000, 200), 0.99, entity_id=right,
+                                       mouth_motion=8.0 if speaking else 1.0 + (k % 3) * 0.1))
+        for start in range(0, 20, 4):
+            w.add_voice(VoiceSegment(0, float(start), float(start) + 2.0, "words", entity_id=voice))
+    pairs = video_lip_sync(store, "v1")
+    assert pairs[(right, voice)].r > 0.5 and pairs[(right, voice)].samples >= 10
+    assert pairs.get((left, voice)) is None or pairs[(left, voice)].r < 0.1  # a still mouth says nothing
