@@ -291,6 +291,13 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     if faces:
         return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
+    said = found.utterance
+    likely = _likely_face(run, found.person, *((said.start_s, said.end_s) if said else found.window))
+    if likely is not None:
+        seen = _sensed(run.graph.appearances(likely.person, run.video_id), "seen")
+        return run.answer("ever_seen_likely", span=span, who=who(run.graph, likely.person), spans=run.spans_of(seen),
+                          r=f"r {likely.r:.2f}", runner_r=f"{likely.runner_up[1]:.2f}",
+                          runner=who(run.graph, likely.runner_up[0]))
     seen_meanwhile = seen_while_heard(run.graph, found.person)
     if seen_meanwhile:
         listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)
