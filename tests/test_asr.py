@@ -184,7 +184,7 @@ def test_a_window_that_loops_is_decoded_again_without_repeats(tmp_path: Path, me
     result = Transcriber("base", tmp_path, threads=2).transcribe(audio, [(0.0, len(audio) / 16000)])
     text = " ".join(normalise_words(" ".join(s.text for s in result.segments)))
     assert "interviewing you" in text
-    assert "speak my piece" in text
+    assert "speak my piece" in text or "speak my peace" in text  # the homophone differs between CPUs (AVX-512)
     assert sum(s.end_s - s.start_s for s in result.segments) > 10.0
     assert result.language == "en"
     texts = [s.text for s in result.segments]
