@@ -54,6 +54,11 @@ MAX_PAUSE_S = GENEROUS.min_silence_s + 2 * GENEROUS.pad_s
 """0.6 s: the longest pause inside one speech region of the generous VAD segmentation (what the
 diarizer's turns and the transcriber cover), so not a silence of the speaker: a voice's transcript
 segments this close are one turn (the debate's pauses between segments of one voice are 0.0-0.46 s)."""
+PAUSE_SPREAD = (0.5, 0.75, 1.0, 1.25, 1.5)
+"""Lip sync is averaged over turns joined at these multiples of :data:`MAX_PAUSE_S` (0.3-0.9 s), so no single
+threshold decides: on an AVX-512 host the debate's base transcript left a 0.5 s pause inside Clinton's lines, and
+bounds moved by 0.2-0.3 s pushed it past 0.6 s, split her turn and took her own r from 0.34 to 0.04-0.12; averaged,
+it stays 0.15-0.36 in every draw (docs/benchmarks.md, "The AVX-512 failure reproduced")."""
 
 
 FROZEN_MOTION = 1e-6
@@ -115,15 +120,31 @@ def evidence_from(sightings: Iterable[tuple[float, int]], spans: Iterable[Span],
     ``(time, face, mouth motion)`` samples (the motion over the sampling interval ending at ``time``).
 
     Lip sync is measured against the voices' :func:`speech_turns` with :data:`BOUNDARY_TOLERANCE_S`,
-    so it does not hinge on where the transcript's segments start and end. A sighting of a frozen face
+    averaged over the pauses of :data:`PAUSE_SPREAD` (:func:`spread_lip_sync`), so it does not hinge on where
+    the transcript's segments start and end. A sighting of a frozen face
     (:data:`FROZEN_MOTION`) earns no co-presence: a voice heard over a photo is not the photo's.
     """
     spans, motions = list(spans), list(motions)
     frozen = {(round(t, 3), face) for t, face, m in motions if abs(m) < FROZEN_MOTION}
     live = [(t, face) for t, face in sightings if (round(t, 3), face) not in frozen]
     co, speech = _co_presence(live, spans, fps)
-    turns = speech_turns(spans, MAX_PAUSE_S)
-    return AVEvidence(co, speech, lip_sync(motions, turns, 1.0 / fps, tolerance=BOUNDARY_TOLERANCE_S))
+    return AVEvidence(co, speech, spread_lip_sync(motions, spans, 1.0 / fps))
+
+
+def spread_lip_sync(motions: Sequence[tuple[float, int, float]], spans: Sequence[Span],
+                    step: float) -> dict[tuple[int, int], LipSync]:
+    """:func:`lip_sync` against the voices' turns joined at each pause of :data:`PAUSE_SPREAD`, its r averaged per
+    pair (a pair measured under only some of the joins counts the others as 0); samples and seconds spoken as at
+    :data:`MAX_PAUSE_S`."""
+    runs = [lip_sync(motions, speech_turns(spans, MAX_PAUSE_S * k), step, tolerance=BOUNDARY_TOLERANCE_S)
+            for k in PAUSE_SPREAD]
+    middle = runs[PAUSE_SPREAD.index(1.0)]
+    out = {}
+    for pair in set().union(*runs):
+        kept = middle.get(pair) or next(r[pair] for r in runs if pair in r)
+        mean = sum(r[pair].r if pair in r else 0.0 for r in runs) / len(runs)
+        out[pair] = LipSync(round(mean, 4), kept.samples, kept.speech_seconds)
+    return out
 
 
 def speech_turns(spans: Iterable[Span], max_pause: float) -> list[Span]:
