@@ -43,17 +43,15 @@ def clothes_named(tokens: Sequence[str]) -> ClothesColour | None:
 def fits_clothes(graph: EntityGraph, person: Person, colour: str) -> bool:
     """Whether ``person``'s clothes are measured ``colour`` (``any``, an unmeasured person or one whose crops
     did not agree well enough to describe fits)."""
-    if colour == "any":
-        return True
-    measured = graph.profile(person).attribute(Attribute.CLOTHES)
-    return measured is None or measured[1] < DESCRIBE_MIN or measured[0] == colour
+    measured = measured_clothes(graph, person)
+    return colour == "any" or measured is None or measured == colour
 
 
-def clothes_measured(graph: EntityGraph, person: Person) -> bool:
-    """Whether ``person``'s clothes colour is measured surely enough to describe them (and so to contradict a
-    description)."""
+def measured_clothes(graph: EntityGraph, person: Person) -> ClothesColour | None:
+    """``person``'s clothes colour when it is measured surely enough to describe them (and so to contradict a
+    description); else None."""
     measured = graph.profile(person).attribute(Attribute.CLOTHES)
-    return measured is not None and measured[1] >= DESCRIBE_MIN
+    return measured[0] if measured is not None and measured[1] >= DESCRIBE_MIN else None
 
 
 def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:

@@ -12,6 +12,7 @@ sampling interval read from the sightings themselves.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -62,8 +63,7 @@ def sampling_interval(sightings: Sequence[tuple[float, int]]) -> float | None:
     times: dict[int, list[float]] = defaultdict(list)
     for time_s, face in sightings:
         times[face].append(time_s)
-    gaps = [round(b - a, 3) for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False)
-            if b - a > 1e-3]
+    gaps = [round(b - a, 3) for ts in times.values() for a, b in itertools.pairwise(sorted(ts)) if b - a > 1e-3]
     return statistics.median(gaps) if gaps else None
 
 

@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from m3agent.graph.fits import (
     CLOTHES_COLOURS,
     GARMENTS,
-    clothes_measured,
     clothes_named,
-    fits_clothes,
     fits_eyewear,
     fits_gender,
+    measured_clothes,
 )
 from m3agent.text import STOPWORDS, stem, words
 
@@ -193,10 +192,10 @@ def _clothes_fit(graph: EntityGraph, people: list[Person], colour: str) -> bool 
     nobody is there), None when it is not known."""
     if not people:
         return False
-    measured = [p for p in people if clothes_measured(graph, p)]
-    if any(fits_clothes(graph, p, colour) for p in measured):
+    measured = [measured_clothes(graph, p) for p in people]
+    if colour in measured:
         return True
-    return False if len(measured) == len(people) else None
+    return None if None in measured else False
 
 
 def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:

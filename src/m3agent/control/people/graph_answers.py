@@ -240,9 +240,8 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     likely = _likely_face(run, found.person, said.start_s, said.end_s)
     if likely is not None:
         run.spans.append((said.start_s, said.end_s))
-        return run.answer("speaker_likely", who=who(run.graph, likely.person), whose="their",
-                          span=span_text(said.start_s, said.end_s), r=f"r {likely.r:.2f}",
-                          runner_r=f"{likely.runner_up[1]:.2f}", runner=who(run.graph, likely.runner_up[0]))
+        return run.answer("speaker_likely", who=who(run.graph, likely.person), span=span_text(said.start_s, said.end_s),
+                          **_lip_words(run, likely))
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
@@ -266,8 +265,8 @@ def _speaks(run: _Run) -> GraphAnswer | None:
         likely = _likely_face(run, u.person, u.start_s, u.end_s)
         if likely is not None and likely.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
-            return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s), r=f"r {likely.r:.2f}",
-                              runner_r=f"{likely.runner_up[1]:.2f}", runner=who(run.graph, likely.runner_up[0]))
+            return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s),
+                              **_lip_words(run, likely))
     others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
 
@@ -280,6 +279,12 @@ def _likely_face(run: _Run, voice: Person, start_s: float, end_s: float) -> Like
     on_screen = {s.person.character_id: s.person for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
     on_screen.pop(voice.character_id, None)
     return likely_speaker(run.graph.lip_sync(run.video_id), voice, list(on_screen.values()))
+
+
+def _lip_words(run: _Run, likely: LikelySpeaker) -> dict[str, str]:
+    """The fields every "most likely" answer shows its lip evidence with: ``r``, ``runner_r``, ``runner``."""
+    runner, runner_r = likely.runner_up
+    return {"r": f"r {likely.r:.2f}", "runner_r": f"{runner_r:.2f}", "runner": who(run.graph, runner)}
 
 
 def _ever_seen(run: _Run) -> GraphAnswer | None:
@@ -296,8 +301,7 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
     if likely is not None:
         seen = _sensed(run.graph.appearances(likely.person, run.video_id), "seen")
         return run.answer("ever_seen_likely", span=span, who=who(run.graph, likely.person), spans=run.spans_of(seen),
-                          r=f"r {likely.r:.2f}", runner_r=f"{likely.runner_up[1]:.2f}",
-                          runner=who(run.graph, likely.runner_up[0]))
+                          **_lip_words(run, likely))
     seen_meanwhile = seen_while_heard(run.graph, found.person)
     if seen_meanwhile:
         listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)

@@ -248,8 +248,7 @@ def _look_rows(clip: Clip, looks: Mapping[Sighting, FaceAppearance],
     The age's confidence is how consistent the crops are (the share within ``AGE_AGREE_YEARS`` of the median,
     fewer than three crops counting less): its accuracy has no ground truth here."""
     rows = []
-    for entity_id, sightings in sorted(_sightings_by_entity(tracks).items()):
-        mine = [looks[s] for s in sightings if s in looks]
+    for entity_id, mine in _per_entity(looks, tracks):
         combined = combine_appearance(mine)
         if combined is None:
             continue
@@ -264,25 +263,23 @@ def _look_rows(clip: Clip, looks: Mapping[Sighting, FaceAppearance],
 def _eyewear_rows(clip: Clip, eyewear: Mapping[Sighting, Eyewear],
                   tracks: Sequence[FaceTrack]) -> list[EntityAttribute]:
     """Glasses or not for every face entity, decided on the median score of its crops in the clip."""
-    rows = []
-    for entity_id, sightings in sorted(_sightings_by_entity(tracks).items()):
-        combined = combine_eyewear([eyewear[s] for s in sightings if s in eyewear])
-        if combined is not None:
-            rows.append(_row(entity_id, clip, Attribute.EYEWEAR, combined.value, combined.confidence, combined.faces,
-                             combined.evidence))
-    return rows
+    combined = ((entity_id, combine_eyewear(mine)) for entity_id, mine in _per_entity(eyewear, tracks))
+    return [_row(entity_id, clip, Attribute.EYEWEAR, c.value, c.confidence, c.faces, c.evidence)
+            for entity_id, c in combined if c is not None]
 
 
 def _clothes_rows(clip: Clip, clothes: Mapping[Sighting, Clothes],
                   tracks: Sequence[FaceTrack]) -> list[EntityAttribute]:
     """The clothes colour of every face entity, the vote of its crops in the clip."""
-    rows = []
-    for entity_id, sightings in sorted(_sightings_by_entity(tracks).items()):
-        combined = combine_clothes([clothes[s] for s in sightings if s in clothes])
-        if combined is not None:
-            rows.append(_row(entity_id, clip, Attribute.CLOTHES, combined.colour, combined.confidence, combined.crops,
-                             combined.evidence))
-    return rows
+    combined = ((entity_id, combine_clothes(mine)) for entity_id, mine in _per_entity(clothes, tracks))
+    return [_row(entity_id, clip, Attribute.CLOTHES, c.colour, c.confidence, c.crops, c.evidence)
+            for entity_id, c in combined if c is not None]
+
+
+def _per_entity(measured: Mapping[Sighting, _T], tracks: Sequence[FaceTrack]) -> list[tuple[int, list[_T]]]:
+    """Per face entity (in id order), what was measured on its sightings in the clip."""
+    return [(entity_id, [measured[s] for s in sightings if s in measured])
+            for entity_id, sightings in sorted(_sightings_by_entity(tracks).items())]
 
 
 def _sightings_by_entity(tracks: Sequence[FaceTrack]) -> dict[int, list[Sighting]]:
