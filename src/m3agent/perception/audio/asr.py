@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Word
 from m3agent.errors import MissingExtraError, ModelError
-from m3agent.perception.audio.asr_gaps import drop_jumped, unheard
+from m3agent.perception.audio.asr_gaps import drop_jumped, drop_sparse, sparse, unheard
 from m3agent.perception.audio.asr_models import resolve_asr_model
 from m3agent.perception.audio.transcript import AsrResult, AsrSegment
 
@@ -68,12 +68,13 @@ class Transcriber:
         people-and-order episode, a talking head and an interview, were lost without this).
         """
         first = self._decode(audio, regions, language)
-        stretches = unheard(regions, first.spans)
+        stretches = unheard(regions, first.spans) if first.spans or first.sparse else []
         if not stretches:
             return first.result
         more = self._decode(audio, [piece for stretch in stretches for piece in stretch],
                             language or first.result.language or None).result
-        kept = drop_jumped(first.result.segments, more.segments, stretches)
+        kept = drop_sparse(drop_jumped(first.result.segments, more.segments, stretches), first.sparse,
+                           more.segments)
         segments = tuple(sorted(kept + more.segments, key=lambda s: s.start_s))
         return AsrResult(segments, first.result.language or more.language,
                          first.result.language_probability or more.language_probability)
@@ -132,13 +133,15 @@ class Transcriber:
                 condition_on_previous_text=False,
             )
             listed = list(segments)
-        kept = (seg for seg in listed if _reliable(seg))
-        out = tuple(s for s in (_segment(seg, chunk_map) for seg in kept) if s.text)
+        written = [(seg, _segment(seg, chunk_map)) for seg in listed if _reliable(seg)]
+        thin = {id(seg) for seg, _ in written if sparse(len(seg.words or ()), seg.end - seg.start)}
+        out = tuple(s for _, s in written if s.text)
         lang, probability = heard[0] if detect and heard else (str(info.language or ""),
                                                                float(info.language_probability or 0.0))
         looped = any(_repetitive(seg) for seg in listed)
-        spans = tuple(chunk_map.original_bounds(seg.start, seg.end) for seg in listed)
-        return _Pass(AsrResult(out, lang, probability), looped, spans)
+        spans = tuple(chunk_map.original_bounds(seg.start, seg.end) for seg in listed if id(seg) not in thin)
+        return _Pass(AsrResult(out, lang, probability), looped, spans,
+                     tuple(s for seg, s in written if s.text and id(seg) in thin))
 
 
 REPEAT_GUARD_NGRAM = 4  # the second pass after a loop may not repeat any 4 tokens in a row
@@ -148,7 +151,9 @@ REPEAT_GUARD_NGRAM = 4  # the second pass after a loop may not repeat any 4 toke
 class _Pass:
     result: AsrResult
     looped: bool  # some window was too repetitive to keep (Whisper's compression-ratio gate)
-    spans: tuple[tuple[float, float], ...] = ()  # every segment Whisper wrote, kept or not, in the input's times
+    spans: tuple[tuple[float, float], ...] = ()  # every segment Whisper wrote, kept or not, in the input's times,
+    # but the sparse ones (asr_gaps.sparse: a few words over many seconds), which cover nothing
+    sparse: tuple[AsrSegment, ...] = ()  # the kept segments that are sparse
 
 
 def _heard_s(result: AsrResult) -> float:
