@@ -121,10 +121,23 @@ def measure(args: argparse.Namespace) -> int:
     for r in range(args.rounds):
         for spec in args.specs:
             row = one_round(spec, args.questions, salt=f"{int(time.time())}-{r}")
-            row |= {"round": r, "command": command, "env": env}
+            row |= {"round": r, "command": command, "env": env, "cpu_isa": cpu_isa()}
             with RESULTS.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
     return write(args)
+
+
+def cpu_isa() -> str:
+    """The widest vector instructions of this CPU that change a runtime's kernels: "AVX-512 VNNI", "AVX-512",
+    "AVX2" or "other" (read from /proc/cpuinfo; rows written before it was recorded were measured on AVX2 hosts)."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    if "avx512f" in flags:
+        return "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512"
+    return "AVX2" if "avx2" in flags else "other"
 
 
 def summarize(rows: list[dict[str, Any]], scenario: str) -> dict[str, Any]:
@@ -159,9 +172,9 @@ def write(_: argparse.Namespace | None = None) -> int:
         print(f"no rows in {RESULTS}: run `measure` first", file=sys.stderr)
         return 2
     machine = rows[-1]["env"]["machine"]
-    by_run: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_run: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in rows:
-        by_run.setdefault((row["env"]["date"][:10], row["spec"]), []).append(row)
+        by_run.setdefault((row["env"]["date"][:10], row.get("cpu_isa", "AVX2"), row["spec"]), []).append(row)
     lines = [
         f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('ram_gib', '?')} GiB, "
         "shared with other work (the load average is beside every figure). Each spec is opened through m3agent's "
@@ -179,9 +192,9 @@ def write(_: argparse.Namespace | None = None) -> int:
         "the worker's user + system seconds over the round; peak RSS: the worker's, median over rounds (the "
         "round that converted the model in brackets when higher).", "",
         "| spec | scenario | rounds | prompt tokens | prompt tok/s | evaluated tok/s | reply tok/s | s/answer "
-        "| valid | correct | load s (first) | CPU s | peak RSS MiB | load avg per round | date |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (date, spec), group in by_run.items():
+        "| valid | correct | load s (first) | CPU s | peak RSS MiB | load avg per round | date | CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (date, isa, spec), group in by_run.items():
         prepared = [r for r in group if r["ready"].get("prepared", True)]
         first = [r for r in group if not r["ready"].get("prepared", True)]
         loads = [r["load_s"] for r in prepared] or [r["load_s"] for r in group]
@@ -195,7 +208,7 @@ def write(_: argparse.Namespace | None = None) -> int:
                 f"| {spec} | {scenario} | {len(group)} | {s['prompt_tokens']:.0f} | {s['prompt_tps']:.1f} "
                 f"| {s['eval_tps']:.1f} | {s['reply_tps']:.1f} | {s['wall_s']:.2f} | {s['valid']}/{s['n']} "
                 f"| {s['correct']}/{s['n']} | {load_words} | {statistics.median(r['worker_cpu_s'] for r in group):.0f} "
-                f"| {rss_words} | {', '.join(map(str, s['load_avgs']))} | {date} |")
+                f"| {rss_words} | {', '.join(map(str, s['load_avgs']))} | {date} | {isa} |")
     lines += ["", "Commands: " + "; ".join(sorted({f"`{r['command']}`" for r in rows})) + ". Commit: "
               + ", ".join(sorted({_commit(r["env"]["git_commit"]) for r in rows})) + "."]
     replace_section(REPO / "docs" / "benchmarks.md", SECTION, "\n".join(lines))
