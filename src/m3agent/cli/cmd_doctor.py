@@ -25,7 +25,8 @@ def doctor(ctx: click.Context, deep: bool, quick: bool, memory: str | None, as_j
 
     settings = build_settings(ctx, memory=memory)
     checks = run_checks(deep=deep, memory=settings.memory, cache_dir=settings.resolved_cache_dir(),
-                        llm=None if quick else settings.llm, llamacpp_runtime=settings.llamacpp_runtime)
+                        llm=None if quick else settings.llm, llamacpp_runtime=settings.llamacpp_runtime,
+                        local_runtime=settings.local_runtime)
     if as_json:
         print_json({"ok": all(c.status == "ok" for c in checks if c.category != "optional"),
                     "checks": [c.to_dict() for c in checks]})

@@ -113,18 +113,20 @@ def path(ctx: click.Context, name: str) -> None:
 @json_option
 @click.pass_context
 def check(ctx: click.Context, model: str | None, any_answer: bool, as_json: bool) -> None:
-    """Run MODEL (a packaged name, llamacpp:SPEC or a .gguf path; default: the configured llm) on a
-    few-hundred-token prompt and check its answer; exit 1 with the fix when the runtime or model is broken."""
+    """Run MODEL (a packaged name, llamacpp:SPEC, openvino:SPEC, local:SPEC or a .gguf path; default: the
+    configured llm) on a few-hundred-token prompt and check its answer; exit 1 with the fix when the runtime or
+    model is broken."""
     from m3agent.errors import ConfigError
     from m3agent.llm import create_chat_model
     from m3agent.llm.llamacpp import LlamaCppChat
+    from m3agent.llm.openvino import OpenVinoChat
     from m3agent.llm.runtime_check import check_runtime
 
     settings = build_settings(ctx)
     spec = _local_spec(model or settings.llm or "")
     chat = create_chat_model(spec, cache_dir=settings.resolved_cache_dir(),
-                             llamacpp_runtime=settings.llamacpp_runtime)
-    if not isinstance(chat, LlamaCppChat):
+                             llamacpp_runtime=settings.llamacpp_runtime, local_runtime=settings.local_runtime)
+    if not isinstance(chat, LlamaCppChat | OpenVinoChat):
         raise ConfigError(f"{spec!r} is not a local model", hint="give a packaged name (qwen-1.5b) or a .gguf path")
     try:
         result = check_runtime(chat, require_answer=not any_answer)

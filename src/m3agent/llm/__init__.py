@@ -134,6 +134,8 @@ CHAT_MODELS.register("https", _OPENAI, "OpenAI-compatible endpoint, https base U
 CHAT_MODELS.register("llamacpp", "m3agent.llm.llamacpp:create", "local llama-cpp-python: smollm2 or a .gguf")
 CHAT_MODELS.register("openvino", "m3agent.llm.openvino:create",
                      "local OpenVINO GenAI (prebuilt wheel, extra [openvino]): qwen-1.5b, qwen-0.5b or a .gguf")
+CHAT_MODELS.register("local", "m3agent.llm.local:create",
+                     "a packaged model or .gguf on the local runtime faster on this CPU (setting local_runtime)")
 CHAT_MODELS.register("scripted", "m3agent.llm.scripted:create", "replays given replies (tests, demos)")
 
 
@@ -159,4 +161,5 @@ def endpoint_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments of chat backends from ``settings``: API key, total timeout, reply size cap (endpoints), the
     llama.cpp runtime (local models)."""
     return {"api_key": settings.api_key, "timeout_s": settings.request_timeout_s,
-            "max_reply_bytes": int(settings.max_reply_mb * 2**20), "llamacpp_runtime": settings.llamacpp_runtime}
+            "max_reply_bytes": int(settings.max_reply_mb * 2**20), "llamacpp_runtime": settings.llamacpp_runtime,
+            "local_runtime": settings.local_runtime}

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from m3agent.errors import ModelError
 from m3agent.llm.llamacpp import LlamaCppChat, resolve_runtime
+from m3agent.llm.local import cpu_flags
+from m3agent.llm.openvino import OpenVinoChat
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.llm.runtime_build import RuntimeBuild, inspect_runtime
 
@@ -50,7 +52,7 @@ class RuntimeCheck:
     reply_rate: float = 0.0
     """Reply tokens written a second (0: not measured)."""
     runtime: str = "llama-cpp-python"
-    """The runtime that ran it (``xllamacpp`` or ``llama-cpp-python``)."""
+    """The runtime that ran it (``xllamacpp``, ``llama-cpp-python`` or ``openvino-genai``)."""
 
     def answer_seconds(self) -> float | None:
         """What a grounded answer's model time is at the measured speed (:data:`ANSWER_PROMPT_TOKENS` evaluated,
@@ -88,13 +90,20 @@ def portability_problems(build: RuntimeBuild | None) -> list[str]:
     return [] if build is None else build.unsafe()
 
 
-def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> RuntimeCheck:
+OPENVINO_RUNTIME = "openvino-genai"
+OPENVINO_REPORTED = ("avx2", "avx512f", "avx512_vnni", "amx_int8")
+"""The CPU's instruction sets reported for OpenVINO, which picks its kernels by them at run time."""
+
+
+def check_runtime(chat: LlamaCppChat | OpenVinoChat, *, require_answer: bool = True) -> RuntimeCheck:
     """Run the check prompt on ``chat``'s model; :class:`ModelError` (or a crash error) says what is wrong.
 
     ``require_answer=False`` only proves that the runtime evaluates the prompt and replies under the grammar,
     for models too small to find the answer (SmolLM2-135M answers with the last note it read)."""
-    chat.runtime = resolve_runtime(chat.runtime)
-    build = inspect_runtime() if chat.runtime == "llama-cpp-python" else None  # the prebuilt one: its own report
+    runtime = OPENVINO_RUNTIME
+    if isinstance(chat, LlamaCppChat):
+        runtime = chat.runtime = resolve_runtime(chat.runtime)
+    build = inspect_runtime() if runtime == "llama-cpp-python" else None  # a prebuilt one: its own report
     unsafe = portability_problems(build)
     if unsafe:
         raise ModelError(f"the local model runtime is not portable: {'; '.join(unsafe)}",
@@ -117,9 +126,12 @@ def check_runtime(chat: LlamaCppChat, *, require_answer: bool = True) -> Runtime
                  "sound GGUF; rebuild the runtime with `rm -rf ~/.cache/m3agent-wheels && make setup`")
     ready = chat.process.ready
     prompt_rate, reply_rate = rates(chat.timings)
-    isa = tuple(build.instruction_sets()) if build else reported_instruction_sets(str(ready.get("system_info", "")))
+    if runtime == OPENVINO_RUNTIME:
+        isa = tuple(f"-m{flag}" for flag in OPENVINO_REPORTED if flag in cpu_flags())
+    else:
+        isa = tuple(build.instruction_sets()) if build else reported_instruction_sets(str(ready.get("system_info", "")))
     return RuntimeCheck(chat.name, answer, reply.usage.prompt_tokens, seconds, float(ready.get("load_s", 0.0)),
-                        str(ready.get("version", "?")), isa, prompt_rate, reply_rate, chat.runtime)
+                        str(ready.get("version", "?")), isa, prompt_rate, reply_rate, runtime)
 
 
 def reported_instruction_sets(system_info: str) -> tuple[str, ...]:

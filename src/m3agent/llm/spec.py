@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from m3agent.registry import parse_spec
 
-LOCAL_BACKENDS = ("llamacpp", "openvino")
+LOCAL_BACKENDS = ("llamacpp", "openvino", "local")
 """Registry names of the backends that run a model on this machine (control answers in grounded mode)."""
 NO_LLM = "none"
 """The LLM spec meaning "no model": ``--llm none`` answers in select mode by reranking alone."""
@@ -40,7 +40,8 @@ class ModelSpec:
 
     @property
     def local(self) -> bool:
-        """A model run on this machine (a packaged name or a .gguf file) by llama.cpp or OpenVINO GenAI."""
+        """A model run on this machine (a packaged name or a .gguf file) by llama.cpp or OpenVINO GenAI (``local:``
+        chooses between them)."""
         return self.backend in LOCAL_BACKENDS
 
 
