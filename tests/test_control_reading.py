@@ -194,3 +194,19 @@ def test_which_way_an_order_question_asks(question: str, later: bool) -> None:
 ])
 def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> None:
     assert read_question(question).asks_gist is gist
+
+
+@pytest.mark.parametrize(("question", "description"), [
+    ("What is said during the dark screen with a voice?", "the dark screen with a voice"),
+    ("During the split-screen debate, what do we hear being talked about?", "the split screen debate"),
+    ("Could you tell me what gets discussed over the course of the photo of a couple?", "the of the photo of a couple"),
+    ("What is said right after the dark screen?", ""),  # ordered: the scene is a neighbour, not the window
+    ("What is said at 1:20?", ""),  # timed
+    ('Finish the line "we will win".', ""),  # quoted
+])
+def test_what_a_question_is_about_without_how_it_asks(question: str, description: str) -> None:
+    assert read_question(question).description == description
+
+
+def test_talked_about_is_a_gist_question() -> None:
+    assert read_question("During the dark screen, what do we hear being talked about?").asks_gist

@@ -134,3 +134,26 @@ def _random(text: str) -> Any:
     from store_helpers import unit_vectors
 
     return unit_vectors(1, seed=sum(map(ord, text)))[0]
+
+
+def test_the_talk_in_a_scene_the_question_describes(make_store: Callable[[], Any]) -> None:
+    """No clock time and no plan: the question's own words describe the scene ("the dark screen with a voice" is
+    the cut at 0:48 where nobody is on screen), and the lines said in it are quoted, headed by its span for a
+    gist question. A person's description alone ("the man in glasses") names no scene here."""
+    from test_graph_operators import build
+
+    store = make_store()
+    build(store, said=[(3.0, "Hello there, welcome to the news."), (50.0, "Ask not what your country can do.")])
+    graph = EntityGraph(store)
+
+    def said(question: str) -> str | None:
+        found = spoken(store, graph, "v1", read_question(question), None)
+        return None if found is None else found.text
+
+    words = said("What is said during the dark screen with a voice?")
+    assert words is not None and "Ask not what your country" in words and "welcome" not in words
+    gist = said("What are they talking about in the dark screen with a voice?")
+    assert gist is not None and gist.startswith("The talk at 0:48–1:00: ") and "Ask not" in gist
+    assert said("What is said right after the dark screen with a voice?") is None, "a neighbour, not the scene"
+    assert said("What does the man in glasses say?") is None
+    assert said("What is said during the photo of a lighthouse?") is None, "no scene fits: the model answers"

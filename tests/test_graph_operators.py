@@ -38,11 +38,13 @@ def random_vector(text: str) -> Any:
     return unit_vectors(1, seed=len(text))[0]
 
 
-def build(store: Any, embed: Embed = random_vector, shots: Sequence[ShotRecord] = ()) -> dict[str, int]:
+def build(store: Any, embed: Embed = random_vector, shots: Sequence[ShotRecord] = (),
+          said: Sequence[tuple[float, str]] = ()) -> dict[str, int]:
     """Video v1 (1280x720), clips 0 (0-30 s) and 1 (30-60 s). Face A (left, big) is seen 1-10 s and 40-45 s and
     its linked voice speaks 2-6 s and 41-44 s; face B (right, small) is seen 1-5 s; an unlinked voice C speaks
     50-52 s. Shot summaries: 0-12 (opens), 12-30 (cut) continued by 30-48 in clip 1, 48-60 (cut); ``shots``
-    are stored with their clips (none by default: a memory stored with measured attributes off)."""
+    are stored with their clips (none by default: a memory stored with measured attributes off); ``said``: speech
+    memories (start, words) of voice A before 30 s, of voice C after, each 2 s long."""
     def scene_memory(clip: Clip, text: str, start: float, end: float, entities: tuple[int, ...] = ()) -> Memory:
         return Memory(kind=MemoryKind.EPISODIC, text=text, video_id=clip.video_id, clip_index=clip.index,
                       start_s=start, end_s=end, entity_ids=entities, provenance=PROVENANCE, embedding=embed(text))
@@ -66,6 +68,7 @@ def build(store: Any, embed: Embed = random_vector, shots: Sequence[ShotRecord] 
         w.add_memory(scene_memory(first, "Shot 0:12–0:30 (after a scene change): objects: chair.", 12.0, 30.0))
         for shot in (r for r in shots if r.clip_index == first.index):
             w.add_shot(shot)
+        _say(w, first, voice_a, [(t, text) for t, text in said if t < 30.0], embed)
     with store.clip(second) as w:
         for k in range(11):
             w.add_face(FaceObservation(1, 40.0 + k / 2, LEFT_BIG, 0.99, entity_id=a))
@@ -77,7 +80,15 @@ def build(store: Any, embed: Embed = random_vector, shots: Sequence[ShotRecord] 
                                   60.0, (voice_c,)))
         for shot in (r for r in shots if r.clip_index == second.index):
             w.add_shot(shot)
+        _say(w, second, voice_c, [(t, text) for t, text in said if t >= 30.0], embed)
     return {"a": a, "b": b, "voice_a": voice_a, "voice_c": voice_c}
+
+
+def _say(writer: Any, clip: Clip, voice: int, said: Sequence[tuple[float, str]], embed: Embed) -> None:
+    for start, words in said:
+        text = f'At {int(start) // 60}:{int(start) % 60:02d} <voice_{voice}> says: "{words}"'
+        writer.add_memory(Memory(kind=MemoryKind.EPISODIC, text=text, video_id=clip.video_id, clip_index=clip.index,
+                                 start_s=start, end_s=start + 2.0, entity_ids=(voice,), embedding=embed(text)))
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ _WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "w
 _GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed", "discussing", "discussion",
                    "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered"})
 """Words asking what speech is about: a summary, not the words."""
-_TALK = frozenset({"talk", "talks", "talking", "speech", "speeches", "conversation", "discussion", "discuss",
+_TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "conversation", "discussion", "discuss",
                    "discussed", "discussing", "speaker", "speakers", "speaking", "say", "says", "saying", "said",
                    "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
@@ -105,6 +105,11 @@ _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete
                         "continues", "continuing"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
+_FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES | _REQUESTS | _WORDS_SAID | _GIST \
+    | _TALK | _CONTINUES | frozenset({"hear", "heard", "hearing", "me", "us", "we", "you", "get", "gets", "goes",
+                                      "go", "going", "being", "there", "content", "course", "recall", "during",
+                                      "over", "throughout", "while", "whilst"})
+"""Words of how a question asks, not of what it asks about (:attr:`QuestionReading.description`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +191,16 @@ class QuestionReading:
     def anchored(self) -> bool:
         """Whether the question pins a moment: a clock time or the first / last scene."""
         return bool(self.times) or self.scene is not Scene.ANY
+
+    @property
+    def description(self) -> str:
+        """The question's words that say what it is about, not how it asks: without question words,
+        auxiliaries, requests and the words for speech, its gist or its wording ("What is said during the
+        split-screen debate?" -> "during the split screen debate"); empty when the question orders or times
+        what it asks (the scene it names is then a neighbour or a bound, not the window asked about)."""
+        if self.times or self.order or self.quotes:
+            return ""
+        return " ".join(w for w in self.words if w not in _FORM_WORDS)
 
     def holds(self, word: str) -> bool:
         """Whether ``word`` (any case) is one of the question's words."""

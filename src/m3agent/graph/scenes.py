@@ -77,6 +77,12 @@ class SceneDescription:
     """The colour of someone's clothes (:func:`~m3agent.graph.fits.clothes_named`), ``any`` unsaid."""
 
     @property
+    def pictured(self) -> bool:
+        """Whether it says what the picture is: its kind (a photo, a dark screen) or how many are on screen (a
+        split screen, a couple); "the man in glasses" describes a person, not a scene."""
+        return self.shown != "any" or self.people is not None
+
+    @property
     def empty(self) -> bool:
         return self.shown == "any" and self.people is None and not self.kinds and not self.glasses and \
             not self.topic and self.clothes == "any"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
-from m3agent.graph.scenes import describe, matching_scenes
+from m3agent.graph.scenes import Scene, describe, matching_scenes
 from m3agent.graph.values import span_text
 from m3agent.memorize.consolidation.cues import speech_quote
 from m3agent.memorize.speech_line import read_speech
@@ -88,17 +88,34 @@ def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: Quest
         return following(speech_lines(store, video_id, before_clip), reading.quotes[0])
     if reading.asks_gist and reading.moment is not None:
         return talk_at(speech_lines(store, video_id, before_clip), graph, video_id, reading.moment)
-    if not reading.asks_words:
+    if not reading.asks_words and not reading.asks_gist:
         return None
     lines = speech_lines(store, video_id, before_clip)
     if reading.moment is not None:
         return _at(_theirs(lines, graph, video_id, plan), reading.moment)
+    found = described_scenes(graph, video_id, reading, plan)
+    inside = [m for m in lines if any(m.start_s < s.end_s and m.end_s > s.start_s for s in found)]
+    if not inside:
+        return None
+    if reading.asks_gist:
+        span = span_text(found[0].start_s, found[-1].end_s)
+        return Spoken(tuple(inside[:MAX_LINES]), max(0, len(inside) - MAX_LINES), heading=f"The talk at {span}: ")
+    return _quoted(inside)
+
+
+def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading, plan: Plan | None) -> list[Scene]:
+    """The scenes the question describes (at most :data:`MAX_SCENES`, else none): the plan's description when it
+    wrote one the question holds, else the question's own words when they say what the picture is
+    (:attr:`~m3agent.control.reading.QuestionReading.description`: "the dark screen with a voice", "the
+    split-screen debate"; not a person's description alone, whose lines are another answerer's)."""
     if plan is not None and plan.person.about.strip() and not plan.person.quote.strip():
-        found = matching_scenes(graph, video_id, describe(plan.person.about))
-        if 0 < len(found) <= MAX_SCENES:
-            inside = [m for m in lines if any(m.start_s < s.end_s and m.end_s > s.start_s for s in found)]
-            return _quoted(inside)
-    return None
+        wanted = describe(plan.person.about)
+    else:
+        wanted = describe(reading.description)
+        if not wanted.pictured:
+            return []
+    found = matching_scenes(graph, video_id, wanted)
+    return found if len(found) <= MAX_SCENES else []
 
 
 def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> list[Memory]:
