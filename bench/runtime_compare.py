@@ -129,12 +129,10 @@ def measure(args: argparse.Namespace) -> int:
 
 def cpu_isa() -> str:
     """The widest vector instructions of this CPU that change a runtime's kernels: "AVX-512 VNNI", "AVX-512",
-    "AVX2" or "other" (read from /proc/cpuinfo; rows written before it was recorded were measured on AVX2 hosts)."""
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
+    "AVX2" or "other" (rows written before it was recorded were measured on AVX2 hosts)."""
+    from m3agent.llm.local import cpu_flags
+
+    flags = cpu_flags()
     if "avx512f" in flags:
         return "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512"
     return "AVX2" if "avx2" in flags else "other"

@@ -196,7 +196,7 @@ class QuestionReading:
     def description(self) -> str:
         """The question's words that say what it is about, not how it asks: without question words,
         auxiliaries, requests and the words for speech, its gist or its wording ("What is said during the
-        split-screen debate?" -> "during the split screen debate"); empty when the question orders or times
+        split-screen debate?" -> "the split screen debate"); empty when the question orders or times
         what it asks (the scene it names is then a neighbour or a bound, not the window asked about)."""
         if self.times or self.order or self.quotes:
             return ""

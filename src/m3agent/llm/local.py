@@ -15,13 +15,12 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from m3agent.llm import ChatModel
     from m3agent.registry import BackendSpec
 
-LocalRuntime = Literal["auto", "llamacpp", "openvino"]
 VNNI_FLAGS = frozenset({"avx512_vnni", "amx_int8"})
 """CPU flags (``/proc/cpuinfo``) under which OpenVINO's int8 kernels were measured faster."""
 

@@ -97,10 +97,7 @@ def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: Quest
     inside = [m for m in lines if any(m.start_s < s.end_s and m.end_s > s.start_s for s in found)]
     if not inside:
         return None
-    if reading.asks_gist:
-        span = span_text(found[0].start_s, found[-1].end_s)
-        return Spoken(tuple(inside[:MAX_LINES]), max(0, len(inside) - MAX_LINES), heading=f"The talk at {span}: ")
-    return _quoted(inside)
+    return _quoted(inside, _talk_heading(found[0].start_s, found[-1].end_s) if reading.asks_gist else "")
 
 
 def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading, plan: Plan | None) -> list[Scene]:
@@ -135,8 +132,11 @@ def talk_at(lines: list[Memory], graph: EntityGraph, video_id: str, moment: floa
     nearest = sorted(sorted(inside, key=lambda m: _distance(m, moment))[:MAX_LINES], key=lambda m: m.start_s)
     if not nearest:
         return None
-    span = span_text(nearest[0].start_s, nearest[-1].end_s)
-    return Spoken(tuple(nearest), heading=f"The talk at {span}: ")
+    return Spoken(tuple(nearest), heading=_talk_heading(nearest[0].start_s, nearest[-1].end_s))
+
+
+def _talk_heading(start_s: float, end_s: float) -> str:
+    return f"The talk at {span_text(start_s, end_s)}: "
 
 
 def following(lines: list[Memory], quotation: str) -> Spoken | None:
@@ -184,5 +184,5 @@ def _distance(memory: Memory, moment: float) -> float:
     return max(0.0, memory.start_s - moment, moment - memory.end_s)
 
 
-def _quoted(lines: list[Memory]) -> Spoken | None:
-    return Spoken(tuple(lines[:MAX_LINES]), max(0, len(lines) - MAX_LINES)) if lines else None
+def _quoted(lines: list[Memory], heading: str = "") -> Spoken | None:
+    return Spoken(tuple(lines[:MAX_LINES]), max(0, len(lines) - MAX_LINES), heading=heading) if lines else None
