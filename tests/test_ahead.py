@@ -1,5 +1,6 @@
-"""Clips decoded and perceived ahead of the writer (``m3agent.pipeline``): order kept, one item ahead at most,
-failures where they belong, a stop that does not wait for the whole source."""
+"""An iterator pulled ahead by another thread (``m3agent.ahead``: clips decoded and perceived ahead of the
+writer, frames decoded ahead of the lip flow): order kept, a bounded number of items ahead, failures where they
+belong, a stop that does not wait for the whole source."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from m3agent.pipeline import _ahead
+from m3agent.ahead import ahead
 
 
 def test_items_arrive_in_order_pulled_by_another_thread() -> None:
@@ -20,7 +21,7 @@ def test_items_arrive_in_order_pulled_by_another_thread() -> None:
             threads.add(threading.current_thread().name)
             yield n
 
-    with _ahead(source(), "test-ahead") as items:
+    with ahead(source(), "test-ahead") as items:
         assert list(items) == [0, 1, 2, 3, 4]
     assert threads == {"test-ahead"}
 
@@ -32,7 +33,7 @@ def test_a_failure_of_the_source_reaches_the_caller_after_what_came_before() -> 
         raise ValueError("broken packet")
 
     got = []
-    with pytest.raises(ValueError, match="broken packet"), _ahead(source(), "test-ahead") as items:
+    with pytest.raises(ValueError, match="broken packet"), ahead(source(), "test-ahead") as items:
         for n in items:
             got.append(n)
     assert got == [1, 2]
@@ -47,9 +48,23 @@ def test_the_source_runs_at_most_two_items_ahead_and_stops_when_the_caller_does(
             yield n
 
     started = time.monotonic()
-    with _ahead(source(), "test-ahead") as items:
+    with ahead(source(), "test-ahead") as items:
         assert next(items) == 0
         time.sleep(0.3)  # the thread fills the queue (one item) and holds one more, then waits
         assert len(pulled) <= 3
     assert time.monotonic() - started < 3.0
     assert len(pulled) <= 4
+
+
+def test_a_deeper_queue_lets_the_source_run_further_ahead() -> None:
+    produced: list[int] = []
+
+    def source() -> Iterator[int]:
+        for n in range(20):
+            produced.append(n)
+            yield n
+
+    with ahead(source(), "test-deep", depth=4) as items:
+        assert next(items) == 0
+        time.sleep(0.5)
+        assert 5 <= len(produced) <= 7, "four waiting, one taken, one being put"

@@ -134,6 +134,32 @@ def test_a_file_is_decoded_again_only_inside_the_windows_asked_for(media_dir: Pa
     assert sampled & {round(t, 3) for t in times}, "the clip's sampled frames have the same times"
 
 
+def test_frames_for_lip_motion_skip_deblocking_and_stay_close_to_the_full_decode(media_dir: Path) -> None:
+    """The decoder's loop filter is skipped (a fifth of an H.264 decode): the grey images differ from a full
+    decode, but by a grey level or so, which the mouth's optical flow does not notice (docs/benchmarks.md)."""
+    import av
+    import numpy as np
+
+    from m3agent.media import iter_clips
+    from m3agent.media.luma import _luma, luma_frames
+    from m3agent.settings import MediaSettings
+
+    video = media_dir / "video" / "iianet_debate_trump_clinton.mp4"
+    clip = next(iter_clips(video, MediaSettings(clip_seconds=5.0)))
+    assert clip.source is not None
+    fast = {round(f.time_s, 3): f.image for f in luma_frames(clip.source, [(0.0, 2.0)], max_fps=25.0)}
+    full: dict[float, np.ndarray] = {}
+    with av.open(str(video)) as container:
+        for frame in container.decode(video=0):
+            if frame.time is not None and frame.time <= 2.0:
+                full[round(float(frame.time), 3)] = _luma(frame).copy()
+    shared = sorted(set(fast) & set(full))
+    assert len(shared) >= 45
+    gaps = [float(np.abs(fast[t].astype(np.int16) - full[t]).mean()) for t in shared]
+    assert max(gaps) > 0, "the deblocking filter was not skipped"
+    assert max(gaps) < 2.0
+
+
 def test_a_clip_that_cannot_be_decoded_again_gets_the_2_fps_cue() -> None:
     from m3agent.perception.asd_video import active_speaker
     from m3agent.settings import load_settings

@@ -9,19 +9,17 @@ that releases the GIL), so the two CPU cores are both busy.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
-import queue
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from m3agent.ahead import ahead
 from m3agent.domain import ClipMedia, ClipPerception, ClipSenses, ClipStatus, Video
 from m3agent.errors import M3AgentError, StoreError, StoreFullError, VideoMismatchError
 
@@ -261,59 +259,9 @@ def perceived_ahead(clips: Iterator[ClipMedia],
                 result = exc
             yield media, result
 
-    with _ahead(clips, "m3agent-decode") as decoded, \
-            _ahead(perceive_each(decoded), "m3agent-perception") as perceived:
+    with ahead(clips, "m3agent-decode") as decoded, \
+            ahead(perceive_each(decoded), "m3agent-perception") as perceived:
         yield perceived
-
-
-T = TypeVar("T")
-
-
-@contextmanager
-def _ahead(source: Iterator[T], name: str) -> Iterator[Iterator[T]]:
-    """``source`` pulled by a background thread, one item ahead of the caller; an exception ``source`` raises
-    reaches the caller in its place. On exit the thread is told to stop and abandoned (a daemon) after 5 s."""
-    items: queue.Queue[tuple[T] | BaseException | None] = queue.Queue(1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for item in source:
-                if stop.is_set():
-                    return
-                _put(items, (item,), stop)
-            _put(items, None, stop)
-        except BaseException as exc:  # hand any failure to the consumer thread
-            _put(items, exc, stop)
-
-    def consume() -> Iterator[T]:
-        while True:
-            got = items.get()
-            if got is None:
-                return
-            if isinstance(got, BaseException):
-                raise got
-            yield got[0]
-
-    worker = threading.Thread(target=produce, name=name, daemon=True)
-    worker.start()
-    try:
-        yield consume()
-    finally:
-        stop.set()
-        deadline = time.monotonic() + 5.0  # an item mid-production is abandoned (daemon thread) after this
-        while worker.is_alive() and time.monotonic() < deadline:
-            with contextlib.suppress(queue.Empty):
-                items.get(timeout=0.1)
-
-
-def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            items.put(item, timeout=0.2)
-            return
-        except queue.Full:
-            continue
 
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:

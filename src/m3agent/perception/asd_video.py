@@ -4,7 +4,8 @@ At ``frame_fps`` (2 fps) two samples of a mouth are half a second apart and diff
 on the debate clip the speaker's own correlation was 0.08-0.16, and box shifts of a few pixels between
 CPUs moved it across the link floor (issue 48). Here the mouth's motion relative to the head
 (:func:`~m3agent.perception.asd.flow_motion`, optical flow in the same face regions as the 2 fps cue) is
-taken between every two consecutive decoded frames (at most ``perception.lip_sync_video_fps`` a second)
+taken between every two consecutive decoded frames (at most ``perception.lip_sync_video_fps`` a second;
+decoded frame-threaded and ahead of the flow, in a thread of their own)
 and summarised (median) over each sampling interval of a track, so a sighting's ``mouth_motion`` keeps its meaning
 (motion since the track's previous sample) with a dozen measurements behind it instead of one. The box at
 a frame is interpolated between the track's two samples around it (no new face detection). Frames are
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from m3agent.ahead import ahead
 from m3agent.domain import BBox, ClipMedia, FaceObservation, FaceTrack, MouthMotion
 from m3agent.errors import MediaError, MissingExtraError
 from m3agent.perception.asd import MAX_GAP_STEPS, flow_motion, mouth_motion, with_mouth_motion
@@ -40,6 +42,9 @@ SPEECH_PAD_S = 0.3
 (``identity.linking.BOUNDARY_TOLERANCE_S``), so the intervals linking compares at a turn's edge are measured."""
 MERGE_GAP_S = 1.0
 """Windows closer than this are decoded as one: each window starts with a seek back to a keyframe."""
+DECODE_AHEAD = 4
+"""Frames decoded ahead of the optical flow, in their own thread (both are native work that releases the GIL,
+so on two cores they overlap; a 1080p grey frame is 2 MB)."""
 MIN_PAIRS = 2
 """Frame pairs an interval needs for a value (a lone pair is the 2 fps cue's noise again)."""
 EDGE_S = 1e-3
@@ -96,11 +101,12 @@ def video_rate_motion(media: ClipMedia, intervals: Sequence[Interval], max_fps: 
     windows = merged([(iv.before.time_s, iv.after.time_s) for iv in intervals], MERGE_GAP_S)
     out: list[MouthMotion] = []
     previous: LumaFrame | None = None
-    for frame in luma_frames(media.source, windows, max_fps):
-        if previous is not None:
-            scale = (frame.image.shape[1] / media.width, frame.image.shape[0] / media.height)
-            out.extend(_pair_motions(previous, frame, intervals, scale))
-        previous = frame
+    with ahead(luma_frames(media.source, windows, max_fps), "m3agent-lip-frames", DECODE_AHEAD) as frames:
+        for frame in frames:
+            if previous is not None:
+                scale = (frame.image.shape[1] / media.width, frame.image.shape[0] / media.height)
+                out.extend(_pair_motions(previous, frame, intervals, scale))
+            previous = frame
     return out
 
 
