@@ -81,6 +81,10 @@ def test_times_quotes_and_bounds() -> None:
     assert read_question("Who says “thank you” first?").quotes == ("thank you",)
     assert read_question("How many people were seen up to 0:38?").so_far
     assert read_question("How many voices so far at 2:10?").so_far
+    assert read_question("As of 2:00, has the kitchen been shown?").so_far
+    assert read_question("Is the man at 0:10 in the following scene too?").asks_later
+    assert read_question("Is the man at 0:10 in the next scene too?").asks_later
+    assert not read_question("Is the man next to the door at 0:10 the one speaking?").asks_later  # beside
     assert not read_question("How many voices so far?").so_far  # a bound needs its time
     assert not read_question("What did Ann say about the budget?").anchored
     assert not read_question("What did Ann say about the budget?").order

@@ -96,6 +96,25 @@ def test_an_operation_the_question_rules_out_is_replaced() -> None:
     before = plan("Had whoever talks at 1:00 already spoken before that moment?", "same_person",
                   ref(kind="speaker", time="1:00"))
     assert (before.ask, before.direction) == ("seen_again", "before")
+    following = plan("Scene following 0:04?", "scene", ref(time="0:04"))
+    assert (following.ask, following.direction) == ("after", "after")
+    preceding = plan("The scene immediately preceding 0:35?", "scene", ref(time="0:35"))
+    assert (preceding.ask, preceding.direction) == ("before", "before")
+    at = plan("What is the scene at 0:35?", "scene", ref(time="0:35"))
+    assert at.ask == "scene"
+    asked = plan("Speaker at 1:39 - is it the smiling woman in the photo?", "speaks", ref(kind="speaker", time="1:39"),
+                 ref(kind="photo", about="the smiling woman in the photo"))
+    assert asked.ask == "speaks" and asked.other is None
+    person = asked.person
+    assert (person.kind, person.time_s, person.about) == ("photo", 99.0, "the smiling woman in the photo")
+    alone = plan("Does the man speaking into a microphone at 1:53 talk?", "speaks", ref(kind="speaker", time="1:53"))
+    assert (alone.person.kind, alone.person.time_s) == ("person", 113.0)
+    talking = plan("Is the woman in red at 1:00 actually the one doing the talking?", "same_person",
+                   ref(kind="woman", time="1:00"))
+    assert talking.ask == "speaks"  # one person and no order word: whether she is the speaker
+    again = plan("Is the woman in red at 1:00 the same one we see later?", "same_person",
+                 ref(kind="woman", time="1:00"))
+    assert (again.ask, again.direction) == ("seen_again", "after")
     two = plan("Is the speaker at 1:00 the one at 1:10?", "same_person", ref(kind="speaker", time="1:00"),
                ref(kind="speaker", time="1:10"))
     assert two.ask == "same_person"

@@ -77,11 +77,12 @@ _LAST_SCENE: tuple[Phrase, ...] = tuple(
                                "closing scene", "closing shot", "closing part", "at the end", "at the very end",
                                "video end", "video ends", "video finish", "video finishes", "video close",
                                "video closes", "video wrap", "video wraps"))
-_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",))
-"""Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38")."""
-_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "preceding", "prior"})
-_LATER = frozenset({"after", "later"})
-_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior"})
+_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",), ("as", "of"))
+"""Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
+_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "preceding",
+                          "prior"})
+_LATER = frozenset({"after", "later", "next", "following", "follows"})
+_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
@@ -156,6 +157,11 @@ class QuestionReading:
             and not _GIST & set(self.words)
 
     @property
+    def names_talk(self) -> bool:
+        """Whether the question speaks of talking or a speaker ("is she the one doing the talking?")."""
+        return bool(_TALK & set(self.words))
+
+    @property
     def asks_gist(self) -> bool:
         """Whether the question asks what the speech is about ("what is the talk about at 1:20?", "what are they
         discussing?"): a gist word and a word for speech, no quotation."""
@@ -177,15 +183,22 @@ class QuestionReading:
         """Whether a yes/no question of order asks if the first thing it names comes *later* ("is A shown after
         B?"); False for "before" / "earlier" and when both ways are written (a description may hold one: "a red
         tie before a flag"), so the usual reading, "does A come first?", stands."""
-        held = set(self.words)
+        held = self._order_words()
         return bool(_LATER & held) and not _EARLIER & held
 
     @property
     def asks_earlier(self) -> bool:
         """Whether the question looks back from its moment ("had we heard them before?", "earlier"), and not
         forward too."""
-        held = set(self.words)
+        held = self._order_words()
         return bool(_EARLIER & held) and not _LATER & held
+
+    def _order_words(self) -> set[str]:
+        """The question's words, without a "next" that means beside ("the man next to the door")."""
+        held = set(self.words)
+        if has_phrase(self.words, ("next", "to")):
+            held.discard("next")
+        return held
 
     @property
     def anchored(self) -> bool:

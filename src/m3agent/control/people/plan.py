@@ -51,6 +51,7 @@ class Plan:
         other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
         person, self.other = _moment_of_the_person(person, other)
+        person, self.other = _the_one_asked_about(self.ask, person, self.other)
         person = _with_the_named_scene(person, self.other, reading)
         person = _with_the_only_time(person, self.other, reading)
         person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
@@ -104,6 +105,20 @@ def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[R
     if other is None or other.kind != "none" or other.quote or person.kind == "none" or person.anchored:
         return person, other
     return replace(person, time_s=other.time_s, scene=other.scene), None
+
+
+def _the_one_asked_about(ask: Ask, person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:
+    """"The speaker at 1:39: is it the woman in the photo?" asks whether the woman speaks at 1:39. Written as a
+    speaker at a time and, apart, the person seen, the person asked about is the second one, at the first's
+    moment (whether the speaker speaks is never in doubt); a speaker written alone ("does the man speaking into a
+    microphone at 1:53 talk?") is the person seen then."""
+    if ask != "speaks" or not person.heard:
+        return person, other
+    if other is None or other.heard or other.kind == "none":  # a lone speaker: whoever is seen then
+        return (replace(person, kind="person") if not person.quote and person.kind != "none" else person), other
+    if other.time_s is not None or other.scene != "any":
+        return other, None
+    return replace(other, time_s=person.time_s, scene=person.scene), None
 
 
 def _with_the_named_scene(person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
@@ -173,13 +188,20 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
                  reading: QuestionReading) -> tuple[Ask, Direction]:
     """The plan's operation, or the one the question's form leaves when it rules the model's out: a "what"
     question planned as a yes/no operation or a time asks what is shown in the scene it names ("what does the video
-    end on?"), else what the memories say; "same person" with one person named asks whether they were seen or
-    heard before (or after), as the question's order words say."""
+    end on?"), else what the memories say; "the scene" next to a clock time by an order word is its neighbour
+    after or before it; "same person" with one person named asks whether they were seen or
+    heard before (or after), as the question's order words say, or, a yes/no question with no order word that
+    speaks of talking, whether they are the one speaking."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
+    if ask == "scene" and reading.times and reading.order and reading.scene is Scene.ANY \
+            and reading.asks_later != reading.asks_earlier:  # "the scene following 0:04?": its neighbour
+        return ("after", "after") if reading.asks_later else ("before", "before")
     if ask == "same_person" and other is None and len(reading.times) < 2 and person.kind != "none":
         way: Direction = "before" if reading.asks_earlier else "after" if reading.asks_later else "any"
+        if way == "any" and reading.names_talk and reading.asks is Asks.YES_NO:
+            return "speaks", direction  # "is she the one doing the talking?": the same person as the speaker
         return "seen_again", way
     return ask, direction
 
