@@ -23,9 +23,10 @@ import m3agent
 PACKAGE = Path(m3agent.__file__).parent
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # foundation: values, errors, settings and the parsers they use (store.location: the memory spec)
-    ("domain", "errors", "intervals", "packages", "registry", "settings", "store.location", "tags", "terminal",
-     "text"),
+    # foundation: values, errors, settings and the parsers they use (store.location: the memory spec); ahead: an
+    # iterator pulled by a background thread (media decoding ahead of perception and of the lip flow)
+    ("ahead", "domain", "errors", "intervals", "packages", "registry", "settings", "store.location", "tags",
+     "terminal", "text"),
     # infrastructure, siblings: storage, media decoding, embedders, chat models with their prompts and replies
     ("embed", "llm", "media", "store"),
     ("perception",),
