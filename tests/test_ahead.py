@@ -41,14 +41,8 @@ def test_a_failure_of_the_source_reaches_the_caller_after_what_came_before() -> 
 
 def test_the_source_runs_at_most_two_items_ahead_and_stops_when_the_caller_does() -> None:
     pulled: list[int] = []
-
-    def source() -> Iterator[int]:
-        for n in range(1000):
-            pulled.append(n)
-            yield n
-
     started = time.monotonic()
-    with ahead(source(), "test-ahead") as items:
+    with ahead(_counted(1000, pulled), "test-ahead") as items:
         assert next(items) == 0
         time.sleep(0.3)  # the thread fills the queue (one item) and holds one more, then waits
         assert len(pulled) <= 3
@@ -58,13 +52,14 @@ def test_the_source_runs_at_most_two_items_ahead_and_stops_when_the_caller_does(
 
 def test_a_deeper_queue_lets_the_source_run_further_ahead() -> None:
     produced: list[int] = []
-
-    def source() -> Iterator[int]:
-        for n in range(20):
-            produced.append(n)
-            yield n
-
-    with ahead(source(), "test-deep", depth=4) as items:
+    with ahead(_counted(20, produced), "test-deep", depth=4) as items:
         assert next(items) == 0
         time.sleep(0.5)
         assert 5 <= len(produced) <= 7, "four waiting, one taken, one being put"
+
+
+def _counted(n: int, pulled: list[int]) -> Iterator[int]:
+    """0 .. n-1, each noted in ``pulled`` as it is produced."""
+    for k in range(n):
+        pulled.append(k)
+        yield k

@@ -165,9 +165,8 @@ class QuestionReading:
     def asks_gist(self) -> bool:
         """Whether the question asks what the speech is about ("what is the talk about at 1:20?", "what are they
         discussing?"): a gist word and a word for speech, no quotation."""
-        held = set(self.words)
-        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_GIST & held) \
-            and bool(_TALK & held)
+        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_GIST & set(self.words)) \
+            and self.names_talk
 
     @property
     def asks_continuation(self) -> bool:

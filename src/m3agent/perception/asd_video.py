@@ -5,7 +5,7 @@ on the debate clip the speaker's own correlation was 0.08-0.16, and box shifts o
 CPUs moved it across the link floor (issue 48). Here the mouth's motion relative to the head
 (:func:`~m3agent.perception.asd.flow_motion`, optical flow in the same face regions as the 2 fps cue) is
 taken between every two consecutive decoded frames (at most ``perception.lip_sync_video_fps`` a second;
-decoded frame-threaded and ahead of the flow, in a thread of their own)
+decoded ahead of the flow in a thread of their own, without deblocking: :mod:`m3agent.media.luma`)
 and summarised (median) over each sampling interval of a track, so a sighting's ``mouth_motion`` keeps its meaning
 (motion since the track's previous sample) with a dozen measurements behind it instead of one. The box at
 a frame is interpolated between the track's two samples around it (no new face detection). Frames are

@@ -115,7 +115,7 @@ def _the_one_asked_about(ask: Ask, person: Reference, other: Reference | None) -
     if ask != "speaks" or not person.heard:
         return person, other
     if other is None or other.heard or other.kind == "none":  # a lone speaker: whoever is seen then
-        return (replace(person, kind="person") if not person.quote and person.kind != "none" else person), other
+        return (person if person.quote else replace(person, kind="person")), other
     if other.time_s is not None or other.scene != "any":
         return other, None
     return replace(other, time_s=person.time_s, scene=person.scene), None
@@ -189,9 +189,9 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     """The plan's operation, or the one the question's form leaves when it rules the model's out: a "what"
     question planned as a yes/no operation or a time asks what is shown in the scene it names ("what does the video
     end on?"), else what the memories say; "the scene" next to a clock time by an order word is its neighbour
-    after or before it; "same person" with one person named asks whether they were seen or
-    heard before (or after), as the question's order words say, or, a yes/no question with no order word that
-    speaks of talking, whether they are the one speaking."""
+    after or before it; "same person" with one person named asks whether they were seen or heard before (or
+    after), as the question's order words say, or, in a yes/no question with no order word that speaks of
+    talking, whether they are the one speaking."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
