@@ -45,6 +45,25 @@ def test_co_occurring_candidates_never_share_an_entity() -> None:
     assert assign(scores, set(), rule) == [0, 0]
 
 
+def test_a_split_voice_rejoins_its_entity_only_past_the_bar_and_never_over_a_hard_conflict() -> None:
+    a, b = unit_rows(RNG.standard_normal((2, 64)).astype(np.float32))
+    # Two speakers of one clip, both the entity's voice (the diarizer split it); a third entity is far off.
+    scores = score_matrix([around(a, 2, 0.03), around(a, 2, 0.06)], [around(a, 5, 0.03), around(b, 5, 0.03)], top=3)
+    assert assign(scores, {(0, 1)}, MatchRule(threshold=0.8)) == [0, None]
+    assert assign(scores, {(0, 1)}, MatchRule(threshold=0.8, rejoin=0.8), hard=set()) == [0, 0]
+    assert assign(scores, {(0, 1)}, MatchRule(threshold=0.8, rejoin=0.8), hard={(0, 1)}) == [0, None]
+    assert assign(scores, {(0, 1)}, MatchRule(threshold=0.8, rejoin=0.999), hard=set()) == [0, None]
+
+
+def test_a_blocked_speaker_takes_a_free_entity_that_fits_before_rejoining() -> None:
+    a = unit_rows(RNG.standard_normal((1, 64)).astype(np.float32))[0]
+    # Two entities that look alike (two men of one interview): the second speaker goes to the free one.
+    banks = [around(a, 5, 0.02), around(a, 5, 0.06)]
+    scores = score_matrix([around(a, 2, 0.02), around(a, 2, 0.03)], banks, top=3)
+    rule = MatchRule(threshold=0.5, margin=0.0, rejoin=0.5)
+    assert assign(scores, {(0, 1)}, rule, hard=set()) == [0, 1]
+
+
 def test_bank_update_is_capped_deterministic_and_keeps_variety() -> None:
     a, b = unit_rows(RNG.standard_normal((2, 32)).astype(np.float32))
     bank = np.concatenate([around(a, 12, 0.01), around(b, 2, 0.01)])

@@ -24,9 +24,9 @@ DLIB_FACE_DISTANCES = {"face_match_distance": 0.4, "face_merge_distance": 0.55, 
 # Voice similarities per perception.voice_embedder (docs/benchmarks.md, Voice embedders: CAM++ vs Resemblyzer).
 VOICE_SIMILARITIES = {
     "resemblyzer": {"voice_match_similarity": 0.75, "voice_merge_similarity": 0.6,
-                    "voice_continuation_similarity": 0.6},
+                    "voice_continuation_similarity": 0.6, "voice_rejoin_similarity": 2.0},
     "campplus": {"voice_match_similarity": 0.45, "voice_merge_similarity": 0.3,
-                 "voice_continuation_similarity": 0.2},
+                 "voice_continuation_similarity": 0.2, "voice_rejoin_similarity": 0.6},
 }
 
 
@@ -106,6 +106,17 @@ class PerceptionSettings(BaseModel):
         0.45, gt=0, le=1, description="campplus only: the same for two speakers of one clip when one of them spoke "
         "less than 2 s (1-1.5 s of one voice scored 0.43-0.56 median against the rest of it, different people at "
         "most 0.42, docs/benchmarks.md); 1 turns it off",
+    )
+    voice_rejoin_similarity: float = Field(
+        0.6, gt=0, le=2, description="a speaker of a clip left with no voice entity, because its best one went to "
+        "another speaker of the clip it never talks over, joins that entity when it scores at least this against "
+        "its bank (the diarizer splits some voices in two; the bar is voice_clip_merge_similarity's, against the "
+        "bank's wider evidence; default: per voice_embedder, off for resemblyzer); above 1 turns it off",
+    )
+    min_voice_seconds: float = Field(
+        1.0, ge=0, le=30, description="seconds of speech (in the clip and the previous clip's tail) a clip's speaker "
+        "needs to found a new voice entity; a shorter one may join one (CAM++ was measured from 1 s of a voice on, "
+        "docs/benchmarks.md; under it a speaker's embedding is not evidence of a new person); 0 turns it off",
     )
     voice_context_seconds: float = Field(
         8.0, ge=0, le=30, description="seconds of the previous clip's audio diarized with each clip, so a voice "

@@ -30,12 +30,15 @@ class MatchRule:
     ``similarity`` is cosine similarity of unit vectors: a candidate joins
     when its score (mean of its best ``top`` similarities to the bank) is at
     least ``threshold`` and exceeds the runner-up entity's score by ``margin``.
+    ``rejoin``: a candidate left with no entity joins its best one, held by a
+    candidate it only softly conflicts with, from this score (above 1: never).
     """
 
     threshold: float
     margin: float = 0.04
     top: int = 3
     cap: int = 10
+    rejoin: float = 2.0
 
 
 def unit_rows(vectors: Sequence[npt.NDArray[np.float32]] | Matrix) -> Matrix:
@@ -72,12 +75,17 @@ def score_matrix(candidates: Sequence[Matrix], banks: Sequence[Matrix], top: int
     return scores
 
 
-def assign(scores: Matrix, conflicts: set[tuple[int, int]], rule: MatchRule) -> list[int | None]:
+def assign(scores: Matrix, conflicts: set[tuple[int, int]], rule: MatchRule,
+           hard: set[tuple[int, int]] | None = None) -> list[int | None]:
     """Pick an entity column for each candidate row, or ``None`` for a new entity.
 
     Pairs in ``conflicts`` (candidate indices that co-occur) never share an
     entity. Greedy in order of decreasing score, which for the handful of
     candidates in a clip gives the same result as a full assignment solve.
+    A candidate left with no entity then joins its best one when it scores at
+    least ``rule.rejoin`` there and none of the entity's holders is in ``hard``
+    with it (``None``: every conflict is hard): a conflict outside ``hard`` is
+    one account's (the diarizer's within a clip) against a bank's wider one.
     """
     n_cand, n_ent = scores.shape
     result: list[int | None] = [None] * n_cand
@@ -94,7 +102,22 @@ def assign(scores: Matrix, conflicts: set[tuple[int, int]], rule: MatchRule) -> 
             continue
         result[i] = j
         taken.setdefault(j, []).append(i)
+    if hard is not None:
+        _rejoin(scores, result, taken, eligible, hard, rule)
     return result
+
+
+def _rejoin(scores: Matrix, result: list[int | None], taken: dict[int, list[int]], eligible: list[bool],
+            hard: set[tuple[int, int]], rule: MatchRule) -> None:
+    """Candidates still without an entity join their best, taken one from ``rule.rejoin`` (see :func:`assign`)."""
+    for i, column in enumerate(result):
+        if column is not None or not eligible[i]:
+            continue
+        j = int(scores[i].argmax())
+        holders = taken.get(j, [])
+        if scores[i, j] >= rule.rejoin and not any((i, k) in hard or (k, i) in hard for k in holders):
+            result[i] = j
+            taken.setdefault(j, []).append(i)
 
 
 def _passes_margin(row: Matrix, rule: MatchRule) -> bool:

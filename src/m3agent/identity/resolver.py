@@ -30,6 +30,7 @@ class IdentityRules:
     link_accept: float  # settings.perception.link_accept_confidence: links that count, as for characters
     merge: MergeRule | None = None  # voice entities of one speaking face merged after linking (None: off)
     min_face_observations: int = 3
+    min_voice_seconds: float = 0.0
     snippet_seconds: float = 3.0
     continuation: float = 1.0  # a speaker heard in the previous clip's tail continues its entity from this score
 
@@ -40,10 +41,12 @@ class IdentityRules:
         face_similarity = 1.0 - distance * distance / 2.0
         return cls(
             face=MatchRule(threshold=face_similarity, margin=0.02, top=3, cap=10),
-            voice=MatchRule(threshold=settings.perception.voice_match_similarity, margin=0.03, top=3, cap=20),
+            voice=MatchRule(threshold=settings.perception.voice_match_similarity, margin=0.03, top=3, cap=20,
+                            rejoin=settings.perception.voice_rejoin_similarity),
             link=LinkRule.from_settings(settings.perception),
             fps=settings.media.frame_fps,
             min_face_observations=settings.perception.min_face_observations,
+            min_voice_seconds=settings.perception.min_voice_seconds,
             snippet_seconds=settings.perception.voice_snippet_seconds,
             link_accept=settings.perception.link_accept_confidence,
             continuation=settings.perception.voice_continuation_similarity,
@@ -148,21 +151,39 @@ def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[Voi
                     face_times: dict[int, set[float]],
                     carried: Sequence[CarriedTurn] = ()) -> tuple[VoiceSegment, ...]:
     """Voice entity of each speaker of the clip; a speaker also heard in the previous clip's last seconds
-    continues the entity heard there (``rules.continuation``), as one voice over a clip boundary."""
+    continues the entity heard there (``rules.continuation``), as one voice over a clip boundary.
+
+    The diarizer's speakers of one clip are different people, unless one of them is left with no entity while
+    its best one, held by another speaker it never talks over, scores ``rules.voice.rejoin`` (the bank holds
+    more of a voice than one clip: the diarizer splits some voices in two). A speaker heard for less than
+    ``rules.min_voice_seconds`` (in the clip and the previous clip's tail) may join an entity but never found
+    one: its embedding is too short to be a person's.
+    """
     by_speaker: dict[int, list[VoiceSegment]] = defaultdict(list)
     for seg in voices:
         if seg.embedding is not None:
             by_speaker[seg.speaker].append(seg)
     speakers = sorted(by_speaker)
     candidates = [unit_rows([s.embedding for s in by_speaker[spk] if s.embedding is not None]) for spk in speakers]
-    # Different speakers of one clip are different people by the diarizer's account.
     conflicts = {(i, j) for i in range(len(speakers)) for j in range(i + 1, len(speakers))}
+    overlapping = {(i, j) for i, j in conflicts if _talk_over(by_speaker[speakers[i]], by_speaker[speakers[j]])}
     vetoes = _av_vetoes(store, [by_speaker[spk] for spk in speakers], face_times, rules.link_accept)
     continued = _continued(store, writer.clip.video_id, speakers, carried)
+    heard = [_seconds(by_speaker[spk]) + _seconds([t for t in carried if t.speaker == spk]) for spk in speakers]
     entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rules.voice, new, matched,
-                       [True] * len(candidates), vetoes, continued, rules.continuation)
+                       [s >= rules.min_voice_seconds for s in heard], vetoes, continued, rules.continuation,
+                       hard=overlapping)
     speaker_entity = dict(zip(speakers, entity_of, strict=True))
     return tuple(dataclasses.replace(s, entity_id=speaker_entity.get(s.speaker)) for s in voices)
+
+
+def _seconds(spans: Sequence[VoiceSegment] | Sequence[CarriedTurn]) -> float:
+    return sum(max(0.0, s.end_s - s.start_s) for s in spans)
+
+
+def _talk_over(a: Sequence[VoiceSegment], b: Sequence[VoiceSegment]) -> bool:
+    """Whether two speakers' segments overlap in time (two people talking at once)."""
+    return any(min(x.end_s, y.end_s) > max(x.start_s, y.start_s) for x in a for y in b)
 
 
 MIN_CARRIED_S = 0.5  # seconds of a speaker's context speech that must lie in one stored entity's spans
@@ -190,11 +211,13 @@ def _continued(store: MemoryStore, video_id: str, speakers: Sequence[int],
 def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates: list[Matrix],
            conflicts: set[tuple[int, int]], rule: MatchRule, new: list[int], matched: list[int],
            may_found: list[bool], vetoes: set[tuple[int, int]] | None = None,
-           continued: dict[int, int] | None = None, continuation: float = 1.0) -> list[int | None]:
+           continued: dict[int, int] | None = None, continuation: float = 1.0,
+           hard: set[tuple[int, int]] | None = None) -> list[int | None]:
     """Entity id for every candidate: an existing entity that matches, a new one, or ``None``.
 
     ``vetoes`` holds (candidate index, entity id) pairs ruled out by other evidence; ``continued`` (candidate
-    index -> entity id) pairs count as a full match when they score at least ``continuation``.
+    index -> entity id) pairs count as a full match when they score at least ``continuation``; ``hard``: the
+    conflicts no bank score overrides (see :func:`banks.assign`; ``None``: all of them).
     """
     entities = store.entities(kind)
     banks = [_bank(store, e.id) for e in entities]
@@ -209,7 +232,7 @@ def _match(store: MemoryStore, writer: ClipWriter, kind: EntityKind, candidates:
         for j, entity in enumerate(entities):
             if entity.id == entity_id:
                 scores[i, j] = -1.0
-    choice = assign(scores, conflicts, rule)
+    choice = assign(scores, conflicts, rule, hard)
     result: list[int | None] = []
     for cand, column, founds in zip(candidates, choice, may_found, strict=True):
         if column is None and not founds:
