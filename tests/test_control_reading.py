@@ -214,3 +214,25 @@ def test_what_a_question_is_about_without_how_it_asks(question: str, description
 
 def test_talked_about_is_a_gist_question() -> None:
     assert read_question("During the dark screen, what do we hear being talked about?").asks_gist
+
+
+@pytest.mark.parametrize(("question", "pair"), [
+    ("Order check: the woman with glasses talking indoors before the rap performance on stage?",
+     ("the woman with glasses indoors", "the rap performance on stage")),
+    ("I can't recall the order - did the video show the photo of a blonde woman prior to the close-up of a man?",
+     ("the photo of a blonde woman", "the close up of a man")),
+    ("Is the dark screen shown before or after the photo of two men?", ("the dark screen", "the photo of two men")),
+    ("Does the photo of a man come after the dark screen?", ("the photo of a man", "the dark screen")),
+    ("Does the interview come after the photo?", None),  # "interview" is a word for talk: nothing left of it
+    ("Is the photo of a man with a red tie before a flag shown after the debate?", None),  # two joints: unclear
+    ("Which comes first, the photo or the interview?", None),  # no joint
+    ("Did she speak after 0:40?", None),  # nothing described after the joint
+])
+def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
+    assert read_question(question).order_pair == pair
+
+
+def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
+    led = read_question("What did the video show in the segment leading up to the one at 0:57?")
+    assert led.order and led.asks_earlier and not led.asks_later and not led.so_far
+    assert read_question("What was shown up to 0:57?").so_far

@@ -133,6 +133,31 @@ def test_the_plan_is_checked_against_the_reading_for_scenes(graph: EntityGraph) 
     assert order is not None and order.text.startswith("No: the two people side by side (0:00–0:12) comes first")
 
 
+def test_plain_recalls_the_question_form_reads_as_order_or_neighbour(graph: EntityGraph) -> None:
+    ordered = plan("Order check: the dark screen with a voice before the two people side by side?", "recall",
+                   ref(kind="person", quote="the dark screen with a voice before the two people side by side"))
+    assert ordered.ask == "which_first"
+    answer = graph_answer(graph, "v1", ordered)
+    assert answer is not None and answer.text.startswith("The two people side by side (0:00–0:12) comes first")
+    said = plan("What is said before the dark screen with a voice?", "recall", ref(about="the dark screen"))
+    assert said.ask == "recall", "a what question is not an order check"
+    led = plan("Could you tell me what the video showed in the segment leading up to the one at 0:50?", "recall",
+               ref(time="0:50", about="the segment leading up to the one at 0:50"))
+    assert (led.ask, led.direction, led.person.time_s, led.person.about) == ("before", "before", 50.0, "")
+    talk = plan("What was said leading up to 0:50?", "recall", ref(time="0:50"))
+    assert talk.ask == "recall", "the words said, not the shot"
+
+
+def test_a_person_described_with_their_scene_so_far_is_the_scene(graph: EntityGraph) -> None:
+    asked = plan("As of 0:55, the woman talking on a dark screen shown yet?", "when",
+                 ref(kind="woman", time="0:55", about="the woman talking on a dark screen"))
+    assert asked.person.kind == "none"
+    shown = graph_answer(graph, "v1", asked)
+    assert shown is not None and shown.text.startswith("Yes")
+    person = plan("As of 0:55, the woman shown yet?", "when", ref(kind="woman", time="0:55", about="the woman"))
+    assert person.person.kind == "woman", "who she is, nothing of a scene: the person"
+
+
 def test_a_scene_bounded_so_far_is_asked_whatever_operation_the_model_wrote(graph: EntityGraph) -> None:
     dark = ref(about="the dark screen with a voice", time="0:50")
     for ask in ("ever_seen", "seen_again", "which_first", "recall"):
@@ -153,3 +178,33 @@ def test_the_shot_at_a_moment_is_described_for_the_answer_the_memories_lacked(gr
     described = moment_scene(graph, "v1", asked, 3.0)
     assert described is not None and described.text.startswith("The 0:03 scene (0:00–0:12")
     assert described.memory_ids, "it cites the shot it describes"
+
+
+def test_seen_again_in_a_question_of_one_moment_asks_who_is_there_or_whose_voice() -> None:
+    anyone = plan("At 0:59, can you see a person?", "seen_again", ref(kind="person", time="0:59"))
+    assert anyone.ask == "anyone_there"
+    voice = plan("Speaker at 1:28 visible on screen anywhere? When?", "seen_again", ref(kind="speaker", time="1:28"))
+    assert voice.ask == "ever_seen"
+    again = plan("At 0:59, is the person there seen again?", "seen_again", ref(kind="person", time="0:59"))
+    assert again.ask == "seen_again"
+    back = plan("Does the speaker at 1:28 come back?", "seen_again", ref(kind="speaker", time="1:28"))
+    assert back.ask == "seen_again"
+    described = plan("At 0:59, can you see the woman in red?", "seen_again", ref(kind="woman", time="0:59"))
+    assert described.ask == "seen_again", "a described person is not anyone"
+
+
+def test_a_described_scene_not_shown_by_a_bound_counts_zero(graph: EntityGraph) -> None:
+    asked = plan("By 0:40, how many times has the screen gone dark with only a voice?", "count_scenes",
+                 ref(about="the screen gone dark with only a voice", time="0:40"))
+    counted = graph_answer(graph, "v1", asked)
+    assert counted is not None
+    assert counted.text == "Zero: the screen gone dark with only a voice is not shown before 0:40."
+    assert counted.memory_ids, "it cites the window it looked through"
+
+
+@pytest.mark.parametrize("question", ["Voice at 0:39: heard earlier? If so, when?",
+                                      "That voice at 0:34 - did we hear it earlier on? When?",
+                                      "Is the speaker at 0:34 seen later in the video?"])
+def test_a_voice_asked_about_another_time_stays_seen_again(question: str) -> None:
+    asked = plan(question, "seen_again", ref(kind="voice", time=question.split(" at ")[1][:4]))
+    assert asked.ask == "seen_again"

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from m3agent.graph.fits import clothes_named
 from m3agent.graph.references import Wears
-from m3agent.text import clock_seconds, clock_times, words
+from m3agent.text import STOPWORDS, clock_seconds, clock_times, words
 
 
 class Asks(enum.StrEnum):
@@ -79,11 +79,25 @@ _LAST_SCENE: tuple[Phrase, ...] = tuple(
                                "video closes", "video wrap", "video wraps"))
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",), ("as", "of"))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
+_LEADING_UP: tuple[Phrase, ...] = tuple(
+    (verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran"))
+"""What comes just before ("the segment leading up to the one at 0:57"): an order looking back, not a bound."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "preceding",
                           "prior"})
 _LATER = frozenset({"after", "later", "next", "following", "follows"})
 _EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
+_ORDER_JOINTS: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
+    "before or after", "after or before", "prior to", "earlier than", "later than", "ahead of", "before", "after"))
+"""Words that set two things in order ("is A shown before B?", "A prior to B?"), longest first."""
+_CLAUSE_MARKS = (":", ";", " - ", "–", "—", "?", "!", ". ")
+"""Marks that end a clause ("I can't recall the order - did the video show A before B?")."""
+_SHOWING = frozenset({"video", "clip", "footage", "show", "shows", "showed", "shown", "see", "seen", "saw", "appear",
+                      "appears", "appeared", "come", "comes", "came", "order", "check", "sequence"})
+"""Words of showing and of asking the order, not of what is shown (:attr:`QuestionReading.order_pair`)."""
+_AGAIN = frozenset({"again", "back", "return", "returns", "returned", "reappear", "reappears", "reappeared",
+                    "recur", "recurs", "recurring", "another", "anymore", "still"})
+"""Words asking whether someone is seen or heard once more ("does she come back?", "seen again later?")."""
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
 _DISTINCT = frozenset({"different", "distinct"})
@@ -186,6 +200,12 @@ class QuestionReading:
         return bool(_LATER & held) and not _EARLIER & held
 
     @property
+    def asks_again(self) -> bool:
+        """Whether the question asks about another time someone is seen or heard: a word of returning or an order
+        word ("is she seen again?", "does he come back?", "had we heard them before?")."""
+        return self.order or bool((_AGAIN | _LATER | _EARLIER) & set(self.words))
+
+    @property
     def asks_earlier(self) -> bool:
         """Whether the question looks back from its moment ("had we heard them before?", "earlier"), and not
         forward too."""
@@ -193,11 +213,33 @@ class QuestionReading:
         return bool(_EARLIER & held) and not _LATER & held
 
     def _order_words(self) -> set[str]:
-        """The question's words, without a "next" that means beside ("the man next to the door")."""
+        """The question's words, without a "next" that means beside ("the man next to the door"), with "before"
+        for a phrase that looks back ("leading up to")."""
         held = set(self.words)
         if has_phrase(self.words, ("next", "to")):
             held.discard("next")
+        if _has_any(self.words, _LEADING_UP):
+            held.add("before")
         return held
+
+    @property
+    def order_pair(self) -> tuple[str, str] | None:
+        """The two things a question sets in order, as it describes them ("is A shown before B?", "order check: A
+        prior to B?"): the words on each side of the one order joint of a clause, without the words of asking and
+        of showing; None when no clause holds exactly one joint with such words on both sides."""
+        text = _QUOTED.sub(" ", self.text)
+        for mark in _CLAUSE_MARKS:
+            text = text.replace(mark, "|")
+        for clause in text.split("|"):
+            tokens = tuple(words(clause))
+            joints = _joints(tokens)
+            if len(joints) != 1:
+                continue
+            at, length = joints[0]
+            left, right = _describing(tokens[:at]), _describing(tokens[at + length:])
+            if left and right:
+                return left, right
+        return None
 
     @property
     def anchored(self) -> bool:
@@ -240,8 +282,9 @@ def read_question(text: str) -> QuestionReading:
         else Scene.ANY
     return QuestionReading(
         text, tokens, _asks(tuple(words(_QUOTED.sub(" ", text)))), times, quotes, scene,
-        bool(times) and _has_any(tokens, _SO_FAR),
-        any(w in _ORDER_WORDS for w in tokens), _occurrence(tokens), "glasses" if _EYEWEAR & set(tokens) else "any",
+        bool(times) and _has_any(_without(tokens, _LEADING_UP), _SO_FAR),
+        any(w in _ORDER_WORDS for w in tokens) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
+        "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),
         clothes_named(words(_QUOTED.sub(" ", text))) or "any")  # fmt: skip
 
@@ -265,12 +308,44 @@ def _asks(tokens: Phrase) -> Asks:
     return Asks.YES_NO if _AUXILIARIES & set(tokens) else Asks.OTHER
 
 
+def _joints(tokens: Phrase) -> list[tuple[int, int]]:
+    """(position, length) of each order joint in ``tokens``, the longest phrase at a position."""
+    found: list[tuple[int, int]] = []
+    i = 0
+    while i < len(tokens):
+        joint = next((j for j in _ORDER_JOINTS if tokens[i: i + len(j)] == j), None)
+        if joint is not None:
+            found.append((i, len(joint)))
+        i += len(joint) if joint is not None else 1
+    return found
+
+
+def _describing(tokens: Phrase) -> str:
+    """The words of ``tokens`` that describe what is shown (not of asking or showing)."""
+    kept = [w for w in tokens if w not in _FORM_WORDS and w not in _SHOWING and not any(c.isdigit() for c in w)]
+    if all(w in STOPWORDS for w in kept):
+        return ""
+    return " ".join(w for i, w in enumerate(kept) if not i or kept[i - 1] != w)
+
+
 def _occurrence(tokens: Phrase) -> int:
     """Which appearance ``"the second time"`` counts (1 when the question counts none)."""
     for word, following in itertools.pairwise(tokens):
         if following == "time" and word in _ORDINALS:
             return _ORDINALS[word]
     return 1
+
+
+def _without(tokens: Phrase, phrases: tuple[Phrase, ...]) -> Phrase:
+    """``tokens`` with every occurrence of ``phrases`` cut out."""
+    kept: list[str] = []
+    i = 0
+    while i < len(tokens):
+        phrase = next((p for p in phrases if tokens[i: i + len(p)] == p), None)
+        if phrase is None:
+            kept.append(tokens[i])
+        i += len(phrase) if phrase is not None else 1
+    return tuple(kept)
 
 
 def _has_any(tokens: Phrase, phrases: tuple[Phrase, ...]) -> bool:

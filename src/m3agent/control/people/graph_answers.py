@@ -501,12 +501,15 @@ def _count_described(run: _Run, bound: float | None) -> GraphAnswer | None:
     of people on screen (a photo shown twice is one photo)."""
     ref = run.plan.person
     found = [s for s in _scenes_of(run, ref) if bound is None or s.start_s < bound]
-    if not found and bound is None:
-        return None
+    if not found:  # never shown at all: the memories may know better; not by a bound: zero, the window cited
+        if bound is None:
+            return None
+        run.spans.append((0.0, bound))
+        return run.answer("scene_count_none", what=_named(ref), time=clock(bound))
     if run.plan.distinct:
         found = _distinct(run, found)
-    spans = _scene_spans(run, found) if found else "none"
-    return run.answer("scene_count", number=number_word(len(found)).capitalize(), what=_named(ref), spans=spans)
+    return run.answer("scene_count", number=number_word(len(found)).capitalize(), what=_named(ref),
+                      spans=_scene_spans(run, found))
 
 
 def _distinct(run: _Run, found: list[Scene]) -> list[Scene]:

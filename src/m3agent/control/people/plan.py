@@ -56,7 +56,11 @@ class Plan:
         person = _with_the_only_time(person, self.other, reading)
         person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
         self.person, self.other = _wearing(person, self.other, reading)
+        self.ask, self.person, self.other = _in_order(self.ask, self.person, self.other, reading)
+        self.person = _described_so_far(self.ask, self.person, reading)
         self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
+        if self.ask in ("after", "before") and self.person.time_s is not None and self.person.kind == "none":
+            self.person = replace(self.person, about="")  # the moment is its time, not the model's words for it
         self.raw = raw
 
     def describe(self) -> str:
@@ -180,6 +184,34 @@ def _worn(ref: Reference, reading: QuestionReading) -> Reference:
     return ref if reading.wears == "any" else replace(ref, wears=reading.wears, occurrence=reading.occurrence)
 
 
+def _in_order(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading
+              ) -> tuple[Ask, Reference, Reference | None]:
+    """A question that sets two described things in order ("order check: A before B?", "did the video show A prior
+    to B?") and that the model planned as a plain recall asks which comes first: the two things as the question
+    describes them (:attr:`QuestionReading.order_pair`)."""
+    pair = reading.order_pair
+    if ask != "recall" or pair is None or reading.times or reading.quotes \
+            or reading.asks not in (Asks.YES_NO, Asks.OTHER):
+        return ask, person, other
+    if any(describe(side).empty for side in pair):
+        return ask, person, other
+    return "which_first", Reference(about=pair[0]), Reference(about=pair[1])
+
+
+_PERSON_KINDS = frozenset({"man", "woman", "person"})
+
+
+def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
+    """"As of 1:58, the woman with glasses talking indoors shown yet?" asks whether a scene so described came by
+    then: a person written with more than who they are (what the scene shows, what happens in it) is that scene."""
+    if ask != "when" or not reading.so_far or reading.asks not in (Asks.YES_NO, Asks.OTHER):
+        return person
+    if person.kind not in _PERSON_KINDS or not person.about or person.time_s is None:
+        return person
+    described = describe(person.about)
+    return replace(person, kind="none") if described.topic or described.shown != "any" else person
+
+
 _YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen"})
 """Operations that answer yes or no: never what a "what" question asks ("What do we see at 0:51?")."""
 
@@ -191,19 +223,41 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     end on?"), else what the memories say; "the scene" next to a clock time by an order word is its neighbour
     after or before it; "same person" with one person named asks whether they were seen or heard before (or
     after), as the question's order words say, or, in a yes/no question with no order word that speaks of
-    talking, whether they are the one speaking."""
+    talking, whether they are the one speaking; "seen again" in a question that asks of no other time is whether a
+    voice is ever seen, or whether anyone is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
     if ask == "scene" and reading.times and reading.order and reading.scene is Scene.ANY \
             and reading.asks_later != reading.asks_earlier:  # "the scene following 0:04?": its neighbour
         return ("after", "after") if reading.asks_later else ("before", "before")
+    if ask == "recall" and _a_moment_in_order(person, reading):  # "what was shown leading up to 0:57?"
+        return ("after", "after") if reading.asks_later else ("before", "before")
+    if ask == "seen_again" and not reading.asks_again and len(reading.times) == 1 and other is None:
+        if person.heard and not person.quote:  # "speaker at 1:28 visible on screen anywhere?"
+            return "ever_seen", direction
+        if _anybody(person):  # "at 0:59, can you see a person?"
+            return "anyone_there", direction
     if ask == "same_person" and other is None and len(reading.times) < 2 and person.kind != "none":
         way: Direction = "before" if reading.asks_earlier else "after" if reading.asks_later else "any"
         if way == "any" and reading.names_talk and reading.asks is Asks.YES_NO:
             return "speaks", direction  # "is she the one doing the talking?": the same person as the speaker
         return "seen_again", way
     return ask, direction
+
+
+def _anybody(person: Reference) -> bool:
+    """Whether the reference is anyone at all: no kind of person, place, clothes or description of its own."""
+    return person.kind in ("person", "none") and person.place == "any" and not person.about and not person.quote \
+        and person.wears == "any" and person.dressed == "any"
+
+
+def _a_moment_in_order(person: Reference, reading: QuestionReading) -> bool:
+    """Whether a "what" question asks what is shown next to one moment, by its clock time and one way in time
+    (not what is said there, not everything up to it)."""
+    return person.kind == "none" and person.time_s is not None and not person.quote and len(reading.times) == 1 \
+        and reading.asks in (Asks.WHAT, Asks.OTHER) and reading.asks_later != reading.asks_earlier \
+        and not reading.so_far and not reading.names_talk and not reading.quotes and reading.scene is Scene.ANY
 
 
 def _ref_text(ref: Reference) -> str:
