@@ -13,18 +13,13 @@ from m3agent.identity.resolver import IdentityRules, resolve_clip
 from m3agent.settings import Settings, load_settings
 from m3agent.store import open_memory
 from m3agent.store.protocol import MemoryStore
+from test_voice_merges import _voice as voice_at
 
 CLIP_S = 10.0
 
 
 def _voice(similar_to: np.ndarray | None, cosine: float, seed: int) -> np.ndarray:
-    """A 192-d unit vector at ``cosine`` from ``similar_to`` (random when None)."""
-    rng = np.random.default_rng(seed)
-    v = rng.standard_normal(192).astype(np.float32)
-    if similar_to is not None:
-        v -= similar_to * float(v @ similar_to)
-        v = cosine * similar_to + np.sqrt(1 - cosine ** 2) * v / np.linalg.norm(v)
-    return (v / np.linalg.norm(v)).astype(np.float32)
+    return voice_at(similar_to, cosine, seed, dim=192)  # CAM++'s size
 
 
 VOICE_A = _voice(None, 0.0, 1)

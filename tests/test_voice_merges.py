@@ -172,9 +172,10 @@ def test_the_merge_that_took_a_character_id_away_is_found(make_store: MakeStore)
 CLIP_S = 10.0
 
 
-def _voice(similar_to: np.ndarray | None, cosine: float, seed: int) -> np.ndarray:
+def _voice(similar_to: np.ndarray | None, cosine: float, seed: int, dim: int = 256) -> np.ndarray:
+    """A ``dim``-d unit vector at ``cosine`` from ``similar_to`` (random when None)."""
     rng = np.random.default_rng(seed)
-    v = rng.standard_normal(256).astype(np.float32)
+    v = rng.standard_normal(dim).astype(np.float32)
     if similar_to is not None:
         v -= similar_to * float(v @ similar_to)
         v = cosine * similar_to + np.sqrt(1 - cosine ** 2) * v / np.linalg.norm(v)

@@ -232,7 +232,7 @@ class QuestionReading:
             text = text.replace(mark, "|")
         for clause in text.split("|"):
             tokens = tuple(words(clause))
-            joints = _joints(tokens)
+            joints = _found(tokens, _ORDER_JOINTS)
             if len(joints) != 1:
                 continue
             at, length = joints[0]
@@ -308,15 +308,16 @@ def _asks(tokens: Phrase) -> Asks:
     return Asks.YES_NO if _AUXILIARIES & set(tokens) else Asks.OTHER
 
 
-def _joints(tokens: Phrase) -> list[tuple[int, int]]:
-    """(position, length) of each order joint in ``tokens``, the longest phrase at a position."""
+def _found(tokens: Phrase, phrases: tuple[Phrase, ...]) -> list[tuple[int, int]]:
+    """(position, length) of each occurrence of ``phrases`` in ``tokens``, scanning left to right without overlap,
+    the first listed phrase at a position (list the longest first)."""
     found: list[tuple[int, int]] = []
     i = 0
     while i < len(tokens):
-        joint = next((j for j in _ORDER_JOINTS if tokens[i: i + len(j)] == j), None)
-        if joint is not None:
-            found.append((i, len(joint)))
-        i += len(joint) if joint is not None else 1
+        phrase = next((p for p in phrases if tokens[i: i + len(p)] == p), None)
+        if phrase is not None:
+            found.append((i, len(phrase)))
+        i += len(phrase) if phrase is not None else 1
     return found
 
 
@@ -338,14 +339,8 @@ def _occurrence(tokens: Phrase) -> int:
 
 def _without(tokens: Phrase, phrases: tuple[Phrase, ...]) -> Phrase:
     """``tokens`` with every occurrence of ``phrases`` cut out."""
-    kept: list[str] = []
-    i = 0
-    while i < len(tokens):
-        phrase = next((p for p in phrases if tokens[i: i + len(p)] == p), None)
-        if phrase is None:
-            kept.append(tokens[i])
-        i += len(phrase) if phrase is not None else 1
-    return tuple(kept)
+    cut = {i + k for i, n in _found(tokens, phrases) for k in range(n)}
+    return tuple(w for i, w in enumerate(tokens) if i not in cut)
 
 
 def _has_any(tokens: Phrase, phrases: tuple[Phrase, ...]) -> bool:
