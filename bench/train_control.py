@@ -236,6 +236,7 @@ def write_expert_section(report: dict[str, Any], settings: Any, env: dict[str, A
         lines += ["", "Projected minutes of one iteration at these rates (same K, rounds, reply length; SFT per "
                   "kept rollout at the measured keep rate): " + ", ".join(
                       f"{k.split('_')[1]} questions {v}" for k, v in report["projection"].items()) + "."]  # fmt: skip
+    lines += score_lines(report.get("scores"))
     replace_section(REPO / "docs" / "benchmarks.md", EXPERT_SECTION, "\n".join(lines))
 
 
@@ -281,16 +282,26 @@ def write_section(report: dict[str, Any], steps: list[dict[str, Any]], settings:
              "|---|---|---|---|---|---|"]  # fmt: skip
     lines += [f"| {s['step']} | {s['reward']:.3f} | {s['f1']:.3f} | {s['evidence_f1']:.3f} | "
               f"{s['format_errors']:.2f} | {s['elapsed_s']:.0f} |" for s in steps]  # fmt: skip
-    scores = report.get("scores")
-    if scores:
-        before, after, diff = scores["before"], scores["after"], scores["difference"]
-        lines += ["", f"Held-out F1, agent loop through llama.cpp ({scores['questions']} questions of "
-                  f"{', '.join(scores['conversations'])}, {scores['rounds']} rounds; 95 % bootstrap over questions):",
-                  "", "| model | F1 | 95 % CI |", "|---|---|---|",
-                  f"| before (`{scores['models']['before']}`) | {before['mean']:.3f} | {before['ci95']} |",
-                  f"| after (trained) | {after['mean']:.3f} | {after['ci95']} |",
-                  f"| after - before (paired) | {diff['mean']:+.3f} | {diff['ci95']} |"]  # fmt: skip
+    lines += score_lines(report.get("scores"))
     replace_section(REPO / "docs" / "benchmarks.md", SECTION, "\n".join(lines))
+
+
+def score_lines(scores: dict[str, Any] | None) -> list[str]:
+    """The held-out table: the base and trained models in the agent loop, the base model's grounded answers, and
+    the paired differences (none when the run was not scored)."""
+    if not scores:
+        return []
+    rows = [("before: base model, agent loop", scores["before"]), ("after: trained model, agent loop", scores["after"]),
+            ("base model, grounded (one shot)", scores.get("grounded")),
+            ("after - before (paired)", scores["difference"]),
+            ("after - grounded (paired)", scores.get("after_vs_grounded"))]  # fmt: skip
+    lines = ["", f"Held-out F1 through llama.cpp ({scores['questions']} questions of "
+             f"{', '.join(scores['conversations'])}, up to {scores['rounds']} rounds; base "
+             f"`{scores['models']['before']}`; 95 % bootstrap over questions):", "",
+             "| model | F1 | 95 % CI |", "|---|---|---|"]  # fmt: skip
+    signed = {"after - before (paired)", "after - grounded (paired)"}
+    return lines + [f"| {name} | {row['mean']:{'+' if name in signed else ''}.3f} | {row['ci95']} |"
+                    for name, row in rows if row is not None]
 
 
 if __name__ == "__main__":

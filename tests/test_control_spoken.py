@@ -24,6 +24,7 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.graph.operators import EntityGraph
+from m3agent.memorize.speech_line import says_line
 from test_control_select import scripted
 from test_graph_answers import GROUNDED, plan, plan_reply, ref
 
@@ -102,12 +103,42 @@ def test_the_words_after_a_quotation_cut_across_two_lines(make_store: Callable[[
     lines = speech_lines(store, "v1", None)
     after = following(lines, "oh really I will be")
     assert after is not None and after.said.startswith("the president. You could have done it.")
-    assert [m.start_s for m in after.lines] == [12.3, 14.5], "the words run on into the next line"
+    assert [m.start_s for m in after.lines] == [10.0, 12.3, 14.5], "where it was found, and the next line"
+    assert after.found == "Oh really? I will be" and after.found_at == 10.0 and not after.on_screen
     ending = following(lines, "If you were an effective")
     assert ending is not None and ending.said.startswith("senator, you could have done it.")
     assert following(lines, "we shall fight on the beaches") is None
-    assert following(lines, "coming tonight") is None, "nothing is said after the last words"
+    last = following(lines, "coming tonight")
+    assert last is not None and last.said == "" and last.text == \
+        'Said at 0:40: "Thank you all for coming tonight." Nothing is said after it.', "the last words: nothing follows"
     assert following(speech_lines(store, "v1", before_clip=-1), "oh really") is None, "nothing before the clip"
+
+
+REORDERED = "If you were effective, if you were effective center, you could have done it."
+CAPTIONS = ("you could have done it if you were an effective", "if you were an effective senator you could have done")
+
+
+def _said(start: float, words: str, captions: tuple[str, ...] = ()) -> Memory:
+    return Memory(kind=MemoryKind.EPISODIC, text=says_line(start, "<voice_1>", words, captions), video_id="v1",
+                  clip_index=0, start_s=start, end_s=start + 2.0)
+
+
+def test_the_words_after_a_quotation_the_recogniser_wrote_in_another_order() -> None:
+    """The recogniser put the words the asker takes to come after the quotation before and among it: the answer
+    quotes the sentence where it was found, so they are in it; captions read on screen, when there are any, are
+    the transcript word for word and answer first."""
+    heard = [_said(9.1, REORDERED), _said(14.0, "Thank you all for coming tonight.")]
+    found = following(heard, "you could have done it if you were an effective")
+    assert found is not None and not found.on_screen
+    assert found.found == REORDERED and found.said == "Thank you all for coming tonight."
+    assert found.text.startswith(f'Said at 0:09: "{REORDERED}" After it: "Thank you')
+    shown = [_said(9.1, REORDERED, CAPTIONS), _said(11.2, "If you were effective.", CAPTIONS[1:]),
+             _said(14.0, "Thank you all for coming tonight.")]
+    found = following(shown, "you could have done it if you were an effective")
+    assert found is not None and found.on_screen and found.said == CAPTIONS[1], "a caption kept on screen once"
+    assert found.text.startswith(f'On screen at 0:09: "{CAPTIONS[0]}" After it: "{CAPTIONS[1]}"')
+    last = following(shown, "senator you could have done")
+    assert last is not None and not last.on_screen, "nothing follows the last caption: the speech heard answers"
 
 
 def test_the_grounded_chain_quotes_the_lines_without_a_model_answer(make_store: Callable[[], Any]) -> None:

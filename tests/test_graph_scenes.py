@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from m3agent.control.people.graph_answers import graph_answer
+from m3agent.domain import ShotRecord
 from m3agent.graph.operators import EntityGraph
 from m3agent.graph.scenes import SceneDescription, describe, matching_scenes, scenes
 from test_graph_answers import plan, ref
@@ -35,6 +36,7 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("the snow tubing home video", SceneDescription("live", topic=("snow", "tub", "home"))),
     ("the photo of a woman in a black dress", SceneDescription("still", None, ("woman",), clothes="dark")),
     ("the man in a white T-shirt", SceneDescription("any", None, ("man",), clothes="white")),
+    ("times the video shows a still image", SceneDescription("still")),
 ])
 def test_a_description_in_measured_terms(text: str, expected: SceneDescription) -> None:
     assert describe(text) == expected
@@ -50,6 +52,18 @@ def test_scenes_run_from_cut_to_cut_and_fit_their_description(graph: EntityGraph
     assert spans["the part with the chair"] == [(12.0, 48.0)]
     assert spans["the photo of a lighthouse"] == []  # nothing measured says still, no word is found: no guess
     assert matching_scenes(graph, "v1", describe("the")) == []
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("still", [(48.0, 60.0)]), ("uncertain", [(48.0, 60.0)]),
+                                              ("live", [])])
+def test_a_moving_picture_with_no_face_found_is_no_dark_screen(make_store: Callable[[], Any], kind: str,
+                                                                expected: list[tuple[float, float]]) -> None:
+    """Nobody on screen is a dark screen only when the picture stands still: a live shot where the detector found
+    no face (a stage, a crowd far off) is not one."""
+    store = make_store()
+    build(store, shots=[ShotRecord("v1", 1, 48.0, 60.0, True, kind, 0.9)])
+    found = matching_scenes(EntityGraph(store), "v1", describe("the dark screen with a voice"))
+    assert [(s.start_s, s.end_s) for s in found] == expected
 
 
 def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
@@ -208,3 +222,15 @@ def test_a_described_scene_not_shown_by_a_bound_counts_zero(graph: EntityGraph) 
 def test_a_voice_asked_about_another_time_stays_seen_again(question: str) -> None:
     asked = plan(question, "seen_again", ref(kind="voice", time=question.split(" at ")[1][:4]))
     assert asked.ask == "seen_again"
+
+
+def test_a_count_of_scenes_describes_them_in_the_questions_words_not_as_the_video() -> None:
+    """The model wrote "the video" (the recording, every live scene) for what "how many still images does the
+    video show, not counting repeats?" counts: the description is the question's, and repeats count once."""
+    counted = plan("How many still images does the video show, not counting repeats?", "count_scenes",
+                   ref(about="the video"))
+    assert counted.person.about == "still images not counting repeats" and counted.distinct
+    assert describe(counted.person.about).shown == "still"
+    kept = plan("How many times is the dark screen with a voice shown?", "count_scenes",
+                ref(about="the dark screen with a voice"))
+    assert kept.person.about == "the dark screen with a voice", "a description of the model's own stays"

@@ -7,10 +7,13 @@ import pytest
 from m3agent.memorize.speech_line import SpeechLine, quoted, read_speech, said_line, says_line
 
 
-def test_the_perception_writers_line_reads_back_without_its_captions() -> None:
+def test_the_perception_writers_line_reads_back_with_its_captions_apart() -> None:
     line = says_line(65.2, "<voice_3>", "Four more years.", ("FOUR MORE YEARS", "Live"))
     assert line == 'At 1:05 <voice_3> says: "Four more years." Captioned on screen: "FOUR MORE YEARS"; "Live".'
-    assert read_speech(line) == SpeechLine("<voice_3>", "Four more years.")
+    assert read_speech(line) == SpeechLine("<voice_3>", "Four more years.", ("FOUR MORE YEARS", "Live"))
+    assert read_speech(says_line(1.0, "<voice_3>", "Hi.")) == SpeechLine("<voice_3>", "Hi.")
+    quoting = says_line(1.0, "<voice_3>", "Hi.", ('SHE SAID "NO"', "Live"))
+    assert read_speech(quoting) == SpeechLine("<voice_3>", "Hi.", ('SHE SAID "NO"', "Live")), "quotes inside a caption"
 
 
 def test_a_conversation_turn_and_the_prompts_form_read_back_the_same() -> None:

@@ -333,3 +333,24 @@ def test_the_trained_model_answers_through_the_normal_llm_path_and_is_listed(run
                                 env={"M3AGENT_CACHE_DIR": str(run.settings.resolved_cache_dir())})  # fmt: skip
     rows = {r["name"]: r for r in json.loads(listed.output)["models"]}
     assert rows[NAME]["kind"] == "trained" and rows[NAME]["title"].endswith(", 1 expert iteration")
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_held_out_scores_compare_the_loops_and_grounded_answers_and_resume(run: Run) -> None:
+    """Before / after / grounded on one held-out question: each answer is kept as it comes, and a second call
+    answers nothing again (its files unchanged) and scores alike."""
+    from m3agent.train.catalogue import run_dir
+    from m3agent.train.session import HELD_OUT, before_after, plan
+
+    the_plan = plan(run.settings, data=run.data, max_held_out=1)
+    first = before_after(the_plan, NAME)
+    folder = run_dir(run.settings.resolved_cache_dir(), NAME) / HELD_OUT
+    kept = {side: (folder / f"{side}.jsonl").read_text() for side in ("before", "after", "grounded")}
+    assert all(len(text.splitlines()) == 1 for text in kept.values())
+    assert json.loads(kept["grounded"])["mode"] == "grounded" and json.loads(kept["after"])["mode"] == "agent"
+    assert first["questions"] == 1 and {"before", "after", "grounded", "difference", "after_vs_grounded"} <= set(first)
+    assert first["models"]["after"].endswith(f"{NAME}.gguf")
+    assert first["models"]["grounded"] == first["models"]["before"]
+    again = before_after(the_plan, NAME)
+    assert again == first and {s: (folder / f"{s}.jsonl").read_text() for s in kept} == kept, "nothing answered again"

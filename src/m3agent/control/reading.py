@@ -100,7 +100,7 @@ _AGAIN = frozenset({"again", "back", "return", "returns", "returned", "reappear"
 """Words asking whether someone is seen or heard once more ("does she come back?", "seen again later?")."""
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
-_DISTINCT = frozenset({"different", "distinct"})
+_DISTINCT = frozenset({"different", "distinct", "unique", "repeats"})  # "not counting repeats": each one once
 _CHARACTER_OF: tuple[Phrase, ...] = (("which", "character"), ("what", "character"), ("character", "id"),
                                      ("character", "tag"), ("character", "number"), ("which", "face", "is"),
                                      ("which", "voice", "is"), ("which", "person", "is"))

@@ -105,10 +105,13 @@ class Scene:
 
 
 def describe(text: str) -> SceneDescription:
-    """``text`` (a description of a scene, as a question words it) in measured terms."""
+    """``text`` (a description of a scene, as a question words it) in measured terms. A still word beside a live
+    one names the still picture ("the photos in the video", "a still image the video shows": the video is the
+    recording)."""
     tokens = words(text.replace("-", " "))
     dark = _dark_screen(tokens)
-    shown: Shown = "dark" if dark else next((k for w in tokens if (k := _lookup(_SHOWN, w))), "any")
+    named = [k for w in tokens if (k := _lookup(_SHOWN, w))]
+    shown: Shown = "dark" if dark else "still" if "still" in named else named[0] if named else "any"
     kinds = tuple(g for w in tokens if (g := _lookup(_KINDS, w)))
     counted = [n for w in tokens if (n := _lookup(_PEOPLE, w))]
     people = max(counted) if counted else (len(kinds) if len(kinds) > 1 else None)
@@ -206,8 +209,8 @@ def _clothes_fit(graph: EntityGraph, people: list[Person], colour: str) -> bool 
 
 def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:
     kinds = {s.kind for s in group if s.kind in ("still", "live")}
-    if shown == "dark":
-        return most_on_screen == 0
+    if shown == "dark":  # a still picture with nobody on it: a moving one where no face was found is no dark screen
+        return most_on_screen == 0 and "live" not in kinds
     if not kinds:
         return None
     return (shown in kinds) and (shown != "still" or most_on_screen > 0)

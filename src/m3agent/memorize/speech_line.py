@@ -22,10 +22,12 @@ _QUOTES = '"“”'
 
 @dataclass(frozen=True, slots=True)
 class SpeechLine:
-    """What a speech memory says: who spoke (their tag) and the words, without the captions."""
+    """What a speech memory says: who spoke (their tag) and the words; the on-screen lines that restate them
+    apart (``captions``, empty when none were read)."""
 
     tag: str
     quote: str
+    captions: tuple[str, ...] = ()
 
 
 def quoted(tag: str, words: str) -> str:
@@ -37,7 +39,7 @@ def says_line(start_s: float, tag: str, words: str, captions: tuple[str, ...] = 
     """The perception writer's line: ``At 0:05 <voice_3> says: "words"`` and the captions restating it."""
     line = f"At {clock(start_s)} {quoted(tag, words)}"
     if captions:
-        line += CAPTIONED + "; ".join(f'"{c}"' for c in captions) + "."
+        line += CAPTIONED + '"' + _BETWEEN.join(captions) + '".'
     return line
 
 
@@ -51,4 +53,11 @@ def read_speech(text: str) -> SpeechLine | None:
     match = SPEECH.match(text)
     if match is None:
         return None
-    return SpeechLine(match.group("tag"), match.group("quote").split(CAPTIONED, 1)[0].strip().strip(_QUOTES))
+    said, _, shown = match.group("quote").partition(CAPTIONED)
+    shown = shown.strip().removesuffix(".").strip()
+    captions = tuple(c for c in shown[1:-1].split(_BETWEEN)) if len(shown) > 1 else ()
+    return SpeechLine(match.group("tag"), said.strip().strip(_QUOTES), tuple(c for c in captions if c.strip()))
+
+
+_BETWEEN = '"; "'
+"""Between two captions of a line, as :func:`says_line` writes them."""

@@ -42,19 +42,29 @@ def answer_f1(
     *,
     rounds: int,
     on_answer: Callable[[dict[str, Any]], None] | None = None,
+    mode: str = "agent",
+    done: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One record per episode: ``qid``, ``f1``, the answer and its seconds (the model is opened once)."""
+    """One record per episode: ``qid``, ``f1``, the answer and its seconds (the model is opened once), answered in
+    ``mode`` (the agent loop, or ``grounded`` for the one-shot answerer it is compared with); an episode whose
+    record is in ``done`` (by ``qid``) keeps it and is not answered again (a run resumed)."""
     import time
 
     from m3agent.bench.qa_metrics import score
     from m3agent.control import AgentConfig, ask
     from m3agent.llm import chat_model_from_settings
 
+    done = done or {}
+    if all(e.qid in done for e in episodes):
+        return [done[e.qid] for e in episodes]
     chat = chat_model_from_settings(settings, llm_spec)
-    config = AgentConfig.from_settings(settings.control, llm_spec, mode="agent", rounds=rounds)
+    config = AgentConfig.from_settings(settings.control, llm_spec, mode=mode, rounds=rounds)
     records = []
     try:
         for episode in episodes:
+            if episode.qid in done:
+                records.append(done[episode.qid])
+                continue
             started = time.perf_counter()
             answer = ask(store, embedder, chat, episode.question, video_id=episode.video_id, config=config)
             text = answer.text if answer.answered else ""

@@ -179,7 +179,10 @@ def trained_base(settings: Settings, facts: dict[str, Any]) -> Base:
 
 def before_after(the_plan: Plan, name: str) -> dict[str, Any]:
     """Held-out F1 of the base model and of trained model ``name`` in the agent loop (same questions, same
-    rounds as training), with bootstrap intervals and the paired difference."""
+    rounds as training), and of the base model's one-shot grounded answers (what the loop must beat to be worth
+    its time), with bootstrap intervals and the paired differences. Each answer is kept as it comes in the run's
+    ``held_out/<side>.jsonl``, so a call stopped mid-way resumes where it stopped (for the same model and
+    questions)."""
     from m3agent.embed import create_embedder
     from m3agent.store import open_store
     from m3agent.train.evaluate import answer_f1, mean_interval, paired_difference
@@ -187,18 +190,47 @@ def before_after(the_plan: Plan, name: str) -> dict[str, Any]:
 
     settings = the_plan.settings
     embedder = create_embedder(settings.embedder)
-    specs = {"before": resolve_base(settings, settings.train.base).spec,
-             "after": f"llamacpp:{model_path(settings.resolved_cache_dir(), name)}"}  # fmt: skip
+    base = resolve_base(settings, settings.train.base).spec
+    trained = f"llamacpp:{model_path(settings.resolved_cache_dir(), name)}"
+    sides = {"grounded": (base, "grounded"), "before": (base, "agent"), "after": (trained, "agent")}  # quickest first
     episodes = the_plan.split.held_out
+    folder = run_dir(settings.resolved_cache_dir(), name) / HELD_OUT
+    folder.mkdir(parents=True, exist_ok=True)
+    f1: dict[str, list[float]] = {}
     with open_store(str(the_plan.store_path)) as store:
         _ingest_episodes(store, embedder, settings, the_plan, episodes)
-        f1 = {side: [r["f1"] for r in answer_f1(settings, store, embedder, episodes, spec,
-                                               rounds=settings.train.rounds)]
-              for side, spec in specs.items()}  # fmt: skip
+        for side, (spec, mode) in sides.items():
+            kept = _Answers(folder / f"{side}.jsonl", spec, mode, settings.train.rounds)
+            records = answer_f1(settings, store, embedder, episodes, spec, rounds=settings.train.rounds, mode=mode,
+                                done=kept.read(), on_answer=kept.add)  # fmt: skip
+            f1[side] = [float(r["f1"]) for r in records]
     return {"questions": len(episodes), "conversations": list(the_plan.split.held_out_conversations),
-            "rounds": settings.train.rounds, "models": specs,
-            "before": mean_interval(f1["before"]).to_dict(), "after": mean_interval(f1["after"]).to_dict(),
-            "difference": paired_difference(f1["before"], f1["after"]).to_dict()}  # fmt: skip
+            "rounds": settings.train.rounds, "models": {side: spec for side, (spec, _) in sides.items()},
+            **{side: mean_interval(values).to_dict() for side, values in f1.items()},
+            "difference": paired_difference(f1["before"], f1["after"]).to_dict(),
+            "after_vs_grounded": paired_difference(f1["grounded"], f1["after"]).to_dict()}  # fmt: skip
+
+
+HELD_OUT = "held_out"
+"""The run's folder of held-out answers, one JSONL file per side (before, after, grounded)."""
+
+
+class _Answers:
+    """The held-out answers of one side, kept line by line with the model, mode and rounds they were given
+    with: lines given otherwise are not reused."""
+
+    def __init__(self, path: Path, spec: str, mode: str, rounds: int) -> None:
+        self.path, self.key = path, {"model": spec, "mode": mode, "rounds": rounds}
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        if not self.path.is_file():
+            return {}
+        lines = (json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip())
+        return {r["qid"]: r for r in lines if all(r.get(k) == v for k, v in self.key.items())}
+
+    def add(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({**record, **self.key}) + "\n")
 
 
 def add_scores(settings: Settings, name: str, scores: dict[str, Any]) -> None:

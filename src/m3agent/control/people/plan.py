@@ -23,7 +23,7 @@ from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Reference
 from m3agent.graph.scenes import describe
 from m3agent.llm.prompts import load_prompt_set
-from m3agent.text import clock_seconds
+from m3agent.text import clock_seconds, words
 
 if TYPE_CHECKING:
     from m3agent.control.run_context import RunContext
@@ -58,6 +58,7 @@ class Plan:
         self.person, self.other = _wearing(person, self.other, reading)
         self.ask, self.person, self.other = _in_order(self.ask, self.person, self.other, reading)
         self.person = _described_so_far(self.ask, self.person, reading)
+        self.person = _counted_as_described(self.ask, self.person, reading)
         self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
         if self.ask in ("after", "before") and self.person.time_s is not None and self.person.kind == "none":
             self.person = replace(self.person, about="")  # the moment is its time, not the model's words for it
@@ -92,7 +93,13 @@ def reference(ref: PlanRef, reading: QuestionReading) -> Reference:
     quote = ref.quote if reading.quoted(ref.quote) else ""
     scene = ref.scene if reading.holds(ref.scene) else Scene.ANY.value
     about = ref.about if not quote and reading.says(ref.about) and not describe(ref.about).empty else ""
+    about = "" if set(words(about)) <= _THE_RECORDING else about
     return Reference(ref.kind, ref.place, time_s, scene, quote, about=about)
+
+
+_THE_RECORDING = frozenset({"the", "this", "that", "whole", "entire", "video", "clip", "recording", "footage"})
+"""Words of a description that names the recording itself ("the video" of "how many photos does the video
+show?"), no scene in it."""
 
 
 def _held_time(written: str, reading: QuestionReading) -> float | None:
@@ -211,6 +218,34 @@ def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> 
     described = describe(person.about)
     return replace(person, kind="none") if described.topic or described.shown != "any" else person
 
+
+def _counted_as_described(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
+    """"How many still images does the video show?" counts scenes the question describes: a count of scenes whose
+    reference names no one and describes nothing (the model's description was dropped, or never written) takes
+    the question's own words when they say what the picture is."""
+    if ask != "count_scenes" or person.kind not in ("none", "photo") or person.about or person.quote:
+        return person
+    described = describe(reading.description)
+    return replace(person, about=_without_the_recording(reading.description)) if described.pictured else person
+
+
+def _without_the_recording(text: str) -> str:
+    """``text`` without the words that name the recording itself ("still images the video not counting repeats"
+    -> "still images not counting repeats"): runs of :data:`_THE_RECORDING` words holding a noun of it."""
+    kept: list[str] = []
+    run: list[str] = []
+    for word in [*text.split(), ""]:
+        if word in _THE_RECORDING:
+            run.append(word)
+            continue
+        if not set(run) & _RECORDING_NOUNS:
+            kept += run
+        run = []
+        kept.append(word)
+    return " ".join(w for w in kept if w)
+
+
+_RECORDING_NOUNS = frozenset({"video", "clip", "recording", "footage"})
 
 _YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen"})
 """Operations that answer yes or no: never what a "what" question asks ("What do we see at 0:51?")."""

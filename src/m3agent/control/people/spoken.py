@@ -52,12 +52,7 @@ MAX_SCENES = 2
 MAX_LINES = 8
 """Lines quoted in one answer; more are counted."""
 FOLLOWING_WORDS = 12
-"""What a talk at an instant is about (:attr:`~m3agent.control.reading.QuestionReading.asks_gist`) is answered by
-the lines of the shot that holds the instant, the :data:`MAX_LINES` nearest it: the 1.5B, shown the retrieved
-memories, answered with one line ("Why didn't you do it?") or a word of one ("turbulence"); the talk's lines,
-quoted with their span, say what it is about in the speakers' own words.
-
-The words after a quotation an answer gives: the rest of its sentence and the start of the next."""
+"""The words after a quotation an answer gives: the rest of its sentence and the start of the next."""
 MIN_QUOTE_SHARE = 0.6
 """A stretch of the transcript holding at least this share of a quotation's words (in any order) is where it
 was said: the recogniser and the asker rarely write a line word for word alike."""
@@ -72,11 +67,16 @@ class Spoken:
     more: int = 0
     said: str = ""
     heading: str = ""  # what the lines are ("The talk at 1:19–1:33: "), written before them
+    found: str = ""  # after a quotation, the words where it was found, from the start of their sentence
+    found_at: float = 0.0
+    on_screen: bool = False  # the quotation was found in the captions read on screen, not in the speech heard
 
     @property
     def text(self) -> str:
-        if self.said:
-            return f'After it, {clock(self.lines[0].start_s)}: "{self.said}"'
+        if self.found:
+            where = "On screen" if self.on_screen else "Said"
+            after = f'After it: "{self.said}"' if self.said else "Nothing is said after it."
+            return f'{where} at {clock(self.found_at)}: "{self.found}" {after}'
         quoted = " ".join(" ".join(m.text.split()) for m in self.lines)
         return self.heading + quoted + (f" ({self.more} more lines follow.)" if self.more else "")
 
@@ -140,25 +140,84 @@ def _talk_heading(start_s: float, end_s: float) -> str:
 
 
 def following(lines: list[Memory], quotation: str) -> Spoken | None:
-    """The :data:`FOLLOWING_WORDS` words said after ``quotation`` (where the transcript holds most of it), with the
-    lines they come from; None when no stretch holds :data:`MIN_QUOTE_SHARE` of it or nothing follows."""
-    stream = [(token, m) for m in lines for token in (speech_quote(m) or "").split()]
+    """The :data:`FOLLOWING_WORDS` words after ``quotation`` where a transcript holds most of it, with the words
+    where it was found and the lines they come from; None when no stretch holds :data:`MIN_QUOTE_SHARE` of it.
+    Two transcripts are searched: the captions read on screen while the lines were said (written text, word for
+    word when a video has them) and the recogniser's words; one where words follow the quotation answers first,
+    then the one holding more of it, the captions on a tie. Found where nothing follows (the last words of the
+    video so far), the answer quotes where it was found and says so."""
     wanted = words(quotation)
-    distinct = set(wanted)
-    if not wanted or not stream:
+    if not wanted:
         return None
-    plain = [" ".join(words(token)) for token, _ in stream]
-    best, end = 0, -1
+    found = [f for stream in (_caption_stream(lines), _speech_stream(lines)) if (f := _found(stream, wanted))]
+    if not found:
+        return None
+    _, stream, first, end = max(found, key=lambda f: (f[3] < len(f[1]), f[0]))
+    after = stream[end: end + FOLLOWING_WORDS]
+    lead = stream[max(_sentence_start(stream, first), first - FOLLOWING_WORDS): end]
+    sources = tuple(dict.fromkeys(w.memory for w in lead + after))
+    return Spoken(sources, said=" ".join(w.token for w in after), found=" ".join(w.token for w in lead),
+                  found_at=lead[0].memory.start_s, on_screen=stream[0].caption)
+
+
+@dataclass(frozen=True, slots=True)
+class _Word:
+    """One word of a transcript: as written, the memory it comes from, and which of its lines (captions apart)."""
+
+    token: str
+    memory: Memory
+    line: int
+    caption: bool
+
+
+def _speech_stream(lines: list[Memory]) -> list[_Word]:
+    return [_Word(token, m, i, False) for i, m in enumerate(lines) for token in (speech_quote(m) or "").split()]
+
+
+def _caption_stream(lines: list[Memory]) -> list[_Word]:
+    """The captions' words in time order; a caption read again with the next line (it stays on screen) once."""
+    out: list[_Word] = []
+    previous: tuple[str, ...] = ()
+    for m in lines:
+        line = read_speech(m.text)
+        captions = line.captions if line is not None else ()
+        for k, caption in enumerate(captions):
+            if caption not in previous:
+                out += [_Word(token, m, 1000 * len(out) + k, True) for token in caption.split()]
+        previous = captions
+    return out
+
+
+def _found(stream: list[_Word], wanted: list[str]) -> tuple[float, list[_Word], int, int] | None:
+    """The share of ``wanted``'s distinct words the best stretch of ``stream`` holds, and where it starts and ends;
+    None when it holds under :data:`MIN_QUOTE_SHARE`."""
+    distinct = set(wanted)
+    plain = [" ".join(words(w.token)) for w in stream]
+    best, first, end = 0, 0, -1
     for start in range(len(stream)):
         window = plain[start: start + len(wanted)]
         held = sum(w in window for w in distinct)
         if held > best:
-            best, end = held, start + len(window)
-    if best < MIN_QUOTE_SHARE * len(distinct) or end >= len(stream):
+            best, first, end = held, start, start + len(window)
+    if best < MIN_QUOTE_SHARE * len(distinct):
         return None
-    after = stream[end: end + FOLLOWING_WORDS]
-    sources = tuple(dict.fromkeys(m for _, m in after))
-    return Spoken(sources, said=" ".join(token for token, _ in after))
+    return best / len(distinct), stream, first, end
+
+
+def _sentence_start(stream: list[_Word], start: int) -> int:
+    """Where the sentence holding the word at ``start`` begins: after the last word before it that ends a
+    sentence, or where its line begins. The answer quotes the words where the quotation was found from there: the
+    recogniser may write a line's words in another order than the asker ("if you were effective senator, you could
+    have done it" for "you could have done it if you were an effective senator"), and what the asker takes for
+    the words after the quotation then stands before them or among them."""
+    begins = start
+    while begins > 0 and stream[begins - 1].line == stream[start].line \
+            and not stream[begins - 1].token.endswith(_ENDS):
+        begins -= 1
+    return begins
+
+
+_ENDS = (".", "?", "!")
 
 
 def _theirs(lines: list[Memory], graph: EntityGraph, video_id: str, plan: Plan | None) -> list[Memory]:
