@@ -178,12 +178,13 @@ def _caption_stream(lines: list[Memory]) -> list[_Word]:
     """The captions' words in time order; a caption read again with the next line (it stays on screen) once."""
     out: list[_Word] = []
     previous: tuple[str, ...] = ()
+    read = 0  # captions taken so far: each is a line of its own
     for m in lines:
         line = read_speech(m.text)
         captions = line.captions if line is not None else ()
-        for k, caption in enumerate(captions):
-            if caption not in previous:
-                out += [_Word(token, m, 1000 * len(out) + k, True) for token in caption.split()]
+        for caption in (c for c in captions if c not in previous):
+            out += [_Word(token, m, read, True) for token in caption.split()]
+            read += 1
         previous = captions
     return out
 
