@@ -99,7 +99,7 @@ def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
     assert count is not None and count.text.startswith("One: the dark screen with a voice at 0:48–1:00")
     unchecked = plan("Is the photo of a lighthouse shown before the dark screen?", "which_first",
                      ref(kind="photo", about="a photo of Paris"), dark)
-    assert unchecked.person.about == ""  # words the question does not hold are dropped
+    assert unchecked.person.about == "the photo of a lighthouse", "the model's words dropped, the question's taken"
 
 
 def test_an_operation_the_question_rules_out_is_replaced() -> None:
@@ -152,7 +152,8 @@ def test_plain_recalls_the_question_form_reads_as_order_or_neighbour(graph: Enti
                    ref(kind="person", quote="the dark screen with a voice before the two people side by side"))
     assert ordered.ask == "which_first"
     answer = graph_answer(graph, "v1", ordered)
-    assert answer is not None and answer.text.startswith("The two people side by side (0:00–0:12) comes first")
+    assert answer is not None and answer.text.startswith("No: the two people side by side (0:00–0:12) comes first"), \
+        "an order check asks yes or no"
     said = plan("What is said before the dark screen with a voice?", "recall", ref(about="the dark screen"))
     assert said.ask == "recall", "a what question is not an order check"
     led = plan("Could you tell me what the video showed in the segment leading up to the one at 0:50?", "recall",
@@ -160,6 +161,16 @@ def test_plain_recalls_the_question_form_reads_as_order_or_neighbour(graph: Enti
     assert (led.ask, led.direction, led.person.time_s, led.person.about) == ("before", "before", 50.0, "")
     talk = plan("What was said leading up to 0:50?", "recall", ref(time="0:50"))
     assert talk.ask == "recall", "the words said, not the shot"
+    for ask, person, other in (("after", ref(kind="person", about="the dark screen with a voice"), None),
+                               ("which_first", ref(about="the dark screen with a voice before the two people"), None),
+                               ("scene", ref(), None)):
+        asked = plan("Order check: the dark screen with a voice before the two people side by side?", ask, person,
+                     other)
+        assert (asked.ask, asked.person.about, asked.other and asked.other.about) == \
+            ("which_first", "the dark screen with a voice", "the two people side by side"), ask
+    two = plan("Is the man on the left shown before the dark screen with a voice?", "which_first",
+               ref(kind="man", place="left"), ref(about="the dark screen with a voice"))
+    assert two.person.kind == "man" and two.person.place == "left", "the model's two references stay"
 
 
 def test_a_person_described_with_their_scene_so_far_is_the_scene(graph: EntityGraph) -> None:
@@ -170,6 +181,12 @@ def test_a_person_described_with_their_scene_so_far_is_the_scene(graph: EntityGr
     assert shown is not None and shown.text.startswith("Yes")
     person = plan("As of 0:55, the woman shown yet?", "when", ref(kind="woman", time="0:55", about="the woman"))
     assert person.person.kind == "woman", "who she is, nothing of a scene: the person"
+    seen = plan("Has the woman talking on a dark screen come up at any point up to 0:55?", "seen_again",
+                ref(kind="woman", time="0:55", about="the woman talking on a dark screen"))
+    assert (seen.ask, seen.person.kind) == ("when", "none"), "planned as seen again: whether the scene came by then"
+    again = plan("Up to 0:55, is the woman talking on a dark screen seen again?", "seen_again",
+                 ref(kind="woman", time="0:55", about="the woman talking on a dark screen"))
+    assert (again.ask, again.person.kind) == ("seen_again", "woman"), "seen again asks of the person"
 
 
 def test_a_scene_bounded_so_far_is_asked_whatever_operation_the_model_wrote(graph: EntityGraph) -> None:
@@ -229,8 +246,21 @@ def test_a_count_of_scenes_describes_them_in_the_questions_words_not_as_the_vide
     video show, not counting repeats?" counts: the description is the question's, and repeats count once."""
     counted = plan("How many still images does the video show, not counting repeats?", "count_scenes",
                    ref(about="the video"))
-    assert counted.person.about == "still images not counting repeats" and counted.distinct
+    assert counted.person.about == "a still picture" and counted.distinct
     assert describe(counted.person.about).shown == "still"
     kept = plan("How many times is the dark screen with a voice shown?", "count_scenes",
                 ref(about="the dark screen with a voice"))
     assert kept.person.about == "the dark screen with a voice", "a description of the model's own stays"
+
+
+def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph) -> None:
+    """"By 0:40, how many stretches where the screen is dark?": the bound is no part of what is counted; the count
+    is of the picture the question describes, named as perception measures it."""
+    asked = plan("I'm keeping track - by the 0:40 mark, how many stretches have there been where the screen is dark "
+                 "and you only hear a voice?", "count_scenes", ref(time="0:40"))
+    assert (asked.person.about, asked.person.time_s, asked.so_far) == ("a dark screen", 40.0, True)
+    counted = graph_answer(graph, "v1", asked)
+    assert counted is not None and counted.text == "Zero: a dark screen is not shown before 0:40."
+    later = graph_answer(graph, "v1", plan("Up to 0:59, how many dark-screen passages have there been?",
+                                           "count_scenes", ref(time="0:59")))
+    assert later is not None and later.text.startswith("One: a dark screen at 0:48–1:00")

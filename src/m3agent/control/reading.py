@@ -256,6 +256,16 @@ class QuestionReading:
             return ""
         return " ".join(w for w in self.words if w not in _FORM_WORDS)
 
+    @property
+    def bounded_description(self) -> str:
+        """What a question bounded "so far" describes, without its bound ("by the 0:44 mark, how many stretches
+        where the screen is dark?" -> "stretches where the screen dark"): empty without such a bound, or when it
+        orders or quotes."""
+        if not self.so_far or self.order or self.quotes:
+            return ""
+        bound = {w for phrase in _SO_FAR for w in phrase} | {"mark", "point"}
+        return " ".join(w for w in self.words if w not in _FORM_WORDS and w not in bound and not w.isdigit())
+
     def holds(self, word: str) -> bool:
         """Whether ``word`` (any case) is one of the question's words."""
         return word.lower() in self.words

@@ -44,6 +44,9 @@ _DARK = frozenset({"dark", "black", "blank", "empty"})
 """Said of the screen ("a dark screen", "the screen goes black"), these words mean nobody is on it."""
 _PEOPLE = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "couple": 2, "pair": 2, "split": 2, "both": 2}
 """How many people on screen a word says (a split screen shows two)."""
+_PICTURES: dict[Shown, str] = {"dark": "a dark screen", "still": "a still picture", "live": "a live video",
+                               "any": "a scene"}
+_NUMBER_WORDS = {n: w for w, n in _PEOPLE.items() if w in ("one", "two", "three", "four", "five")}
 _KINDS = {"man": "man", "men": "man", "boy": "man", "guy": "man", "gentleman": "man", "woman": "woman",
           "women": "woman", "girl": "woman", "lady": "woman"}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
@@ -81,6 +84,14 @@ class SceneDescription:
         """Whether it says what the picture is: its kind (a photo, a dark screen) or how many are on screen (a
         split screen, a couple); "the man in glasses" describes a person, not a scene."""
         return self.shown != "any" or self.people is not None
+
+    @property
+    def picture(self) -> str:
+        """The kind of picture and how many are on it, in words :func:`describe` reads back the same ("a dark
+        screen", "a still picture of two people"); what else was described is left out."""
+        said = _PICTURES[self.shown]
+        people = _NUMBER_WORDS.get(self.people or 0)
+        return f"{said} of {people} people" if people and self.shown != "dark" else said
 
     @property
     def empty(self) -> bool:

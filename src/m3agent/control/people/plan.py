@@ -45,7 +45,8 @@ class Plan:
         self.sense = reply.sense
         self.so_far = reading.so_far  # the question's time bounds it from the start ("by 2:00", "so far")
         self.distinct = reading.distinct  # it counts different ones, not times shown
-        self.yes_no = reading.asks is Asks.YES_NO
+        # "Order check: A before B?" asks yes or no in a question's telegraphic form
+        self.yes_no = reading.asks is Asks.YES_NO or (reading.asks is Asks.OTHER and reading.order_pair is not None)
         self.later = reading.asks_later  # a yes/no question of order asks whether the first thing comes later
         person = reference(reply.person, reading)
         other = reference(reply.other, reading) if reply.other is not None else None
@@ -57,7 +58,7 @@ class Plan:
         person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
         self.person, self.other = _wearing(person, self.other, reading)
         self.ask, self.person, self.other = _in_order(self.ask, self.person, self.other, reading)
-        self.person = _described_so_far(self.ask, self.person, reading)
+        self.ask, self.person = _described_so_far(self.ask, self.person, reading)
         self.person = _counted_as_described(self.ask, self.person, reading)
         self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
         if self.ask in ("after", "before") and self.person.time_s is not None and self.person.kind == "none":
@@ -112,8 +113,12 @@ def _held_time(written: str, reading: QuestionReading) -> float | None:
 
 def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:
     """A second reference that is only a moment (kind none: a time or a scene, no quote) anchors an unanchored
-    person: "the man on the left in the first scene" written as a man on the left and, apart, the first scene."""
+    person: "the man on the left in the first scene" written as a man on the left and, apart, the first scene. A
+    scene described by its content and nothing else is a second thing ("is the man on the left shown before the
+    dark screen?"), not a moment of the first: it stays."""
     if other is None or other.kind != "none" or other.quote or person.kind == "none" or person.anchored:
+        return person, other
+    if other.time_s is None and other.scene == "any":
         return person, other
     return replace(person, time_s=other.time_s, scene=other.scene), None
 
@@ -194,29 +199,44 @@ def _worn(ref: Reference, reading: QuestionReading) -> Reference:
 def _in_order(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading
               ) -> tuple[Ask, Reference, Reference | None]:
     """A question that sets two described things in order ("order check: A before B?", "did the video show A prior
-    to B?") and that the model planned as a plain recall asks which comes first: the two things as the question
-    describes them (:attr:`QuestionReading.order_pair`)."""
+    to B?") asks which comes first: the two things as the question describes them
+    (:attr:`QuestionReading.order_pair`), whatever the model planned of what is shown or when (a recall, the
+    neighbour of one of them, the scene, when one is shown, or which comes first with one side only). A yes/no
+    question asks nothing of what is shown next to a moment; its order words set its two things in order."""
     pair = reading.order_pair
-    if ask != "recall" or pair is None or reading.times or reading.quotes \
-            or reading.asks not in (Asks.YES_NO, Asks.OTHER):
+    if ask not in _ORDERED_ASKS or (ask == "which_first" and other is not None) or pair is None or reading.times \
+            or reading.quotes or reading.asks not in (Asks.YES_NO, Asks.OTHER):
         return ask, person, other
     if any(describe(side).empty for side in pair):
         return ask, person, other
     return "which_first", Reference(about=pair[0]), Reference(about=pair[1])
 
 
+_ORDERED_ASKS = frozenset({"recall", "after", "before", "scene", "when", "which_first"})
+"""Operations a question of two described things in order may be planned as, and is not (who, same person, how
+many and seen again ask something else of them)."""
+
+
 _PERSON_KINDS = frozenset({"man", "woman", "person"})
 
 
-def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
+_SHOWN_BY_THEN = frozenset({"when", "seen_again", "ever_seen"})
+"""Operations a so-far question of a described scene may be planned as ("has the woman with glasses talking indoors
+come up by 1:35?": when she is first shown, whether she was seen)."""
+
+
+def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> tuple[Ask, Reference]:
     """"As of 1:58, the woman with glasses talking indoors shown yet?" asks whether a scene so described came by
-    then: a person written with more than who they are (what the scene shows, what happens in it) is that scene."""
-    if ask != "when" or not reading.so_far or reading.asks not in (Asks.YES_NO, Asks.OTHER):
-        return person
+    then: a person written with more than who they are (what the scene shows, what happens in it) is that scene
+    (the graph then asks when it is shown, bounded). A question of a person seen *again* keeps the person."""
+    if ask not in _SHOWN_BY_THEN or not reading.so_far or reading.asks not in (Asks.YES_NO, Asks.OTHER):
+        return ask, person
+    if ask != "when" and reading.asks_again:  # "seen again by 1:35?" asks of a person, not a scene
+        return ask, person
     if person.kind not in _PERSON_KINDS or not person.about or person.time_s is None:
-        return person
+        return ask, person
     described = describe(person.about)
-    return replace(person, kind="none") if described.topic or described.shown != "any" else person
+    return ("when", replace(person, kind="none")) if described.topic or described.shown != "any" else (ask, person)
 
 
 def _counted_as_described(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
@@ -225,27 +245,9 @@ def _counted_as_described(ask: Ask, person: Reference, reading: QuestionReading)
     the question's own words when they say what the picture is."""
     if ask != "count_scenes" or person.kind not in ("none", "photo") or person.about or person.quote:
         return person
-    described = describe(reading.description)
-    return replace(person, about=_without_the_recording(reading.description)) if described.pictured else person
+    described = describe(reading.description or reading.bounded_description)
+    return replace(person, about=described.picture) if described.pictured else person
 
-
-def _without_the_recording(text: str) -> str:
-    """``text`` without the words that name the recording itself ("still images the video not counting repeats"
-    -> "still images not counting repeats"): runs of :data:`_THE_RECORDING` words holding a noun of it."""
-    kept: list[str] = []
-    run: list[str] = []
-    for word in [*text.split(), ""]:
-        if word in _THE_RECORDING:
-            run.append(word)
-            continue
-        if not set(run) & _RECORDING_NOUNS:
-            kept += run
-        run = []
-        kept.append(word)
-    return " ".join(w for w in kept if w)
-
-
-_RECORDING_NOUNS = frozenset({"video", "clip", "recording", "footage"})
 
 _YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen"})
 """Operations that answer yes or no: never what a "what" question asks ("What do we see at 0:51?")."""
