@@ -79,6 +79,8 @@ _LAST_SCENE: tuple[Phrase, ...] = tuple(
                                "video closes", "video wrap", "video wraps"))
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",), ("as", "of"))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
+_BOUND_WORDS = frozenset({w for phrase in _SO_FAR for w in phrase} | {"mark", "point"})
+"""The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
 _LEADING_UP: tuple[Phrase, ...] = tuple(
     (verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran"))
 """What comes just before ("the segment leading up to the one at 0:57"): an order looking back, not a bound."""
@@ -263,8 +265,7 @@ class QuestionReading:
         orders or quotes."""
         if not self.so_far or self.order or self.quotes:
             return ""
-        bound = {w for phrase in _SO_FAR for w in phrase} | {"mark", "point"}
-        return " ".join(w for w in self.words if w not in _FORM_WORDS and w not in bound and not w.isdigit())
+        return " ".join(w for w in self.words if w not in _FORM_WORDS and w not in _BOUND_WORDS and not w.isdigit())
 
     def holds(self, word: str) -> bool:
         """Whether ``word`` (any case) is one of the question's words."""

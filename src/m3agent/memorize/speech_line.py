@@ -55,8 +55,8 @@ def read_speech(text: str) -> SpeechLine | None:
         return None
     said, _, shown = match.group("quote").partition(CAPTIONED)
     shown = shown.strip().removesuffix(".").strip()
-    captions = tuple(c for c in shown[1:-1].split(_BETWEEN)) if len(shown) > 1 else ()
-    return SpeechLine(match.group("tag"), said.strip().strip(_QUOTES), tuple(c for c in captions if c.strip()))
+    captions = tuple(c for c in shown[1:-1].split(_BETWEEN) if c.strip())
+    return SpeechLine(match.group("tag"), said.strip().strip(_QUOTES), captions)
 
 
 _BETWEEN = '"; "'

@@ -216,21 +216,20 @@ HELD_OUT = "held_out"
 
 
 class _Answers:
-    """The held-out answers of one side, kept line by line with the model, mode and rounds they were given
-    with: lines given otherwise are not reused."""
+    """The held-out answers of one side, kept line by line (:class:`~m3agent.bench.results_io.JsonlLog`: a line
+    torn by a killed run is dropped) with the model, mode and rounds they were given with: lines given otherwise
+    are not reused."""
 
     def __init__(self, path: Path, spec: str, mode: str, rounds: int) -> None:
-        self.path, self.key = path, {"model": spec, "mode": mode, "rounds": rounds}
+        from m3agent.bench.results_io import JsonlLog
+
+        self.log, self.key = JsonlLog(path), {"model": spec, "mode": mode, "rounds": rounds}
 
     def read(self) -> dict[str, dict[str, Any]]:
-        if not self.path.is_file():
-            return {}
-        lines = (json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip())
-        return {r["qid"]: r for r in lines if all(r.get(k) == v for k, v in self.key.items())}
+        return {r["qid"]: r for r in self.log.read() if all(r.get(k) == v for k, v in self.key.items())}
 
     def add(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({**record, **self.key}) + "\n")
+        self.log.append({**record, **self.key})
 
 
 def add_scores(settings: Settings, name: str, scores: dict[str, Any]) -> None:

@@ -31,7 +31,6 @@ from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
 from m3agent.graph.scenes import Scene, describe, matching_scenes
 from m3agent.graph.values import span_text
-from m3agent.memorize.consolidation.cues import speech_quote
 from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, words
 
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from m3agent.control.reading import QuestionReading
     from m3agent.domain import Memory
     from m3agent.graph.operators import EntityGraph
+    from m3agent.memorize.speech_line import SpeechLine
     from m3agent.store.protocol import MemoryStore
 
 AROUND_S = 1.0
@@ -149,10 +149,12 @@ def following(lines: list[Memory], quotation: str) -> Spoken | None:
     wanted = words(quotation)
     if not wanted:
         return None
-    found = [f for stream in (_caption_stream(lines), _speech_stream(lines)) if (f := _found(stream, wanted))]
+    read = [(m, line) for m in lines if (line := read_speech(m.text)) is not None]
+    found = [f for stream in (_caption_stream(read), _speech_stream(read)) if (f := _found(stream, wanted))]
     if not found:
         return None
-    _, stream, first, end = max(found, key=lambda f: (f[3] < len(f[1]), f[0]))
+    best = max(found, key=lambda f: (f.followed, f.share))
+    stream, first, end = best.stream, best.first, best.end
     after = stream[end: end + FOLLOWING_WORDS]
     lead = stream[max(_sentence_start(stream, first), first - FOLLOWING_WORDS): end]
     sources = tuple(dict.fromkeys(w.memory for w in lead + after))
@@ -170,28 +172,42 @@ class _Word:
     caption: bool
 
 
-def _speech_stream(lines: list[Memory]) -> list[_Word]:
-    return [_Word(token, m, i, False) for i, m in enumerate(lines) for token in (speech_quote(m) or "").split()]
+@dataclass(frozen=True, slots=True)
+class _Match:
+    """Where a transcript holds a quotation best: the share of its distinct words held, and the stretch
+    ``stream[first:end]``."""
+
+    share: float
+    stream: list[_Word]
+    first: int
+    end: int
+
+    @property
+    def followed(self) -> bool:
+        """Whether anything is said after the stretch."""
+        return self.end < len(self.stream)
 
 
-def _caption_stream(lines: list[Memory]) -> list[_Word]:
+def _speech_stream(read: list[tuple[Memory, SpeechLine]]) -> list[_Word]:
+    return [_Word(token, m, i, False) for i, (m, line) in enumerate(read) for token in line.quote.split()]
+
+
+def _caption_stream(read: list[tuple[Memory, SpeechLine]]) -> list[_Word]:
     """The captions' words in time order; a caption read again with the next line (it stays on screen) once."""
     out: list[_Word] = []
     previous: tuple[str, ...] = ()
-    read = 0  # captions taken so far: each is a line of its own
-    for m in lines:
-        line = read_speech(m.text)
-        captions = line.captions if line is not None else ()
-        for caption in (c for c in captions if c not in previous):
-            out += [_Word(token, m, read, True) for token in caption.split()]
-            read += 1
-        previous = captions
+    taken = 0  # captions taken so far: each is a line of its own
+    for m, line in read:
+        for caption in (c for c in line.captions if c not in previous):
+            out += [_Word(token, m, taken, True) for token in caption.split()]
+            taken += 1
+        previous = line.captions
     return out
 
 
-def _found(stream: list[_Word], wanted: list[str]) -> tuple[float, list[_Word], int, int] | None:
-    """The share of ``wanted``'s distinct words the best stretch of ``stream`` holds, and where it starts and ends;
-    None when it holds under :data:`MIN_QUOTE_SHARE`."""
+def _found(stream: list[_Word], wanted: list[str]) -> _Match | None:
+    """Where ``stream`` holds the most of ``wanted``'s distinct words in a stretch of its length; None when that
+    is under :data:`MIN_QUOTE_SHARE`."""
     distinct = set(wanted)
     plain = [" ".join(words(w.token)) for w in stream]
     best, first, end = 0, 0, -1
@@ -202,7 +218,7 @@ def _found(stream: list[_Word], wanted: list[str]) -> tuple[float, list[_Word], 
             best, first, end = held, start, start + len(window)
     if best < MIN_QUOTE_SHARE * len(distinct):
         return None
-    return best / len(distinct), stream, first, end
+    return _Match(best / len(distinct), stream, first, end)
 
 
 def _sentence_start(stream: list[_Word], start: int) -> int:
