@@ -41,6 +41,22 @@ ASKS = [
     ("Could you tell me the rest of it?", Asks.OTHER),
     ("I wonder whether she had spoken before 1:00.", Asks.YES_NO),
     ("Could the man on the left be the one speaking?", Asks.YES_NO),
+    # "if" after a verb of knowing or asking is "whether"; elsewhere a condition
+    ("I'm trying to figure out if the voice at 1:37 was heard earlier - if so, at what time?", Asks.YES_NO),
+    ("Let me know if the woman speaks again, and when.", Asks.YES_NO),
+    ("Not sure if anyone is on screen at 0:20?", Asks.YES_NO),
+    ("Is she seen again? If so, when?", Asks.YES_NO),
+    ("The voice at 0:30: if it was heard before, when was that?", Asks.WHEN),
+    ("If you remember, what is said at 0:40?", Asks.WHAT),
+    # a lead-in before the question proper
+    ("Hey, at 0:26, is it the man with glasses who's talking?", Asks.YES_NO),
+    ("Quick question: does the man at 0:10 come back later, and if so at what time?", Asks.YES_NO),
+    ("Hey, do you remember who speaks at 0:10?", Asks.WHO),
+    ("At 1:20, which side is talking?", Asks.WHICH),
+    ("The voice at 0:30 - when was it first heard?", Asks.WHEN),
+    # a count asked without "how many"
+    ("I need the number of times the screen went dark up to 0:40.", Asks.HOW_MANY),
+    ("Number of people visible at 0:10?", Asks.HOW_MANY),
 ]
 
 
@@ -170,6 +186,7 @@ def test_words_said_and_the_one_moment(question: str, words: bool, moment: float
     ('Who speaks right after "we will win"?', False),
     ('When is "we will win" said?', False),
     ("What is said right after the debate?", False),
+    ('Somebody starts with "we will" - how does that sentence wrap up?', True),
 ])
 def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
     assert read_question(question).asks_continuation is continues
@@ -236,3 +253,5 @@ def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
     led = read_question("What did the video show in the segment leading up to the one at 0:57?")
     assert led.order and led.asks_earlier and not led.asks_later and not led.so_far
     assert read_question("What was shown up to 0:57?").so_far
+    ahead = read_question("Which scene came just ahead of the one at 1:53?")
+    assert ahead.order and ahead.asks_earlier and not ahead.asks_later

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from m3agent.control.people.graph_answers import graph_answer
+from m3agent.control.people.graph_answers import _beyond, graph_answer
 from m3agent.domain import ShotRecord
 from m3agent.graph.operators import EntityGraph
-from m3agent.graph.scenes import SceneDescription, describe, matching_scenes, scenes
+from m3agent.graph.scenes import SceneDescription, describe, matching_scenes, picture_span, scenes, two_scenes
+from m3agent.graph.values import Appearance, Role
 from test_graph_answers import plan, ref
 from test_graph_operators import build
 
@@ -37,6 +38,9 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("the photo of a woman in a black dress", SceneDescription("still", None, ("woman",), clothes="dark")),
     ("the man in a white T-shirt", SceneDescription("any", None, ("man",), clothes="white")),
     ("times the video shows a still image", SceneDescription("still")),
+    ("times the picture went dark with only a voice", SceneDescription("dark", 0)),
+    ("voice-only moments with a blank frame", SceneDescription("dark", 0)),
+    ("a photo of a dark night", SceneDescription("still", topic=("dark", "night"))),
 ])
 def test_a_description_in_measured_terms(text: str, expected: SceneDescription) -> None:
     assert describe(text) == expected
@@ -102,6 +106,43 @@ def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
     assert unchecked.person.about == "the photo of a lighthouse", "the model's words dropped, the question's taken"
 
 
+@pytest.mark.parametrize(("kinds", "spans"), [
+    (("live", "live", "live"), [(0.0, 60.0)] * 3),  # camera cuts within one recording
+    (("still", "still", "still"), [(0.0, 12.0), (12.0, 48.0), (48.0, 60.0)]),  # another photo, another picture
+    (("live", "live", "still"), [(0.0, 48.0), (0.0, 48.0), (48.0, 60.0)]),
+])
+def test_the_picture_shown_at_a_moment_ends_where_a_still_begins_or_ends(
+        make_store: Callable[[], Any], kinds: tuple[str, str, str], spans: list[tuple[float, float]]) -> None:
+    store = make_store()
+    build(store, shots=[ShotRecord("v1", 0, 0.0, 12.0, True, kinds[0], 0.9),
+                        ShotRecord("v1", 0, 12.0, 30.0, True, kinds[1], 0.9),
+                        ShotRecord("v1", 1, 30.0, 48.0, False, kinds[1], 0.9),
+                        ShotRecord("v1", 1, 48.0, 60.0, True, kinds[2], 0.9)])
+    graph = EntityGraph(store)
+    assert [picture_span(graph, "v1", t) for t in (5.0, 40.0, 55.0)] == spans
+
+
+def test_a_voice_heard_on_from_the_photo_before_was_heard_earlier() -> None:
+    """"The voice at 0:20 - heard before?": it went on from 0:00 under another photo, so yes, at 0:00-0:12; what it
+    said from another moment of the same picture is no earlier time."""
+    voice = Appearance("v1", 0.0, 22.0, Role.VOICE)
+    assert _beyond([voice], (12.0, 22.0)) == [Appearance("v1", 0.0, 12.0, Role.VOICE)]
+    assert _beyond([voice], (0.5, 22.0)) == []  # half a second over the cut: the same picture's voice
+    assert _beyond([voice], None) == []
+
+
+def test_two_things_set_in_order_are_two_scenes(graph: EntityGraph) -> None:
+    """"The man" fits the scenes at 0:00 and 0:12 alike, "the two people side by side" only the one at 0:00: in an
+    order question the two are different scenes, so the man is the one at 0:12 and comes second."""
+    man, two = describe("the man"), describe("the two people side by side")
+    found = two_scenes(graph, "v1", man, two)
+    assert found is not None and [s.start_s for s in found] == [12.0, 0.0]
+    assert two_scenes(graph, "v1", two, describe("two people")) is None  # one scene for both: no order to tell
+    order = graph_answer(graph, "v1", plan("Is the man shown before the two people side by side?", "which_first",
+                                           ref(about="the man"), ref(about="the two people side by side")))
+    assert order is not None and order.text.startswith("No: the two people side by side (0:00–0:12) comes first")
+
+
 def test_an_operation_the_question_rules_out_is_replaced() -> None:
     ended = plan("Could you tell me what the video finishes on?", "when", ref())
     assert ended.ask == "scene" and ended.person.scene == "last"
@@ -136,6 +177,13 @@ def test_an_operation_the_question_rules_out_is_replaced() -> None:
     assert kept.ask == "seen_again"
     asked_when = plan("What time is the dark screen first shown?", "when", ref(about="the dark screen"))
     assert asked_when.ask == "when"
+    heard_before = plan("Was the voice at 0:26 already heard earlier in the video, and when?", "when",
+                        ref(kind="speaker", time="0:26"))
+    assert (heard_before.ask, heard_before.direction) == ("seen_again", "before")
+    when_heard = plan("When is the voice at 0:26 heard?", "when", ref(kind="speaker", time="0:26"))
+    assert when_heard.ask == "when"  # not a yes/no question
+    by_then = plan("By 0:40, has the man at 0:10 been seen before?", "when", ref(kind="man", time="0:10"))
+    assert by_then.ask == "when"  # two times: a bound, not one moment
 
 
 def test_the_plan_is_checked_against_the_reading_for_scenes(graph: EntityGraph) -> None:

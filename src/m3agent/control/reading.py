@@ -58,6 +58,13 @@ _ASKS: tuple[tuple[Phrase, Asks], ...] = (
 )  # fmt: skip
 """Question words, longest first at each start; the first one in the question decides ("whether" opens an
 embedded yes-or-no question: "I wonder whether she spoke")."""
+_ASKING_IF = frozenset({"wonder", "wondering", "know", "out", "check", "checking", "see", "ask", "asking", "sure",
+                        "confirm", "remember", "recall", "tell", "me", "us", "curious", "unsure", "doubt"})
+"""Words after which "if" opens an embedded yes-or-no question, as "whether" does ("I'm trying to figure out if she
+spoke", "let me know if", "not sure if"); elsewhere "if" is a condition ("if so, when?") and decides nothing."""
+_COUNTING: tuple[Phrase, ...] = (("number", "of"),)
+"""Words that ask for a count as "how many" does ("the number of times the screen went dark"); not question
+words, so not words of asking elsewhere ("the photo of a couple")."""
 _REQUESTS = frozenset({"tell", "give", "describe", "say", "show", "remind", "let", "know", "remember", "recall",
                        "explain", "list", "name", "summarise", "summarize", "help", "quote", "repeat", "finish",
                        "complete"})
@@ -66,6 +73,10 @@ what the video ends on?" asks what, not yes or no)."""
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
                           "will", "would", "should", "shall", "may", "might", "must"})
 """A question opening with one of these asks yes or no, whatever question word follows."""
+_SUBJECTS = frozenset({"it", "there", "the", "this", "that", "these", "those", "he", "she", "they", "we", "i", "a",
+                       "an", "any", "anyone", "anybody", "someone", "somebody", "his", "her", "their", "you"})
+"""Words that open the subject after an auxiliary: "hey, at 0:26, is it the man who's talking?" turns into a yes/no
+question where "is it" stands, before its "who" (a relative word there, not a question word)."""
 _PERSON_WORDS = frozenset({"who", "whom", "whose"})
 _FIRST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("first scene", "first shot", "first part", "opening scene", "opening shot",
@@ -81,9 +92,11 @@ _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",),
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
 _BOUND_WORDS = frozenset({w for phrase in _SO_FAR for w in phrase} | {"mark", "point"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
-_LEADING_UP: tuple[Phrase, ...] = tuple(
-    (verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran"))
-"""What comes just before ("the segment leading up to the one at 0:57"): an order looking back, not a bound."""
+_LEADING_UP: tuple[Phrase, ...] = (
+    *((verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran")),
+    ("ahead", "of"))
+"""What comes just before ("the segment leading up to the one at 0:57", "the scene just ahead of the one at 1:53"):
+an order looking back, not a bound."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "preceding",
                           "prior"})
 _LATER = frozenset({"after", "later", "next", "following", "follows"})
@@ -119,7 +132,7 @@ _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
 _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
-                        "continues", "continuing"})
+                        "continues", "continuing", "wrap", "wraps", "conclude", "concludes"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES | _REQUESTS | _WORDS_SAID | _GIST \
@@ -313,6 +326,12 @@ def _asks(tokens: Phrase) -> Asks:
     if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
         return Asks.YES_NO
     for start in range(len(tokens)):
+        if tokens[start] == "if" and start and tokens[start - 1] in _ASKING_IF:
+            return Asks.YES_NO
+        if start and tokens[start] in _AUXILIARIES and tokens[start + 1: start + 2] and tokens[start + 1] in _SUBJECTS:
+            return _asks(tokens[start:])  # the question proper begins here, after a lead-in ("hey, at 0:26, is it")
+        if any(tokens[start: start + len(phrase)] == phrase for phrase in _COUNTING):
+            return Asks.HOW_MANY
         for phrase, asks in _ASKS:
             if tokens[start: start + len(phrase)] == phrase:
                 return asks

@@ -54,7 +54,8 @@ _FRAME_WORDS = frozenset({"scene", "shot", "part", "screen", "shown", "show", "s
                           "last", "appear", "appears", "person", "people", "someone", "side", "by", "with",
                           "front", "while", "voice", "talking", "speaking", "speaks", "talks", "says", "heard",
                           "goes", "gone", "went", "turns", "becomes", "include", "includes",
-                          "different", "distinct", "separate", "times", "time", "passage", "passages"})
+                          "different", "distinct", "separate", "times", "time", "passage", "passages", "moment",
+                          "moments", "only", "just", "instance", "instances", "occasion", "occasions"})
 """Words that frame a description rather than say what is in it."""
 MIN_FIT = 0.5
 """A scene must fit at least this share of what the description says to be one it may mean."""
@@ -131,7 +132,7 @@ def describe(text: str) -> SceneDescription:
     clothes = clothes_named(tokens)
     if dark:  # nobody on screen, however many are heard ("a dark screen with three voices")
         people, kinds, clothes = 0, (), None
-    known = set(_SHOWN) | set(_PEOPLE) | set(_KINDS) | _EYEWEAR | _FRAME_WORDS | (_DARK if dark else set())
+    known = set(_SHOWN) | set(_PEOPLE) | set(_KINDS) | _EYEWEAR | _FRAME_WORDS | ((_DARK | _SCREEN) if dark else set())
     known |= (set(CLOTHES_COLOURS) | GARMENTS) if clothes else set()
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
@@ -143,11 +144,15 @@ def _lookup(table: dict[str, T], word: str) -> T | None:
     return table.get(word, table.get(stem(word)))
 
 
+_SCREEN = frozenset({"screen", "picture", "frame", "display"})
+"""What a dark word is said of when the screen is dark ("the screen goes black", "the picture went dark")."""
+
+
 def _dark_screen(tokens: list[str]) -> bool:
-    """Whether the words say the screen is dark: a dark word right before "screen", or within three words after
-    it ("dark hair" is no dark screen)."""
+    """Whether the words say the screen is dark: a dark word right before "screen" (or "picture", "frame"), or
+    within three words after it ("dark hair" is no dark screen)."""
     for i, w in enumerate(tokens):
-        if w == "screen" and ((i and tokens[i - 1] in _DARK) or _DARK & set(tokens[i + 1: i + 4])):
+        if w in _SCREEN and ((i and tokens[i - 1] in _DARK) or _DARK & set(tokens[i + 1: i + 4])):
             return True
     return False
 
@@ -163,16 +168,60 @@ def scenes(graph: EntityGraph, video_id: str) -> list[tuple[ShotView, ...]]:
     return [tuple(g) for g in grouped]
 
 
+def picture_span(graph: EntityGraph, video_id: str, time_s: float) -> tuple[float, float] | None:
+    """The stretch of the video around ``time_s`` that shows one picture: its shots up to a cut into or out of a
+    still picture or a dark screen (another photo under the same narration is another thing shown), while cuts
+    between two live shots stay inside it (a camera cut within one recording). None without shots."""
+    shots = graph.shots(video_id)
+    if not shots:
+        return None
+    at = next((i for i, s in enumerate(shots) if s.start_s <= time_s < s.end_s),
+              min(range(len(shots)), key=lambda i: abs((shots[i].start_s + shots[i].end_s) / 2 - time_s)))
+    first = last = at
+    while first > 0 and not _picture_changes(shots[first - 1], shots[first]):
+        first -= 1
+    while last + 1 < len(shots) and not _picture_changes(shots[last], shots[last + 1]):
+        last += 1
+    return shots[first].start_s, shots[last].end_s
+
+
+def _picture_changes(before: ShotView, after: ShotView) -> bool:
+    return after.opens_scene and not (before.kind == "live" and after.kind == "live")
+
+
 def matching_scenes(graph: EntityGraph, video_id: str, description: SceneDescription) -> list[Scene]:
     """The scenes of ``video_id`` that fit ``description`` best (all with the best fit, at least
     :data:`MIN_FIT`), in order of time; empty when the description says nothing or nothing fits."""
+    fitting = fitting_scenes(graph, video_id, description)
+    best = max((s.fit for s in fitting), default=0.0)
+    return [s for s in fitting if s.fit >= best - 1e-9]
+
+
+def fitting_scenes(graph: EntityGraph, video_id: str, description: SceneDescription) -> list[Scene]:
+    """Every scene of ``video_id`` that fits ``description`` at least :data:`MIN_FIT`, in order of time."""
     if description.empty:
         return []
     scored = [Scene(group, _fit(graph, group, description)) for group in scenes(graph, video_id)]
-    best = max((s.fit for s in scored), default=0.0)
-    if best < MIN_FIT:
-        return []
-    return [s for s in scored if s.fit >= best - 1e-9]
+    return [s for s in scored if s.fit >= MIN_FIT]
+
+
+def two_scenes(graph: EntityGraph, video_id: str, one: SceneDescription, two: SceneDescription
+               ) -> tuple[Scene, Scene] | None:
+    """The first scene each of two descriptions means, never the same one: a question that sets two described
+    things in order speaks of two scenes, so when both fit one scene best, that scene goes to the description it
+    fits better (ties: the pair fitting best in all) and the other takes its next best; None when either has no
+    scene of its own."""
+    a, b = fitting_scenes(graph, video_id, one), fitting_scenes(graph, video_id, two)
+    pairs = [(x.fit + y.fit, -x.start_s - y.start_s, x, y) for x in a for y in b if x.start_s != y.start_s]
+    if not pairs:
+        return None
+    best_a, best_b = max(s.fit for s in a), max(s.fit for s in b)
+    first_a = next(s for s in a if s.fit >= best_a - 1e-9)
+    first_b = next(s for s in b if s.fit >= best_b - 1e-9)
+    if first_a.start_s != first_b.start_s:
+        return first_a, first_b
+    _, _, x, y = max(pairs, key=lambda p: (p[0], p[1]))
+    return x, y
 
 
 def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescription) -> float:

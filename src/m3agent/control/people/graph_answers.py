@@ -12,7 +12,7 @@ the answer's cited evidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from m3agent.control.people.graph_facts import quote
@@ -29,7 +29,7 @@ from m3agent.control.people.words import (
 from m3agent.graph.fits import fits_gender, seen_while_heard
 from m3agent.graph.lips import LikelySpeaker, likely_speaker
 from m3agent.graph.references import Reference, Resolved, resolve
-from m3agent.graph.scenes import Scene, describe, matching_scenes
+from m3agent.graph.scenes import Scene, describe, matching_scenes, picture_span, two_scenes
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.perception.attributes.names import Attribute
@@ -115,8 +115,11 @@ def _seen_again(run: _Run) -> GraphAnswer | None:
     apps = _sensed(run.graph.appearances(found.person, run.video_id), sense)
     here = [a for a in apps if _inside(a, found.window)]
     direction = run.plan.direction
-    others = [a for a in apps if not _inside(a, found.window)
-              and (direction == "any" or (a.start_s > found.window[1]) == (direction == "after"))]
+    picture = picture_span(run.graph, run.video_id, sum(found.window) / 2)
+    elsewhere = [a for a in apps if not _inside(a, found.window)] + _beyond(here, picture)
+    others = sorted((a for a in elsewhere
+                     if direction == "any" or (a.start_s > found.window[1]) == (direction == "after")),
+                    key=lambda a: a.start_s)
     person = who(run.graph, found.person, found.sighting)
     words = {"after": "again later", "before": "earlier", "any": "at other times"}[direction]
     if others:
@@ -124,6 +127,17 @@ def _seen_again(run: _Run) -> GraphAnswer | None:
                           spans=run.spans_of(others))
     return run.answer("seen_no", who=person, sense=_SENSE_WORD[sense],
                       spans=run.spans_of(here) or span_text(*found.window))
+
+
+def _beyond(here: list[Appearance], picture: tuple[float, float] | None) -> list[Appearance]:
+    """The parts of the appearances at the moment asked about that lie past the picture shown then, by more than
+    :data:`SAME_SPAN_S` (a voice that went on from another photo is heard earlier than this one, "the voice at 1:22:
+    heard before?" - yes, at 1:06-1:17 under the photo before)."""
+    if picture is None:
+        return []
+    start, end = picture
+    out = [replace(a, end_s=start) for a in here if a.start_s < start - SAME_SPAN_S]
+    return out + [replace(a, start_s=end) for a in here if a.end_s > end + SAME_SPAN_S]
 
 
 def _same_person(run: _Run) -> GraphAnswer | None:
@@ -175,7 +189,10 @@ def _which_first(run: _Run) -> GraphAnswer | None:
     if _is_scene(person) and (other is None or _bare_moment(other)):  # one described scene: when is it shown
         bound = other.time_s if other is not None else person.time_s
         return _when_scene(run, bound if run.plan.so_far else None)
-    one, two = _first_time(run, person), _first_time(run, other)
+    if _is_scene(person) and other is not None and _is_scene(other):
+        one, two = _first_times_of_two_scenes(run, person, other)
+    else:
+        one, two = _first_time(run, person), _first_time(run, other)
     if one is None or two is None:
         return None
     (a_text, a_time), (b_text, b_time) = sorted((one, two), key=lambda t: t[1])
@@ -183,6 +200,19 @@ def _which_first(run: _Run) -> GraphAnswer | None:
     if run.plan.yes_no:  # "does A come before B?" is answered yes or no, then the order
         section = "first_yes" if (one[1] <= two[1]) != run.plan.later else "first_no"
     return run.answer(section, first=a_text, first_time=clock(a_time), second=b_text, second_time=clock(b_time))
+
+
+def _first_times_of_two_scenes(run: _Run, one: Reference, two: Reference
+                               ) -> tuple[tuple[str, float] | None, tuple[str, float] | None]:
+    """When each of two described scenes is first shown, never as the same scene (:func:`two_scenes`)."""
+    found = two_scenes(run.graph, run.video_id, describe(one.about), describe(two.about))
+    if found is None:
+        return None, None
+    for scene in found:
+        run.spans.append((scene.start_s, scene.end_s))
+    (a, b), (x, y) = (one, two), found
+    return (f"{_named(a)} ({span_text(x.start_s, x.end_s)})", x.start_s), \
+        (f"{_named(b)} ({span_text(y.start_s, y.end_s)})", y.start_s)
 
 
 def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:

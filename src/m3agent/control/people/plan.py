@@ -258,10 +258,12 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     """The plan's operation, or the one the question's form leaves when it rules the model's out: a "what"
     question planned as a yes/no operation or a time asks what is shown in the scene it names ("what does the video
     end on?"), else what the memories say; "the scene" next to a clock time by an order word is its neighbour
-    after or before it; "same person" with one person named asks whether they were seen or heard before (or
-    after), as the question's order words say, or, in a yes/no question with no order word that speaks of
-    talking, whether they are the one speaking; "seen again" in a question that asks of no other time is whether a
-    voice is ever seen, or whether anyone is there."""
+    after or before it, and a neighbour lies the way the question's order words look; "same person" with one
+    person named asks whether they were seen or heard before (or after), as the question's order words say, or, in
+    a yes/no question with no order word that speaks of talking, whether they are the one speaking; "when" in a
+    yes/no question of the person at one moment, one way in time, is whether they are seen or heard again that
+    way; "seen again" in a question that asks of no other time is whether a voice is ever seen, or whether anyone
+    is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
@@ -270,6 +272,11 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return ("after", "after") if reading.asks_later else ("before", "before")
     if ask == "recall" and _a_moment_in_order(person, reading):  # "what was shown leading up to 0:57?"
         return ("after", "after") if reading.asks_later else ("before", "before")
+    if ask in ("after", "before") and reading.asks_later != reading.asks_earlier \
+            and (ask == "after") != reading.asks_later:  # "the scene just ahead of the one at 1:53" looks back
+        return ("after", "after") if reading.asks_later else ("before", "before")
+    if ask == "when" and _asks_again_one_way(person, reading):  # "was the voice at 0:26 heard earlier?"
+        return "seen_again", "before" if reading.asks_earlier else "after"
     if ask == "seen_again" and not reading.asks_again and len(reading.times) == 1 and other is None:
         if person.heard and not person.quote:  # "speaker at 1:28 visible on screen anywhere?"
             return "ever_seen", direction
@@ -281,6 +288,13 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
             return "speaks", direction  # "is she the one doing the talking?": the same person as the speaker
         return "seen_again", way
     return ask, direction
+
+
+def _asks_again_one_way(person: Reference, reading: QuestionReading) -> bool:
+    """Whether a yes/no question asks if the person at one moment is seen or heard again one way in time ("was the
+    speaker at 0:26 heard earlier, and when?"): not when they are (a "when" question), not what came by then."""
+    return reading.asks is Asks.YES_NO and person.kind != "none" and person.time_s is not None \
+        and len(reading.times) == 1 and not reading.so_far and reading.asks_earlier != reading.asks_later
 
 
 def _anybody(person: Reference) -> bool:
