@@ -260,7 +260,8 @@ class JobRunner:
             if job.id in self._stopping:
                 log.info("job %s interrupted by shutdown; it resumes at the next start", job.id)
                 return
-            self._discard(self._update(job.id, state=JobState.CANCELLED, finished_at=time.time()))
+            with self._lock:  # whoever reads the job cancelled finds its copy gone (the lock is the readers')
+                self._discard(self._update(job.id, state=JobState.CANCELLED, finished_at=time.time()))
         except M3AgentError as exc:
             self._update(job.id, state=JobState.FAILED, error=self._public(exc.message),
                          hint=self._public(exc.hint), finished_at=time.time())
