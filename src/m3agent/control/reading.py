@@ -328,7 +328,7 @@ def _asks(tokens: Phrase) -> Asks:
     for start in range(len(tokens)):
         if tokens[start] == "if" and start and tokens[start - 1] in _ASKING_IF:
             return Asks.YES_NO
-        if start and tokens[start] in _AUXILIARIES and tokens[start + 1: start + 2] and tokens[start + 1] in _SUBJECTS:
+        if start and tokens[start] in _AUXILIARIES and start + 1 < len(tokens) and tokens[start + 1] in _SUBJECTS:
             return _asks(tokens[start:])  # the question proper begins here, after a lead-in ("hey, at 0:26, is it")
         if any(tokens[start: start + len(phrase)] == phrase for phrase in _COUNTING):
             return Asks.HOW_MANY

@@ -172,12 +172,11 @@ def picture_span(graph: EntityGraph, video_id: str, time_s: float) -> tuple[floa
     """The stretch of the video around ``time_s`` that shows one picture: its shots up to a cut into or out of a
     still picture or a dark screen (another photo under the same narration is another thing shown), while cuts
     between two live shots stay inside it (a camera cut within one recording). None without shots."""
-    shots = graph.shots(video_id)
-    if not shots:
+    shot = graph.shot_at(video_id, time_s)
+    if shot is None:
         return None
-    at = next((i for i, s in enumerate(shots) if s.start_s <= time_s < s.end_s),
-              min(range(len(shots)), key=lambda i: abs((shots[i].start_s + shots[i].end_s) / 2 - time_s)))
-    first = last = at
+    shots = graph.shots(video_id)
+    first = last = shot.index
     while first > 0 and not _picture_changes(shots[first - 1], shots[first]):
         first -= 1
     while last + 1 < len(shots) and not _picture_changes(shots[last], shots[last + 1]):
@@ -192,7 +191,10 @@ def _picture_changes(before: ShotView, after: ShotView) -> bool:
 def matching_scenes(graph: EntityGraph, video_id: str, description: SceneDescription) -> list[Scene]:
     """The scenes of ``video_id`` that fit ``description`` best (all with the best fit, at least
     :data:`MIN_FIT`), in order of time; empty when the description says nothing or nothing fits."""
-    fitting = fitting_scenes(graph, video_id, description)
+    return _best(fitting_scenes(graph, video_id, description))
+
+
+def _best(fitting: list[Scene]) -> list[Scene]:
     best = max((s.fit for s in fitting), default=0.0)
     return [s for s in fitting if s.fit >= best - 1e-9]
 
@@ -207,17 +209,14 @@ def fitting_scenes(graph: EntityGraph, video_id: str, description: SceneDescript
 
 def two_scenes(graph: EntityGraph, video_id: str, one: SceneDescription, two: SceneDescription
                ) -> tuple[Scene, Scene] | None:
-    """The first scene each of two descriptions means, never the same one: a question that sets two described
-    things in order speaks of two scenes, so when both fit one scene best, that scene goes to the description it
-    fits better (ties: the pair fitting best in all) and the other takes its next best; None when either has no
-    scene of its own."""
+    """The first scene each of two descriptions means (as :func:`matching_scenes`), never the same one: a question
+    that sets two described things in order speaks of two scenes, so when both mean one scene first, the pair of
+    different scenes that fits best in all is taken (the earlier pair on a tie); None when there is no such pair."""
     a, b = fitting_scenes(graph, video_id, one), fitting_scenes(graph, video_id, two)
     pairs = [(x.fit + y.fit, -x.start_s - y.start_s, x, y) for x in a for y in b if x.start_s != y.start_s]
     if not pairs:
         return None
-    best_a, best_b = max(s.fit for s in a), max(s.fit for s in b)
-    first_a = next(s for s in a if s.fit >= best_a - 1e-9)
-    first_b = next(s for s in b if s.fit >= best_b - 1e-9)
+    first_a, first_b = _best(a)[0], _best(b)[0]
     if first_a.start_s != first_b.start_s:
         return first_a, first_b
     _, _, x, y = max(pairs, key=lambda p: (p[0], p[1]))

@@ -208,11 +208,13 @@ def _first_times_of_two_scenes(run: _Run, one: Reference, two: Reference
     found = two_scenes(run.graph, run.video_id, describe(one.about), describe(two.about))
     if found is None:
         return None, None
-    for scene in found:
-        run.spans.append((scene.start_s, scene.end_s))
-    (a, b), (x, y) = (one, two), found
-    return (f"{_named(a)} ({span_text(x.start_s, x.end_s)})", x.start_s), \
-        (f"{_named(b)} ({span_text(y.start_s, y.end_s)})", y.start_s)
+    return _shown_first(run, one, found[0]), _shown_first(run, two, found[1])
+
+
+def _shown_first(run: _Run, ref: Reference, scene: Scene) -> tuple[str, float]:
+    """The described scene ``ref`` as first shown in ``scene`` (cited), and when."""
+    run.spans.append((scene.start_s, scene.end_s))
+    return f"{_named(ref)} ({span_text(scene.start_s, scene.end_s)})", scene.start_s
 
 
 def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
@@ -222,8 +224,7 @@ def _first_time(run: _Run, ref: Reference | None) -> tuple[str, float] | None:
         shown = _scenes_of(run, ref)
         if not shown:
             return None
-        run.spans.append((shown[0].start_s, shown[0].end_s))
-        return f"{_named(ref)} ({span_text(shown[0].start_s, shown[0].end_s)})", shown[0].start_s
+        return _shown_first(run, ref, shown[0])
     if ref.kind == "photo" and not ref.anchored:
         shot = next((s for s in run.graph.shots(run.video_id) if s.kind == "still" and
                      run.graph.at(run.video_id, s.start_s, s.end_s).on_screen), None)

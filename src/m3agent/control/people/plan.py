@@ -269,12 +269,12 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return ("scene" if named else "recall"), direction
     if ask == "scene" and reading.times and reading.order and reading.scene is Scene.ANY \
             and reading.asks_later != reading.asks_earlier:  # "the scene following 0:04?": its neighbour
-        return ("after", "after") if reading.asks_later else ("before", "before")
+        return _neighbour_way(reading)
     if ask == "recall" and _a_moment_in_order(person, reading):  # "what was shown leading up to 0:57?"
-        return ("after", "after") if reading.asks_later else ("before", "before")
+        return _neighbour_way(reading)
     if ask in ("after", "before") and reading.asks_later != reading.asks_earlier \
             and (ask == "after") != reading.asks_later:  # "the scene just ahead of the one at 1:53" looks back
-        return ("after", "after") if reading.asks_later else ("before", "before")
+        return _neighbour_way(reading)
     if ask == "when" and _asks_again_one_way(person, reading):  # "was the voice at 0:26 heard earlier?"
         return "seen_again", "before" if reading.asks_earlier else "after"
     if ask == "seen_again" and not reading.asks_again and len(reading.times) == 1 and other is None:
@@ -288,6 +288,11 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
             return "speaks", direction  # "is she the one doing the talking?": the same person as the speaker
         return "seen_again", way
     return ask, direction
+
+
+def _neighbour_way(reading: QuestionReading) -> tuple[Ask, Direction]:
+    """The neighbour the question's order words point to: after it, or before it."""
+    return ("after", "after") if reading.asks_later else ("before", "before")
 
 
 def _asks_again_one_way(person: Reference, reading: QuestionReading) -> bool:
