@@ -18,6 +18,7 @@ from m3agent.errors import ConfigError, ContextOverflowError, MissingExtraError,
 from m3agent.llm import CHAT_MODELS, create_chat_model
 from m3agent.llm.openvino import OpenVinoChat, prepared_folder
 from m3agent.llm.spec import ModelSpec
+from m3agent.mapped_pages import resident_bytes
 
 SCHEMA = {"type": "object", "properties": {
     "answer": {"type": "string", "minLength": 1, "maxLength": 80},
@@ -95,6 +96,10 @@ def test_the_packaged_model_answers_under_the_schema_refuses_an_overlong_prompt_
         assert "oslo" in reply.parsed["answer"].lower() and set(reply.parsed["used"]) <= {"m1", "m2"}
         assert reply.usage.prompt_tokens > 30 and reply.usage.completion_tokens > 0
         assert chat.timings["prompt_ms"] > 0 and chat.process.ready["version"]
+        folder = Path(chat.process.ready["folder"])
+        held = resident_bytes(folder, chat.process.pid or 0)
+        assert held < (folder / "openvino_model.bin").stat().st_size // 8, \
+            f"after an answer the worker holds {held >> 20} MiB of the model file's pages (repacked, not read again)"
         with pytest.raises(ContextOverflowError, match="context window"):
             chat.chat([{"role": "user", "content": "word " * 300}], max_tokens=8)
         again = chat.chat(QUESTION, schema=SCHEMA, max_tokens=40)

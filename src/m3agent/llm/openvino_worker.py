@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.llm.worker import Answerer, serve
+from m3agent.mapped_pages import PageReleaser
 
 READABLE = frozenset({"F32", "F16", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q8_0"})
 """GGUF tensor types OpenVINO GenAI's GGUF reader converts (others fail in ``gguf_tensor_to_f16``)."""
@@ -42,7 +43,17 @@ def main() -> int:
 
 def _answerer(init: dict[str, Any]) -> tuple[Answerer | None, dict[str, Any]]:
     pipe, ready = _load(init)
-    return (None if pipe is None else lambda request: _answer(pipe, request, init)), ready
+    if pipe is None:
+        return None, ready
+    releaser = PageReleaser(Path(str(init["prepared_dir"]))).start()
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return _answer(pipe, request, init)
+        finally:
+            releaser.settle()
+
+    return answer, ready
 
 
 def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -56,8 +67,9 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     options = _pipeline_options(genai, init)
     try:
         prepared = _is_prepared(folder)
-        pipe = genai.LLMPipeline(str(folder), "CPU", **options) if prepared else \
+        if not prepared:
             _prepare(genai, Path(str(init["model_path"])), folder, options)
+        pipe = genai.LLMPipeline(str(folder), "CPU", **options)
     except (RuntimeError, ValueError, OSError) as exc:
         return None, {"error": "load", "message": str(exc)}
     ready = {"load_s": round(time.perf_counter() - started, 3), "version": str(genai.get_version()),
@@ -81,11 +93,13 @@ def _is_prepared(folder: Path) -> bool:
     return all((folder / name).is_file() for name in MODEL_FILES)
 
 
-def _prepare(genai: Any, gguf: Path, folder: Path, options: dict[str, Any]) -> Any:
-    """Convert ``gguf`` into ``folder`` (the model and tokenizers OpenVINO reads) and return the loaded pipeline.
+def _prepare(genai: Any, gguf: Path, folder: Path, options: dict[str, Any]) -> None:
+    """Convert ``gguf`` into ``folder`` (the model and tokenizers OpenVINO reads).
 
     Built in a sibling temporary folder renamed into place at the end, so an interrupted preparation leaves no
-    half-written model under ``folder``."""
+    half-written model under ``folder``. The converting pipeline is dropped and the caller loads the saved model,
+    as every later process does: the converted weights then come from the file, whose pages
+    :class:`~m3agent.mapped_pages.PageReleaser` can give back (the converting pipeline holds its own copy)."""
     building = folder.with_name(folder.name + f".tmp{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
@@ -98,14 +112,13 @@ def _prepare(genai: Any, gguf: Path, folder: Path, options: dict[str, Any]) -> A
             rewrite_gguf(gguf, source)
         else:
             source.symlink_to(gguf.resolve())
-        pipe = genai.LLMPipeline(str(source), "CPU", **options, enable_save_ov_model=True)
+        genai.LLMPipeline(str(source), "CPU", **options, enable_save_ov_model=True)  # converts and saves
         source.unlink()
         if not _is_prepared(building):
             raise RuntimeError(f"OpenVINO GenAI did not save the converted model in {building}")
         with contextlib.suppress(OSError):
             shutil.rmtree(folder)
         building.rename(folder)
-        return pipe
     finally:
         shutil.rmtree(building, ignore_errors=True)
 
