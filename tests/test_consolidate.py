@@ -304,6 +304,14 @@ def test_a_role_a_speaker_only_says_of_you_is_not_theirs(person: str, line: str,
     ("likes", "remote control design", "I wonder if incorporating that into the design of a remote control.", False),
     ("likes", "jazz", "I'm really into jazz.", True),
     ("likes", "spiked wings", "I feel like someone spiked my wings.", False),  # a comparison, no liking
+    ("likes", "spiked wings", "I don't know how to do like someone spiked my wings.", False),  # no subject
+    ("likes", "rock", "I did like that rock, it was funny.", False),  # pointed at: "that rock" is not rock
+    ("likes", "jazz", "I don't like jazz.", False),
+    ("likes", "jazz", "I never really liked jazz.", False),
+    ("likes", "painting", "I've always liked painting.", True),
+    ("likes", "hiking", "We all really like hiking.", True),
+    ("likes", "painting", "I don't love painting.", False),
+    ("likes", "tea", "So, like, I went home and had tea.", False),  # a filler
     ("habit", "drinks tea", "I drink tea every morning.", True),
     ("relation", "<voice_2>'s wife", "My wife and I moved here last year.", True),
     ("place", "DC", "I'm currently in DC for my orientation.", True),

@@ -180,16 +180,25 @@ Republican president" states a senator, not a president), and around a habit's w
 ("I drink it every morning")."""
 
 
+DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
+"""A liking of something pointed at ("I did like that rock", "I love this one") names it only for those who were
+there: stored as "likes rock" it would say something else, so a liking's cue followed by one states none."""
+
+
 def _near_cue(kind: str, cue: re.Pattern[str], lowered: str, value: str) -> bool:
     """Whether ``value`` stands by a ``cue`` of ``lowered`` (see :data:`CUE_REACH`)."""
     head = [stem(w) for w in _WORD.findall(tags.rewrite(value.lower(), lambda _tag: " ")) if w not in STOPWORDS]
     if kind == "relation" or not head:
         return cue.search(lowered) is not None  # a relation's cue is its own word ("my wife")
-    words = [stem(w) for w in _WORD.findall(lowered)]
+    raw = _WORD.findall(lowered)
+    words = [stem(w) for w in raw]
     for match in cue.finditer(lowered):
         at = len(_WORD.findall(lowered[: match.start()]))
+        after = at + len(_WORD.findall(match.group()))
+        if kind == "likes" and after < len(raw) and raw[after] in DEMONSTRATIVES:
+            continue
         low = max(0, at - CUE_REACH) if kind == "habit" else at
-        window = set(words[low : at + len(_WORD.findall(match.group())) + CUE_REACH])
+        window = set(words[low : after + CUE_REACH])
         if (window & set(head)) if kind == "habit" else head[-1] in window:
             return True
     return False

@@ -45,14 +45,22 @@ FIXED_FORMS = re.compile(rf"^{tags.pattern()} is on screen |^Shot |^On screen ")
 FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'll", "i'd", "me", "my", "mine", "myself", "we", "we're", "we've",
                           "our", "ours", "us"})
 SECOND_PERSON = frozenset({"you", "your", "you're", "yours", "yourself"})
+_NEGATION = r"(?:not|never|n't|don't|dont|didn't|didnt|doesn't|doesnt|no)"
+_LIKE_VERB = (r"(?:\b(?:i|i've|we|we've|they|they've|you|you've|he|she)|<[a-z]+_\d+>)"
+              r"(?:\s+(?!" + _NEGATION + r"\b)[a-z']+){0,2}?\s+"
+              r"(?<!feel )(?<!feels )(?<!felt )(?<!look )(?<!looks )(?<!sound )(?<!sounds )(?<!seem )(?<!seems )"
+              r"(?<!'d )(?<!would )like[sd]?")
+""""Like" as a verb of liking: after its subject, with at most two words between ("I like", "we all really
+like", "I did like") and none of them a negation ("I don't like"); never "feel like", "looks like" (a
+comparison) or "I'd like" (a wish). Without a subject before it, "like" is a preposition or a filler ("how to
+do like someone", "it's like"), which states no liking."""
 _CUE_WORDS = {
     "role": r"\b(?:i am|i'm|i was|i've been|i have been|i work|i worked|i used to be|as an?|as the|my job|my role"
             r"|am an?|was an?|is an?|are an?|were an?|we were|we are|we're|were both|are both|became|become"
             r"|serve|served|serving)\b",
-    "likes": r"\b(?:(?<!feel )(?<!feels )(?<!felt )(?<!look )(?<!looks )(?<!sound )(?<!sounds )(?<!seem )"
-             r"(?<!seems )(?<!it's )(?<!was )(?<!is )(?<!be )(?<!just )(?<!more )(?<!'d )(?<!would )like|likes|liked"
-             r"|love|loves|loved|loving|enjoy|enjoys|enjoyed|favou?rite|prefer|prefers"
-             r"|preferred|(?:'m|am|are|'re|was|were|really|so|totally|big) into|fan of|fond of|passion|passionate)\b",
+    "likes": rf"(?:{_LIKE_VERB}|\b(?:(?<!n't )(?<!not )(?<!never )(?:love|loves|loved|loving|enjoy|enjoys"
+             r"|enjoyed|prefer|prefers|preferred)|favou?rite|(?:'m|am|are|'re|was|were|really|so|totally|big) into"
+             r"|fan of|fond of|passion|passionate))\b",
     "habit": r"\b(?:always|usually|often|every|each|daily|weekly|never|whenever|tend to|used to|regularly)\b",
     "relation": r"\b(?:wife|husband|son|daughter|mom|mother|dad|father|brother|sister|friend|friends|boss"
                 r"|partner|colleague|married|boyfriend|girlfriend|kid|kids|child|children|family|cousin|uncle"
