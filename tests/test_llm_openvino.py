@@ -136,3 +136,12 @@ def test_the_set_up_check_proves_the_openvino_runtime_and_reports_its_speed() ->
         chat.close()
     assert result.runtime == OPENVINO_RUNTIME and result.prompt_tokens >= 300
     assert result.prompt_rate > 0 and result.reply_rate > 0 and "openvino-genai" in result.summary()
+
+
+def test_a_precision_the_plugin_does_not_know_is_a_config_error(tmp_path: Path) -> None:
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ConfigError, match="precision='f8'"):
+        OpenVinoChat(gguf, prepared_dir=tmp_path / "ov", precision="f8")
+    with pytest.raises(ConfigError, match="kv_cache='i4'"):
+        OpenVinoChat(gguf, prepared_dir=tmp_path / "ov", kv_cache="i4")

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
 
 PREPARED_FOLDER = "openvino"
+PRECISIONS = ("f32", "bf16", "f16")
+"""``precision=`` values: the CPU plugin's ``INFERENCE_PRECISION_HINT``."""
+KV_CACHES = ("u8", "f16", "f32")
+"""``kv_cache=`` values: the CPU plugin's ``KV_CACHE_PRECISION``."""
 """Under the cache folder: each GGUF converted to OpenVINO's format, in a folder named by the GGUF's identity."""
 OPENVINO = Runtime(
     "OpenVINO GenAI", "openvino", "openvino-genai",
@@ -45,11 +49,13 @@ class OpenVinoChat:
     ``llamacpp:`` they do not shrink to the cores left free). ``n_ctx``: the context window callers size their
     prompts by; a longer prompt is refused (:class:`~m3agent.errors.ContextOverflowError`) as llama.cpp does.
     ``prefix_cache_mb`` (0, the default: measured no faster on 2 cores): OpenVINO's paged KV cache with prefix
-    reuse, which skips the evaluation of a prompt prefix already seen. ``prepared_dir``: where the converted
-    model is kept (see :func:`prepared_folder`)."""
+    reuse, which skips the evaluation of a prompt prefix already seen. ``precision`` (``f32``, ``bf16``, ``f16``)
+    and ``kv_cache`` (``u8``, ``f16``, ``f32``): the CPU plugin's inference precision and KV-cache precision, empty
+    for the plugin's own choice (bf16 on a CPU with AVX-512 BF16 or AMX, a u8 cache). ``prepared_dir``: where the
+    converted model is kept (see :func:`prepared_folder`)."""
 
     def __init__(self, model_path: Path, *, prepared_dir: Path, n_ctx: int = 4096, n_threads: int = 2,
-                 max_string: int = 240, prefix_cache_mb: int = 0) -> None:
+                 max_string: int = 240, prefix_cache_mb: int = 0, precision: str = "", kv_cache: str = "") -> None:
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
         self.model_path = model_path
@@ -57,8 +63,13 @@ class OpenVinoChat:
         self.max_string = max_string
         self.context_tokens = n_ctx
         """The context window (prompt + reply), read by callers that size their prompts (the agent loop)."""
+        for name, value, allowed in (("precision", precision, PRECISIONS), ("kv_cache", kv_cache, KV_CACHES)):
+            if value and value not in allowed:
+                raise ConfigError(f"openvino: {name}={value!r} is not one of {', '.join(allowed)}",
+                                  hint=f"leave {name} out for the CPU plugin's own choice")
         self._options: dict[str, int | str] = {"prepared_dir": str(prepared_dir), "n_ctx": n_ctx,
-                                               "n_threads": n_threads, "prefix_cache_mb": prefix_cache_mb}
+                                               "n_threads": n_threads, "prefix_cache_mb": prefix_cache_mb,
+                                               "precision": precision, "kv_cache": kv_cache}
         self.timings: dict[str, float] = {}
         """The last call's counts: ``prompt_evaluated`` tokens with ``prompt_ms`` (to the first reply token) and
         ``generated`` tokens with ``generate_ms`` (after the first), as OpenVINO measured them."""
@@ -120,8 +131,8 @@ def _openvino_version() -> str:
 
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> OpenVinoChat:
     """Factory for ``openvino:qwen-1.5b`` / ``openvino:qwen-0.5b`` (packaged models, looked up under ``cache_dir``)
-    and ``openvino:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prefix_cache_mb=``); converted models are
-    kept under ``cache_dir``/:data:`PREPARED_FOLDER`."""
+    and ``openvino:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prefix_cache_mb=&precision=&kv_cache=``);
+    converted models are kept under ``cache_dir``/:data:`PREPARED_FOLDER`."""
     from m3agent.llm import packaged
     from m3agent.settings import Settings
 
@@ -131,6 +142,7 @@ def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -
                           "openvino:/path/model.gguf")
     known = ("n_ctx", "n_threads", "max_string", "prefix_cache_mb")
     options: dict[str, Any] = {k: int(v) for k, v in spec.params.items() if k in known}
+    options.update({k: str(v) for k, v in spec.params.items() if k in ("precision", "kv_cache")})
     folder = Path(cache_dir or Settings.model_fields["cache_dir"].default).expanduser()
     title = ""
     if target.endswith(".gguf") or "/" in target:

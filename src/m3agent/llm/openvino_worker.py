@@ -4,7 +4,8 @@ out), so that :class:`~m3agent.llm.model_process.ModelProcess` serves it unchang
 error in the parent, not its end.
 
 The first line in is ``{"model_path", "prepared_dir", "n_ctx", "n_threads"}`` (optionally ``prefix_cache_mb``:
-the pipeline keeps the KV blocks of earlier prompts and skips a repeated prefix, 0 for off), answered by
+the pipeline keeps the KV blocks of earlier prompts and skips a repeated prefix, 0 for off; ``precision`` and
+``kv_cache``: the CPU plugin's inference and KV-cache precisions, empty for its own), answered by
 ``{"ready": {...}}`` or ``{"error": KIND, "message": ...}``; each ``{"messages", "grammar_schema" | null,
 "max_tokens", "temperature"}`` is answered by ``{"text", "prompt_tokens", "completion_tokens", "cached_tokens",
 "timings"}`` or an error. Kinds: ``missing`` (openvino-genai not installed), ``load``, ``overflow``, ``failed``.
@@ -78,8 +79,13 @@ def _load(init: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def _pipeline_options(genai: Any, init: dict[str, Any]) -> dict[str, Any]:
-    """CPU threads, and the prefix cache (a paged KV cache of ``prefix_cache_mb`` MiB) when asked."""
+    """CPU threads, the inference and KV-cache precisions when given (``precision``, ``kv_cache``), and the prefix
+    cache (a paged KV cache of ``prefix_cache_mb`` MiB) when asked."""
     options: dict[str, Any] = {"INFERENCE_NUM_THREADS": int(init.get("n_threads") or 2)}
+    if init.get("precision"):
+        options["INFERENCE_PRECISION_HINT"] = str(init["precision"])
+    if init.get("kv_cache"):
+        options["KV_CACHE_PRECISION"] = str(init["kv_cache"])
     cache_mb = int(init.get("prefix_cache_mb", 0))
     if cache_mb > 0:
         scheduler = genai.SchedulerConfig()
