@@ -4,7 +4,8 @@ Measured on the same GGUF (docs/benchmarks.md, "OpenVINO GenAI on an AVX-512 VNN
 default on this CPU"): where the CPU has AVX-512 with VNNI, OpenVINO GenAI's prebuilt kernels evaluated prompts
 2.7x faster than llama.cpp's prebuilt build (one AVX2 build, no dispatch) and grounded answers took 3.84 s at the
 median against 6.41 s; on AVX2 CPUs the two evaluated prompts equally fast and llama.cpp wrote replies 2.3x
-faster, kept its prompt prefixes on disk and used a third less memory. So ``auto`` (the setting
+faster and kept its prompt prefixes on disk (OpenVINO's worker, 3 GB then, now holds about 2 GB: it gives back
+its model file's pages, :mod:`m3agent.mapped_pages`). So ``auto`` (the setting
 ``local_runtime``) takes OpenVINO where the CPU reports ``avx512_vnni`` or AMX and ``openvino-genai`` is installed,
 and llama.cpp everywhere else; ``llamacpp`` or ``openvino`` fix the choice. The spec's query options go to the
 chosen backend, which ignores those it does not know.
