@@ -2,7 +2,7 @@
 
 OpenVINO's CPU plugin maps a converted model's weights (``openvino_model.bin``) read-only and shared, repacks them
 into its own memory at the first inference, and keeps the mapping. The file's pages then stay in the worker's
-resident set though nothing reads them again: 1.07 GB of the 1.5B's 2.9 GB (docs/benchmarks.md, "OpenVINO's
+resident set though nothing reads them again: 1.07 GB of the 1.5B's 2.9 GB (docs/runtime.md, "OpenVINO's
 memory"). ``madvise(MADV_DONTNEED)`` on such a mapping removes the pages from the process; they stay in the
 kernel's page cache while memory is free, and a later read faults them in again from there or from the file, so
 nothing can change what the process reads. Only mappings without write permission are touched: dropping a
