@@ -14,6 +14,7 @@ Linux only; elsewhere (no ``/proc/self/maps``, no ``madvise``) every call is a n
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -98,7 +99,9 @@ class PageReleaser:
             release(readonly_mappings(self._folder))
 
 
+@functools.cache
 def _madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise``, looked up once (the releaser passes every 50 ms)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.madvise

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
 
 PREPARED_FOLDER = "openvino"
+"""Under the cache folder: each GGUF converted to OpenVINO's format, in a folder named by the GGUF's identity."""
 PRECISIONS = ("f32", "bf16", "f16")
 """``precision=`` values: the CPU plugin's ``INFERENCE_PRECISION_HINT``."""
 KV_CACHES = ("u8", "f16", "f32")
 """``kv_cache=`` values: the CPU plugin's ``KV_CACHE_PRECISION``."""
-"""Under the cache folder: each GGUF converted to OpenVINO's format, in a folder named by the GGUF's identity."""
 OPENVINO = Runtime(
     "OpenVINO GenAI", "openvino", "openvino-genai",
     "OpenVINO GenAI reads GGUF files of the llama, qwen2 and qwen3 architectures; check the file "
