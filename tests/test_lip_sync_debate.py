@@ -34,8 +34,8 @@ Span = tuple[float, float, int]
 SHIFTS_S = (0.1, 0.2, 0.3)  # largest shift of each bound; 0.3 s is about the boundary disagreement measured
 DRAWS = 4  # per largest shift
 JITTER_PX = 3  # largest shift of a face box, per sighting, x and y independently
-MIN_OWN_R = 0.15  # each debater's lips with his or her own voice (measured 0.30-0.50, docs/benchmarks.md)
-MIN_MARGIN = 0.3  # ... above the other face's (measured 0.52-0.60)
+MIN_OWN_R = 0.15  # each debater's lips with his or her own voice (measured 0.23-0.53, docs/benchmarks.md)
+MIN_MARGIN = 0.3  # ... above the other face's (measured 0.50-0.65)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Each of the two main voices must be linked to a face of its own, and its lips must beat the other face's by a
 margin (issue 48). On an AVX-512 host base's first pass once wrote 8 words over 13.6 s of the argument, so the
 second man had 0.7 s of speech and no link; a sparse segment is now decoded again
-(:mod:`m3agent.perception.audio.asr_gaps`).
+(:mod:`m3agent.perception.audio.asr_gaps`). A second of the long voice inside another speaker's turn goes back to it
+(:mod:`m3agent.perception.audio.changes`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from m3agent.store import open_memory
 pytestmark = [pytest.mark.media, pytest.mark.slow]
 
 MAIN_VOICE_S = 3.0  # a voice with this much speech is one of the two men's main voices (measured 4.0-10.5 s)
-MIN_MARGIN = 0.3  # own face over the other face (measured 0.48-0.68 in ten runs, docs/benchmarks.md)
+MIN_MARGIN = 0.3  # own face over the other face (measured 0.48-0.80 in seven runs, docs/benchmarks.md)
+MIN_OWN_R = 0.25  # each man's lips with his own voice (issue 48 asks 0.3; measured 0.32-0.42 at video rate; the long
+# voice was 0.16-0.18 until a second of it that the diarizer had filed under another speaker went back to it)
 
 
 def test_each_man_is_linked_to_his_own_face_with_a_margin(media_dir: Path, tmp_path: Path) -> None:
@@ -51,3 +54,4 @@ def test_each_man_is_linked_to_his_own_face_with_a_margin(media_dir: Path, tmp_p
         own = linked[voice]
         other = (faces - {own}).pop()
         assert r[(own, voice)] - r[(other, voice)] >= MIN_MARGIN, f"voice {voice}: {evidence.lip_sync}"
+        assert r[(own, voice)] >= MIN_OWN_R, f"voice {voice}: {evidence.lip_sync}"

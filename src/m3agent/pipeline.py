@@ -259,9 +259,23 @@ def perceived_ahead(clips: Iterator[ClipMedia],
                 result = exc
             yield media, result
 
-    with ahead(clips, "m3agent-decode") as decoded, \
+    with one_blas_thread(), ahead(clips, "m3agent-decode") as decoded, \
             ahead(perceive_each(decoded), "m3agent-perception") as perceived:
         yield perceived
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """The BLAS libraries loaded so far (numpy's) on one thread while perception runs, unless a stage asks for more
+    (the ASR's pass sets its own). Perception's matrix products are small (mel filterbanks, embeddings) and run
+    beside other stages: a second BLAS thread mostly spins. On the debate the voice stage took 1.44 CPU s for
+    1.17 s of diarization and 0.48 for 0.23 s of CAM++; with one thread CPU equals wall, and perception's RTF
+    was 0.43-0.46 against 0.47-0.50 (three runs each, alternating; docs/benchmarks.md, Identity: a change of
+    voice inside a turn)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def _record_failure(store: MemoryStore, media: ClipMedia, report: IngestReport, reason: str) -> None:

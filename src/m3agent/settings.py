@@ -107,6 +107,12 @@ class PerceptionSettings(BaseModel):
         "less than 2 s (1-1.5 s of one voice scored 0.43-0.56 median against the rest of it, different people at "
         "most 0.42, docs/benchmarks.md); 1 turns it off",
     )
+    voice_change_similarity: float = Field(
+        0.3, ge=-1, le=1, description="campplus only: a diarized turn whose two sides (at its least alike cut, "
+        "each at least 1 s) score under this holds two voices; each side then goes to the other speaker of the "
+        "clip it fits (voice_clip_short_merge_similarity, and 0.2 above its own speaker), never to a new one "
+        "(docs/benchmarks.md, Identity: a change of voice inside a turn); -1 turns it off",
+    )
     voice_rejoin_similarity: float = Field(
         0.6, gt=0, le=2, description="a speaker of a clip left with no voice entity, because its best one went to "
         "another speaker of the clip it never talks over, joins that entity when it scores at least this against "

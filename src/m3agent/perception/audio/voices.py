@@ -8,7 +8,8 @@ within-clip speaker index (0, 1, ... by first appearance) and
 normalised mean of all its d-vector windows in the clip), so all segments of one
 speaker in a clip share one, more reliable, vector for cross-clip matching. With
 ``perception.voice_embedder = "campplus"`` that vector is instead the CAM++
-embedding of all the speaker's turns in the clip (the diarizer keeps the d-vector).
+embedding of all the speaker's turns in the clip (the diarizer keeps the d-vector), and a short turn that holds two
+voices gives each side to the speaker it is (:mod:`m3agent.perception.audio.changes`).
 :func:`perceive_speech` (the pipeline's call) also diarizes the previous clip's last seconds with the clip, so a
 voice that runs over the boundary is one speaker on both sides (``ClipPerception.carried``).
 """
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.domain import CarriedTurn, ClipMedia, VoiceSegment, Word
 from m3agent.perception.audio.asr import Transcriber
 from m3agent.perception.audio.campplus import CamppEmbedder
+from m3agent.perception.audio.changes import split_changes
 from m3agent.perception.audio.diarize import Diarization, DiarizationParams, SpeakerTurn, diarize
 from m3agent.perception.audio.speakers import RATE, SpeakerEncoder
 from m3agent.perception.audio.transcript import AsrResult, AsrSegment
@@ -31,7 +33,7 @@ from m3agent.perception.audio.vad import speech_probabilities
 from m3agent.text import SPACELESS_LANGUAGES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
 
     import numpy as np
@@ -120,6 +122,7 @@ def perceive_speech(
             diarization = speaker_embeddings(heard, diarization, m.identity,
                                              settings.perception.voice_clip_merge_similarity,
                                              settings.perception.voice_clip_short_merge_similarity)
+            diarization = _split_changes(heard, diarization, m.identity, settings)
     diarization, before = after_context(diarization, len(context) / RATE)
     if not diarization.speech:
         return (), ()
@@ -128,6 +131,18 @@ def perceive_speech(
     start = media.clip.start_s
     carried = tuple(CarriedTurn(t.speaker, start + t.start_s, start + t.end_s) for t in before)
     return attribute(asr, diarization, clip_index=media.clip.index, offset_s=start), carried
+
+
+def _split_changes(audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder,
+                   settings: Settings) -> Diarization:
+    """:func:`split_changes` with the settings' bars; the embeddings of the speakers that took speech taken again."""
+    p = settings.perception
+    split, gained = split_changes(audio, diarization, embedder, change_below=p.voice_change_similarity,
+                                  join_from=p.voice_clip_short_merge_similarity)
+    if not gained:
+        return diarization
+    known = {k: v for k, v in diarization.embeddings.items() if k not in gained}
+    return speaker_embeddings(audio, split, embedder, known=known)
 
 
 def after_context(diarization: Diarization, lead_s: float) -> tuple[Diarization, tuple[SpeakerTurn, ...]]:
@@ -149,7 +164,7 @@ def after_context(diarization: Diarization, lead_s: float) -> tuple[Diarization,
 
 def speaker_embeddings(
     audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder, merge_from: float = 1.0,
-    short_merge_from: float = 1.0,
+    short_merge_from: float = 1.0, known: Mapping[int, npt.NDArray[np.float32]] | None = None,
 ) -> Diarization:
     """``diarization`` with each speaker's embedding taken by ``embedder`` over its turns joined; the embedding kept
     for identity across clips, over its turns at least ``LABELLED_TURN_S`` long when they hold ``SHORT_SPEAKER_S``
@@ -160,7 +175,8 @@ def speaker_embeddings(
     diarizer splits some voices in two; a split inside a clip cannot be re-joined later, as identity takes a
     clip's speakers for different people). A short speaker gets the lower bar because a short stretch of one
     voice scores lower against the rest of it, while different people do not score higher (docs/benchmarks.md,
-    "Voice embedders"). Speakers are renumbered by first turn.
+    "Voice embedders"). Speakers are renumbered by first turn. ``known`` holds the final embeddings of speakers
+    whose turns have not changed since they were taken (not embedded again; only without merges).
     """
     import numpy as np
 
@@ -174,7 +190,8 @@ def speaker_embeddings(
         return [t for t in turns if t.speaker == speaker]
 
     heard = {k: joined(own(k)) for k in dict.fromkeys(t.speaker for t in turns)}
-    vectors = {k: embedder.embed(speech) for k, speech in heard.items() if len(speech)}
+    known = known or {}
+    vectors = {k: known[k] if k in known else embedder.embed(speech) for k, speech in heard.items() if len(speech)}
     seconds = {k: len(speech) / RATE for k, speech in heard.items()}
     turns = [t for t in turns if t.speaker in vectors]
 
@@ -197,7 +214,10 @@ def speaker_embeddings(
     for k, vector in vectors.items():
         mine = own(k)
         labelled = labelled_turns(mine)
-        embeddings[order[k]] = vector if len(labelled) == len(mine) else embedder.embed(joined(labelled))
+        if k in known or len(labelled) == len(mine):
+            embeddings[order[k]] = vector
+        else:
+            embeddings[order[k]] = embedder.embed(joined(labelled))
     renumbered: list[SpeakerTurn] = []
     for t in turns:
         speaker = order[t.speaker]
