@@ -148,3 +148,32 @@ def test_alternating_prompts_restore_their_states_from_ram_unchanged(tmp_path: P
         chat.close()
     assert cold.cached_tokens == 0 and warm.cached_tokens >= warm.prompt_tokens - 3, (cold, warm)  # all but the tail
     assert again == first
+
+
+@pytest.mark.llm
+def test_a_prefix_comes_back_from_its_file_after_another_took_the_slot(tmp_path: Path, llamacpp_runtime: str) -> None:
+    """A plan prompt, an answer prompt, the plan prompt again (every question that the model answers), both fixed
+    parts already on disk: the third call restores the plan's fixed part, it does not evaluate it again (the
+    prebuilt runtime did, 33-40 s for the 2,446 tokens of the plan prompt, because restoring the answer's state into
+    the one slot dropped the plan's, and the worker took it for still held)."""
+    smollm2()
+    other_system = "You are a terse assistant. Answer with one word and nothing else, ever. " * 6
+
+    def session() -> list[tuple[Any, dict[str, float]]]:
+        chat: Any = create_chat_model(on_runtime("llamacpp:smollm2", llamacpp_runtime), cache_dir=tmp_path)
+        out = []
+        try:
+            for system, question in ((SYSTEM, "What colour is the sky?"), (other_system, "Name a fruit."),
+                                     (SYSTEM, "Who spoke first in the debate?")):
+                reply = chat.chat([{"role": "system", "content": system}, {"role": "user", "content": question}],
+                                  max_tokens=8)
+                out.append((reply.usage, dict(chat.timings)))
+        finally:
+            chat.close()
+        return out
+
+    session()  # evaluates both fixed parts and saves their states
+    first, other, back = session()
+    assert first[1]["prefix_loaded"] == 1 and other[1]["prefix_loaded"] == 1, (first, other)
+    assert back[0].cached_tokens >= back[1]["prefix_tokens"], back
+    assert back[1]["prompt_evaluated"] < back[1]["prefix_tokens"] / 2, back

@@ -134,8 +134,12 @@ class Session:
         self.threads = threads
         self.states = states
         self.capacity_bytes = capacity_bytes
-        self.held: set[str] = set()
-        """The prefixes (by file name) evaluated or restored in this process: the server's caches hold them."""
+        self.current: str | None = None
+        """The prefix (by file name) the server's one slot holds now. Only that one is "held": a state restored into
+        the slot replaces what was there without the server's RAM cache keeping it, so a prefix held before
+        another was restored is restored again from its file (2,446 tokens evaluated again took 33-40 s, one
+        question in four on a generated episode; docs/benchmarks.md, Accuracy and answer latency against episode
+        length)."""
 
     # requests ---------------------------------------------------------------
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +176,7 @@ class Session:
         of ``grammar_schema``; the sampled ids, ending with the first stop token when a stop ended them."""
         tokens = [int(t) for t in request["tokens"]]
         limit = int(request["max_tokens"])
+        self.current = None  # the slot takes these tokens, whatever prefix it held
         if len(tokens) + limit > self.n_ctx:
             return {"error": "overflow", "message": f"{len(tokens)} tokens + {limit} to sample exceed the context "
                     f"window of {self.n_ctx} tokens"}
@@ -217,16 +222,17 @@ class Session:
         return [int(t) for t in tokens]
 
     def _prepare(self, prefix: list[int]) -> tuple[str, dict[str, float]]:
-        """``held`` (this process has it cached), ``loaded`` (from its file) or ``saved`` (evaluated and written,
-        with the evaluation's counters)."""
+        """``held`` (the slot holds it), ``loaded`` (from its file) or ``saved`` (evaluated and written, with the
+        evaluation's counters)."""
         assert self.states is not None
         name = _file_name(prefix)
-        if name in self.held:
+        if name == self.current:
             return "held", {}
+        self.current = None
         path = self.states / name
         if path.is_file():
             if _intact(path) and self._restore(name, len(prefix)):
-                self.held.add(name)
+                self.current = name
                 with contextlib.suppress(OSError):
                     os.utime(path)  # recently used: kept longest
                 return "loaded", {}
@@ -245,7 +251,7 @@ class Session:
         else:
             with contextlib.suppress(OSError):
                 partial.unlink()
-        self.held.add(name)
+        self.current = name
         counters = _timings(evaluated)
         return "saved", {"prompt_evaluated": counters["prompt_evaluated"], "prompt_ms": counters["prompt_ms"]}
 
