@@ -87,10 +87,10 @@ def by_length(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render(rows: list[dict[str, Any]], command: str) -> str:
+def render(rows: list[dict[str, Any]], summary: list[dict[str, Any]], command: str) -> str:
+    """The section body from the recorded lines and their :func:`by_length` summary."""
     from m3agent.bench.episodes.people_eval import TYPES
 
-    summary = by_length(rows)
     rows = latest(rows)
     first, last = min(rows, key=lambda r: r["date"]), max(rows, key=lambda r: r["date"])
     lines = [
@@ -126,8 +126,9 @@ def _commit(row: dict[str, Any]) -> str:
     return commit if commit.startswith("uncommitted") else commit[:10]
 
 
-def plot(rows: list[dict[str, Any]]) -> bool:
-    """Accuracy (with its interval) and p50 / p90 latency against minutes; False without matplotlib."""
+def plot(summary: list[dict[str, Any]]) -> bool:
+    """Accuracy (with its interval) and p50 / p90 latency against minutes, from :func:`by_length`'s summary; False
+    without matplotlib."""
     try:
         import matplotlib
 
@@ -137,15 +138,15 @@ def plot(rows: list[dict[str, Any]]) -> bool:
         print("matplotlib is not installed: no plot", flush=True)
         return False
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
-    for wording in sorted({r["wording"] for r in rows}):
-        summary = [s for s in by_length(rows) if s["wording"] == wording]
-        x = [s["minutes"] for s in summary]
-        acc = [s["overall"]["accuracy"] for s in summary]
-        low = [a - s["overall"]["ci95"][0] for a, s in zip(acc, summary, strict=True)]
-        high = [s["overall"]["ci95"][1] - a for a, s in zip(acc, summary, strict=True)]
+    for wording in sorted({s["wording"] for s in summary}):
+        mine = [s for s in summary if s["wording"] == wording]
+        x = [s["minutes"] for s in mine]
+        acc = [s["overall"]["accuracy"] for s in mine]
+        low = [a - s["overall"]["ci95"][0] for a, s in zip(acc, mine, strict=True)]
+        high = [s["overall"]["ci95"][1] - a for a, s in zip(acc, mine, strict=True)]
         left.errorbar(x, acc, yerr=[low, high], marker="o", capsize=3, label=f"{wording} wording")
-        right.plot(x, [s["p50_s"] for s in summary], marker="o", label=f"p50 ({wording})")
-        right.plot(x, [s["p90_s"] for s in summary], marker="s", linestyle="--", label=f"p90 ({wording})")
+        right.plot(x, [s["p50_s"] for s in mine], marker="o", label=f"p50 ({wording})")
+        right.plot(x, [s["p90_s"] for s in mine], marker="s", linestyle="--", label=f"p90 ({wording})")
     left.set(xlabel="episode minutes", ylabel="accuracy", ylim=(0, 1), title="answers right")
     right.set(xlabel="episode minutes", ylabel="seconds", title="answer latency")
     for axis in (left, right):
@@ -182,12 +183,13 @@ def main(argv: list[str] | None = None) -> int:
             log.append(measure(settings, seed, minutes, args.wording,
                                done[-1] if done and args.answer_again else None))
     rows = log.read()
-    for s in by_length(rows):
+    summary = by_length(rows)
+    for s in summary:
         print({k: s[k] for k in ("minutes", "wording", "seeds", "overall", "p50_s", "p90_s", "ingest_rtf")})
     if rows and not args.no_write:
-        plot(rows)
+        plot(summary)
         command = "python bench/episode_length.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        replace_section(DOC, HEADING, render(rows, command.strip()))
+        replace_section(DOC, HEADING, render(rows, summary, command.strip()))
     return 0
 
 

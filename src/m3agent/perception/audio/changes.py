@@ -103,18 +103,14 @@ def best_cut(samples: npt.NDArray[np.float32], embedder: CamppEmbedder) -> tuple
     hop = round(STEP_S * 100)
     windows, starts = embedder.embed_windows(samples, hop_frames=hop, window_frames=WINDOW_FRAMES)
     ends = starts + WINDOW_FRAMES
-    best: tuple[float, float] | None = None
-    length = len(samples) / RATE
-    for cut in np.arange(MIN_PIECE_S, length - MIN_PIECE_S + 1e-6, STEP_S):
+    scored: list[tuple[float, float]] = []
+    for cut in np.arange(MIN_PIECE_S, len(samples) / RATE - MIN_PIECE_S + 1e-6, STEP_S):
         frame = round(cut * 100)
         left, right = windows[ends <= frame], windows[starts >= frame]
-        if not len(left) or not len(right):
-            continue
-        a, b = left.mean(axis=0), right.mean(axis=0)
-        score = float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-9))
-        if best is None or score < best[0]:
-            best = (score, float(cut))
-    return None if best is None else (best[1], best[0])
+        if len(left) and len(right):
+            a, b = left.mean(axis=0), right.mean(axis=0)
+            scored.append((float(cut), float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-9))))
+    return min(scored, key=lambda pair: pair[1], default=None)
 
 
 def _destination(
