@@ -187,6 +187,10 @@ def test_words_said_and_the_one_moment(question: str, words: bool, moment: float
     ('When is "we will win" said?', False),
     ("What is said right after the debate?", False),
     ('Somebody starts with "we will" - how does that sentence wrap up?', True),
+    ('After "we will win", what is said?', True),
+    ('What happens right after someone says "we will win"?', False),  # the saying introduces the quotation
+    ('What is heard right before the voice that says "we will win"?', False),
+    ('Right after she says "we will win", what do we see?', False),
 ])
 def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
     assert read_question(question).asks_continuation is continues

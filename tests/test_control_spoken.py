@@ -188,3 +188,15 @@ def test_the_talk_in_a_scene_the_question_describes(make_store: Callable[[], Any
     assert said("What is said right after the dark screen with a voice?") is None, "a neighbour, not the scene"
     assert said("What does the man in glasses say?") is None
     assert said("What is said during the photo of a lighthouse?") is None, "no scene fits: the model answers"
+
+
+def test_a_quotation_is_found_where_its_words_stand_in_its_order() -> None:
+    """A line that says the same words twice in another order ("ask not what your country can do for you, ask what
+    you can do for your country"): the stretch holding them in the asker's order is where the quotation was said,
+    so what follows it is the next line, not the quotation's own end."""
+    heard = [_said(13.0, "And so my fellow Americans, ask not what your country can do for you, ask what you can do "
+                         "for your country."), _said(24.0, "Everyone here today endeavoring towards a better future.")]
+    found = following(heard, "ask what you can do for your country")
+    assert found is not None and found.said.startswith("Everyone here today")
+    earlier = following(heard, "ask not what your country can do for you")
+    assert earlier is not None and earlier.said.startswith("ask what you can do")

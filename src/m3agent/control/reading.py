@@ -204,7 +204,19 @@ class QuestionReading:
         if not self.quotes or self.asks in (Asks.WHO, Asks.WHEN, Asks.WHERE, Asks.HOW_MANY, Asks.YES_NO):
             return False
         held = set(self.words)
-        return bool(_CONTINUES & held) or (self.order and bool(_WORDS_SAID & held))
+        return bool(_CONTINUES & held) or (self.order and bool(_WORDS_SAID & set(self._asked_of_quote())))
+
+    def _asked_of_quote(self) -> Phrase:
+        """The question's words outside its first quotation and the anchor that leads to it: from the last order
+        word before the quotation up to it ("What happens right after someone says "…"?" -> "what happens
+        right": the saying there introduces the quotation, it is not what is asked; "What is said right after
+        "…"?" -> "what is said right")."""
+        found = _QUOTED.search(self.text)
+        if found is None:
+            return self.words
+        before, after = tuple(words(self.text[:found.start()])), tuple(words(self.text[found.end():]))
+        anchor = max((i for i, w in enumerate(before) if w in _ORDER_WORDS), default=len(before))
+        return before[:anchor] + after
 
     @property
     def asks_later(self) -> bool:

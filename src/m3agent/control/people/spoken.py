@@ -206,19 +206,31 @@ def _caption_stream(read: list[tuple[Memory, SpeechLine]]) -> list[_Word]:
 
 
 def _found(stream: list[_Word], wanted: list[str]) -> _Match | None:
-    """Where ``stream`` holds the most of ``wanted``'s distinct words in a stretch of its length; None when that
-    is under :data:`MIN_QUOTE_SHARE`."""
+    """Where ``stream`` holds the most of ``wanted``'s distinct words in a stretch of its length, and of those the
+    stretch holding most of them in the quotation's order (a line that says the same words twice in another order,
+    "ask not what your country can do for you, ask what you can do for your country", is found where the asker's
+    order is); None when that is under :data:`MIN_QUOTE_SHARE`."""
     distinct = set(wanted)
     plain = [" ".join(words(w.token)) for w in stream]
-    best, first, end = 0, 0, -1
+    best, first, end = (0, 0), 0, -1
     for start in range(len(stream)):
         window = plain[start: start + len(wanted)]
         held = sum(w in window for w in distinct)
-        if held > best:
-            best, first, end = held, start, start + len(window)
-    if best < MIN_QUOTE_SHARE * len(distinct):
+        if held >= best[0] and held and (score := (held, _in_order(window, wanted))) > best:
+            best, first, end = score, start, start + len(window)
+    if best[0] < MIN_QUOTE_SHARE * len(distinct):
         return None
-    return _Match(best / len(distinct), stream, first, end)
+    return _Match(best[0] / len(distinct), stream, first, end)
+
+
+def _in_order(window: list[str], wanted: list[str]) -> int:
+    """How many of ``wanted``'s words ``window`` holds in the same order (the longest common subsequence)."""
+    row = [0] * (len(wanted) + 1)
+    for token in window:
+        diagonal = 0
+        for j, w in enumerate(wanted, 1):
+            diagonal, row[j] = row[j], diagonal + 1 if token == w else max(row[j], row[j - 1])
+    return row[-1]
 
 
 def _sentence_start(stream: list[_Word], start: int) -> int:
