@@ -228,3 +228,16 @@ def test_a_voice_whose_speech_no_lips_follow_is_not_linked() -> None:
         assert sorted((e.face_id, e.voice_id) for e in decide_links(evidence, LinkRule())) == [(1, 7), (2, 8)]
         assert (2, 9) in {(e.face_id, e.voice_id) for e in decide_links(evidence, LinkRule(lip_min_r=-1.0))}, \
             "without the floor on the face's own correlation the moderator would go to the nodding face"
+
+
+def test_a_voice_continues_over_the_boundary_only_when_it_speaks_on_both_sides_of_it() -> None:
+    """The diarizer heard speaker 0 before the clip (22.0-23.7 s) and again 14.7 s later: two people it clustered,
+    not one voice running over the boundary; speaker 1 pauses 5.1 s and goes on."""
+    from m3agent.domain import CarriedTurn
+    from m3agent.identity.resolver import _running_over
+
+    voices = {0: [VoiceSegment(1, 38.4, 48.2, "we remember", speaker=0)],
+              1: [VoiceSegment(1, 35.1, 37.0, "and so", speaker=1)]}
+    carried = [CarriedTurn(0, 22.0, 23.7), CarriedTurn(1, 27.0, 29.0), CarriedTurn(1, 29.2, 30.0),
+               CarriedTurn(2, 28.0, 30.0)]
+    assert _running_over(voices, carried) == carried[1:3], "speaker 2 is not heard in the clip at all"

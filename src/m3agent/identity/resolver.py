@@ -168,7 +168,7 @@ def _resolve_voices(store: MemoryStore, writer: ClipWriter, voices: Sequence[Voi
     conflicts = {(i, j) for i in range(len(speakers)) for j in range(i + 1, len(speakers))}
     overlapping = {(i, j) for i, j in conflicts if _talk_over(by_speaker[speakers[i]], by_speaker[speakers[j]])}
     vetoes = _av_vetoes(store, [by_speaker[spk] for spk in speakers], face_times, rules.link_accept)
-    continued = _continued(store, writer.clip.video_id, speakers, carried)
+    continued = _continued(store, writer.clip.video_id, speakers, _running_over(by_speaker, carried))
     heard = [_seconds(by_speaker[spk]) + _seconds([t for t in carried if t.speaker == spk]) for spk in speakers]
     entity_of = _match(store, writer, EntityKind.VOICE, candidates, conflicts, rules.voice, new, matched,
                        [s >= rules.min_voice_seconds for s in heard], vetoes, continued, rules.continuation,
@@ -187,6 +187,20 @@ def _talk_over(a: Sequence[VoiceSegment], b: Sequence[VoiceSegment]) -> bool:
 
 
 MIN_CARRIED_S = 0.5  # seconds of a speaker's context speech that must lie in one stored entity's spans
+MAX_CONTINUATION_GAP_S = 8.0
+"""A speaker's speech before the clip continues into it only when its first words in the clip come at most this long
+after its last ones before (a pause, another speaker's reply; as long as the context the diarizer hears before a
+clip, ``perception.voice_context_seconds``' default). The diarizer also clusters voices it hears far apart: the
+last words of one speech 6 s before the boundary and, 14.7 s later, another man's speech over a dark screen were
+one speaker of the people-and-order episode, and continuing the first man's entity joined two people; a father
+in the identity bench's playground clip pauses 5.1 s across a boundary and is one voice (docs/benchmarks.md)."""
+
+
+def _running_over(by_speaker: dict[int, list[VoiceSegment]], carried: Sequence[CarriedTurn]) -> list[CarriedTurn]:
+    """The turns of ``carried`` whose speaker runs over the boundary (:data:`MAX_CONTINUATION_GAP_S`)."""
+    last = {t.speaker: max(u.end_s for u in carried if u.speaker == t.speaker) for t in carried}
+    first = {spk: min(s.start_s for s in segs) for spk, segs in by_speaker.items() if segs}
+    return [t for t in carried if t.speaker in first and first[t.speaker] - last[t.speaker] <= MAX_CONTINUATION_GAP_S]
 
 
 def _continued(store: MemoryStore, video_id: str, speakers: Sequence[int],
