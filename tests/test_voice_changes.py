@@ -99,3 +99,34 @@ def test_the_speaker_that_took_speech_is_embedded_anew(voices: tuple[np.ndarray,
     unchanged = _split_changes(audio, diarization, embedder,  # type: ignore[arg-type]
                                Settings(perception={"voice_change_similarity": -1}))
     assert unchanged is diarization
+
+
+APART = (SpeakerTurn(0.0, 3.0, 0), SpeakerTurn(3.0, 6.0, 1), SpeakerTurn(12.0, 15.0, 0))
+"""Speaker 0 heard at 0-3 s and again 9 s later (12-15 s), as the diarizer clusters two people it hears far apart."""
+
+
+def _apart(first: np.ndarray, second: np.ndarray, other: np.ndarray) -> np.ndarray:
+    silence = np.zeros(_s(6), np.float32)
+    return np.concatenate([first[: _s(3)], other[: _s(3)], silence, second[_s(3) : _s(6)]])
+
+
+def test_two_voices_heard_far_apart_as_one_speaker_are_split(voices: tuple[np.ndarray, np.ndarray],
+                                                              embedder: object, media_dir: Path) -> None:
+    """Her at 0-3 s and JFK at 12-15 s, clustered as one speaker: his side becomes a speaker of its own (the clip's
+    other speaker is a third reader, so he fits no one heard); her again at 12-15 s stays one speaker."""
+    from m3agent.media import read_audio
+    from m3agent.perception.audio.changes import split_apart
+
+    woman, jfk = voices
+    readers = sorted(p for p in (media_dir / "audio/speaker_id/librispeech_test-other").iterdir() if p.is_dir())
+    other = np.concatenate([np.asarray(read_audio(f), np.float32)
+                            for f in sorted(next(r for r in readers if r.name != "1998").glob("*.flac"))[:2]])
+    audio = _apart(woman, jfk, other)
+    split, changed = split_apart(audio, _diarized(audio, APART, embedder), embedder,  # type: ignore[arg-type]
+                                 change_below=0.3, join_from=0.45)
+    assert changed == {0, 2}, split.turns
+    assert [t.speaker for t in split.turns] == [0, 1, 2]
+    same = _apart(woman, woman, other)
+    kept, nothing = split_apart(same, _diarized(same, APART, embedder), embedder,  # type: ignore[arg-type]
+                                change_below=0.3, join_from=0.45)
+    assert not nothing and kept.turns == APART

@@ -12,11 +12,19 @@ makes its two sides least alike is found with 1 s CAM++ windows every ``STEP_S``
 speaker it scores highest against if that is at least ``join_from`` and ``MARGIN`` above the turn's own speaker
 (over the speaker's other turns). Nothing founds a new speaker here: a side that fits no one stays where it was,
 so speech can only move to a voice heard elsewhere in the same clip.
+
+A speaker heard twice far apart (:func:`split_apart`): the diarizer also clusters the last words of one person and,
+after a silence of ten seconds, the first words of the next (a father's few words in a playground clip and a senator
+who begins 10 s later were one speaker of the identity bench's episode, and one voice entity). When the speaker's
+turns before and after its longest pause of at least ``APART_S`` score under ``change_below``, the smaller side
+goes to the other speaker it fits, as above, or is a speaker of its own: the two sides were never heard together,
+so the diarizer's cluster is the only evidence they are one voice, and CAM++ says they are not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import TYPE_CHECKING
 
 from m3agent.perception.audio.diarize import Diarization, SpeakerTurn
@@ -113,6 +121,57 @@ def best_cut(samples: npt.NDArray[np.float32], embedder: CamppEmbedder) -> tuple
     return min(scored, key=lambda pair: pair[1], default=None)
 
 
+APART_S = 5.0
+"""The pause in a speaker's speech after which :func:`split_apart` checks that the two sides are one voice: in a
+conversation a speaker is answered and speaks again within a few seconds, and the diarizer's cluster of both sides
+is evidence then. Measured (docs/benchmarks.md): no speaker of the RTTM sets' 30 s clips is split; with a clip's
+8 s of context, one of the AMI minute (FEE013's 7.7 s, then 24 s later 1.5 s of two others talking at once: 0.20),
+rightly, and the playground father and Ed Markey of the identity bench's episode (0.04)."""
+
+
+def split_apart(
+    audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder, *, change_below: float,
+    join_from: float,
+) -> tuple[Diarization, frozenset[int]]:
+    """``diarization`` with each speaker heard twice far apart in two voices split (see the module), and the
+    speakers whose speech changed (empty: ``diarization`` itself); a side that fits no other speaker is given a new
+    speaker index."""
+    if change_below <= -1:
+        return diarization, frozenset()
+    turns = list(diarization.turns)
+    changed: set[int] = set()
+    for speaker in sorted(diarization.embeddings):
+        mine = [i for i, t in enumerate(turns) if t.speaker == speaker]
+        at = _longest_pause(turns, mine)
+        if at is None:
+            continue
+        sides = [mine[: at + 1], mine[at + 1 :]]
+        if min(_seconds([turns[i] for i in side]) for side in sides) < MIN_PIECE_S:
+            continue
+        vectors = [embedder.embed(_joined(audio, [turns[i] for i in side])) for side in sides]
+        if float(vectors[0] @ vectors[1]) >= change_below:
+            continue
+        heard = [_seconds([turns[i] for i in side]) for side in sides]
+        small = 0 if heard[0] < heard[1] else 1  # the later side on a tie: the speaker keeps who it was first
+        others = {k: v for k, v in diarization.embeddings.items() if k != speaker}
+        new = _destination(vectors[small], vectors[1 - small], others, join_from, speaker)
+        if new == speaker:
+            new = max({t.speaker for t in turns} | set(diarization.embeddings)) + 1
+        turns = [SpeakerTurn(t.start_s, t.end_s, new) if i in sides[small] else t for i, t in enumerate(turns)]
+        changed |= {speaker, new}
+    if not changed:
+        return diarization, frozenset()
+    return dataclasses.replace(diarization, turns=tuple(turns)), frozenset(changed)
+
+
+def _longest_pause(turns: list[SpeakerTurn], mine: list[int]) -> int | None:
+    """The position in ``mine`` (indices of one speaker's turns) after which its longest pause of at least
+    :data:`APART_S` falls; None without one."""
+    pauses = [(turns[b].start_s - turns[a].end_s, k) for k, (a, b) in enumerate(itertools.pairwise(mine))]
+    longest = max(pauses, default=None)
+    return longest[1] if longest is not None and longest[0] >= APART_S else None
+
+
 def _destination(
     vector: npt.NDArray[np.float32], own: npt.NDArray[np.float32] | None,
     others: dict[int, npt.NDArray[np.float32]], join_from: float, speaker: int,
@@ -135,3 +194,7 @@ def _joined(audio: npt.NDArray[np.float32], turns: list[SpeakerTurn]) -> npt.NDA
     import numpy as np
 
     return np.concatenate([_samples(audio, t.start_s, t.end_s) for t in turns])
+
+
+def _seconds(turns: list[SpeakerTurn]) -> float:
+    return sum(t.end_s - t.start_s for t in turns)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.domain import CarriedTurn, ClipMedia, VoiceSegment, Word
 from m3agent.perception.audio.asr import Transcriber
 from m3agent.perception.audio.campplus import CamppEmbedder
-from m3agent.perception.audio.changes import split_changes
+from m3agent.perception.audio.changes import split_apart, split_changes
 from m3agent.perception.audio.diarize import Diarization, DiarizationParams, SpeakerTurn, diarize
 from m3agent.perception.audio.speakers import RATE, SpeakerEncoder
 from m3agent.perception.audio.transcript import AsrResult, AsrSegment
@@ -135,13 +135,15 @@ def perceive_speech(
 
 def _split_changes(audio: npt.NDArray[np.float32], diarization: Diarization, embedder: CamppEmbedder,
                    settings: Settings) -> Diarization:
-    """:func:`split_changes` with the settings' bars; the embeddings of the speakers that took speech taken again."""
+    """:func:`split_changes` and :func:`split_apart` with the settings' bars; the embeddings of the speakers that
+    took speech, and of both sides of a speaker split apart, taken again."""
     p = settings.perception
-    split, gained = split_changes(audio, diarization, embedder, change_below=p.voice_change_similarity,
-                                  join_from=p.voice_clip_short_merge_similarity)
-    if not gained:
+    bars = {"change_below": p.voice_change_similarity, "join_from": p.voice_clip_short_merge_similarity}
+    split, gained = split_changes(audio, diarization, embedder, **bars)
+    split, apart = split_apart(audio, split, embedder, **bars)
+    if not gained and not apart:
         return diarization
-    known = {k: v for k, v in diarization.embeddings.items() if k not in gained}
+    known = {k: v for k, v in diarization.embeddings.items() if k not in gained | apart}
     return speaker_embeddings(audio, split, embedder, known=known)
 
 
