@@ -402,3 +402,19 @@ def test_how_a_person_looks_is_their_measured_profile_named_where_they_are(make_
     assert "wears glasses" in looks.text and "usually" not in looks.text and "(0:02–0:04)" in looks.text
     left = graph_answer(g, "v1", plan(q, "appearance", ref(kind="person", place="left", time="0:03"), sense="seen"))
     assert left is None or b not in left.text, "the person on the left is someone else"
+
+
+def test_is_it_the_described_person_who_talks_is_answered_yes_or_no(graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    """A yes/no question naming a person seen ("at 0:03, is it the person on the right who's talking?") asks whether
+    that person speaks, as a `speaks` plan does, whichever of the two operations the model planned; "who is
+    talking?" is still answered with the speaker."""
+    g, _ = graph
+    q = "At 0:03, is it the person on the right who's talking?"
+    right = graph_answer(g, "v1", plan(q, "who_speaks", ref(kind="person", place="right", time="0:03")))
+    assert right is not None and right.text.startswith("No, the person on the right"), right
+    q = "At 0:03, is it the person on the left who's talking?"
+    left = graph_answer(g, "v1", plan(q, "who_speaks", ref(kind="person", place="left", time="0:03")))
+    assert left is not None and left.text.startswith("Yes, "), left
+    q = "At 0:03, who is talking: the person on the left?"
+    named = graph_answer(g, "v1", plan(q, "who_speaks", ref(kind="person", place="left", time="0:03")))
+    assert named is not None and not named.text.startswith(("Yes", "No")), "not a yes/no question: the speaker"

@@ -63,8 +63,17 @@ def graph_answer(graph: EntityGraph, video_id: str, plan: Plan) -> GraphAnswer |
         ask = "which_first"  # two scenes named: their order is asked, not what comes next to one of them
     if plan.so_far and plan.yes_no and _is_scene(plan.person) and plan.person.time_s is not None:
         ask = "when"  # "up to 1:05, was the dark screen shown?": whether the described scene came by then
+    if ask == "who_speaks" and plan.yes_no and _names_someone(plan.person):
+        ask = "speaks"  # "at 1:58, is it the woman with glasses who's talking?": whether she speaks, yes or no
     operation = _OPERATIONS.get(ask)
     return operation(_Run(graph, video_id, plan)) if operation is not None else None
+
+
+def _names_someone(ref: Reference) -> bool:
+    """Whether ``ref`` describes a person seen (a man, a woman, someone at a place or in a photo), not a voice, a
+    quotation or only a moment."""
+    return not ref.heard and not ref.quote.strip() and (ref.kind not in ("none", "person") or ref.place != "any"
+                                                        or ref.wears != "any" or ref.dressed != "any")
 
 
 class _Run:
