@@ -10,6 +10,10 @@ from m3agent.control.reading import Asks, Scene, has_phrase, read_question
 from m3agent.control.retrieval.query import Intent, parse_query
 
 ASKS = [
+    ("Do you remember what's on screen in the very last scene?", Asks.WHAT),  # contractions ask as written out
+    ("hey, at 0:20 who's doing the talking?", Asks.WHO),
+    ("Isn't she the woman from before?", Asks.YES_NO),
+    ("Where’s the man with glasses at 1:10?", Asks.WHERE),
     ("Who speaks first?", Asks.WHO),
     ("In the opening scene, who is on the left?", Asks.WHO),
     ("Whose voice is heard over the music?", Asks.WHO),

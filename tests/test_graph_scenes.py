@@ -146,6 +146,10 @@ def test_two_things_set_in_order_are_two_scenes(graph: EntityGraph) -> None:
 def test_an_operation_the_question_rules_out_is_replaced() -> None:
     ended = plan("Could you tell me what the video finishes on?", "when", ref())
     assert ended.ask == "scene" and ended.person.scene == "last"
+    last = plan("Do you remember what's on screen in the very last scene of the video?", "recall", ref())
+    assert last.ask == "scene" and last.person.scene == "last"
+    talk = plan("What do they talk about in the last scene?", "recall", ref())
+    assert talk.ask == "recall", "the talk in the scene: the memories' lines, not the picture"
     seen = plan("Could you tell me what we see on screen at 0:51?", "seen_again", ref(kind="person", time="0:51"))
     assert seen.ask == "recall"
     before = plan("Had whoever talks at 1:00 already spoken before that moment?", "same_person",

@@ -170,7 +170,7 @@ class QuestionReading:
     @property
     def asks_person(self) -> bool:
         """Whether a person is asked for anywhere in the question ("who", "whom", "whose")."""
-        return any(w in _PERSON_WORDS for w in self.words)
+        return any(w in _PERSON_WORDS for w in _uncontracted(list(self.words)))
 
     @property
     def moment(self) -> float | None:
@@ -317,12 +317,27 @@ def read_question(text: str) -> QuestionReading:
     scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
         else Scene.ANY
     return QuestionReading(
-        text, tokens, _asks(tuple(words(_QUOTED.sub(" ", text)))), times, quotes, scene,
+        text, tokens, _asks(tuple(_uncontracted(words(_QUOTED.sub(" ", text))))), times, quotes, scene,
         bool(times) and _has_any(_without(tokens, _LEADING_UP), _SO_FAR),
         any(w in _ORDER_WORDS for w in tokens) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
         "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),
         clothes_named(words(_QUOTED.sub(" ", text))) or "any")  # fmt: skip
+
+
+_CONTRACTED = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES
+"""Words whose contraction asks as they do ("what's on screen?", "who's talking?", "isn't she there?")."""
+
+
+def _uncontracted(tokens: list[str]) -> list[str]:
+    """``tokens`` with a question word or an auxiliary cut at its apostrophe ("what's" -> "what", "isn't" ->
+    "is"): the question's form, as written without the contraction."""
+    out = []
+    for token in tokens:
+        plain = token.replace("’", "'")
+        head = plain[:-3] if plain.endswith("n't") else plain.split("'")[0]
+        out.append(head if head != token and head in _CONTRACTED else token)
+    return out
 
 
 def _asks(tokens: Phrase) -> Asks:

@@ -255,18 +255,21 @@ _YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen"})
 
 def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Reference | None,
                  reading: QuestionReading) -> tuple[Ask, Direction]:
-    """The plan's operation, or the one the question's form leaves when it rules the model's out: a "what"
-    question planned as a yes/no operation or a time asks what is shown in the scene it names ("what does the video
-    end on?"), else what the memories say; "the scene" next to a clock time by an order word is its neighbour
-    after or before it, and a neighbour lies the way the question's order words look; "same person" with one
-    person named asks whether they were seen or heard before (or after), as the question's order words say, or, in
-    a yes/no question with no order word that speaks of talking, whether they are the one speaking; "when" in a
-    yes/no question of the person at one moment, one way in time, is whether they are seen or heard again that
-    way; "seen again" in a question that asks of no other time is whether a voice is ever seen, or whether anyone
-    is there."""
+    """The plan's operation, or the one the question's form leaves when it rules the model's out: a "what" question
+    planned as a yes/no operation or a time asks what is shown in the scene it names ("what does the video end
+    on?"), else what the memories say, as is a "what" question planned as a recall when it names the first or last
+    scene and no talk ("what's on screen in the very last scene?"); "the scene" next to a clock time by an order
+    word is its neighbour after or before it, and a neighbour lies the way the question's order words look; "same
+    person" with one person named asks whether they were seen or heard before (or after), as the question's order
+    words say, or, in a yes/no question with no order word that speaks of talking, whether they are the one
+    speaking; "when" in a yes/no question of the person at one moment, one way in time, is whether they are seen or
+    heard again that way; "seen again" in a question that asks of no other time is whether a voice is ever seen, or
+    whether anyone is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
+    if ask == "recall" and named and reading.asks is Asks.WHAT and not reading.names_talk:
+        return "scene", direction  # "what's on screen in the very last scene?": the scene it names, not memories
     if ask == "scene" and reading.times and reading.order and reading.scene is Scene.ANY \
             and reading.asks_later != reading.asks_earlier:  # "the scene following 0:04?": its neighbour
         return _neighbour_way(reading)
