@@ -95,6 +95,7 @@ def test_the_prompt_shows_the_sentences_that_may_state_a_fact() -> None:
     ("Jack, what's your favorite episode?", True), ("Hey Mel!", True), ("Thanks, Ann.", True),
     ("Did you go, Jon?", True), ("Good morning, doctor Lee.", True), ("I was a senator from New York.", False),
     ("Because I was a senator with a Republican president.", False),
+    ("However, the two straits were quite nigh unto them.", False), ("Now, let's begin.", False),
 ])
 def test_speaking_to_someone_by_name(sentence: str, addressed: bool) -> None:
     from m3agent.memorize.consolidation.cues import addresses_someone

@@ -79,9 +79,14 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _VOCATIVE = re.compile(r"^\W*[A-Z][a-z]+,")
 _NOT_PROPER_TEXT = """I I'm I've I'll I'd Oh Yeah Yes No Okay OK Ok Well So And But Or Because If When
 What Why How Who Where Thank Thanks Please Hey Hi Hello Dude Man Sir Mr Mrs Ms God Lord Um Uh Wow Right Sure
-Like Just"""
+Like Just However Now Then Also Actually Anyway Anyways Still Besides Meanwhile Indeed Honestly Finally First
+Second Third Next Last Look Listen Alright Sorry Fine Great Good Nice Cool Hmm Ah Huh Absolutely Exactly
+Obviously Basically Seriously Frankly Unfortunately Fortunately Instead Otherwise Therefore Thus Yet Again
+Anyhow Nevertheless Nonetheless Furthermore Moreover Afterwards Later Today Tonight Tomorrow Yesterday Sometimes
+Maybe Perhaps Probably Certainly Definitely Sometime Once Meaning Plus Except Unless Although Though While"""
 _NOT_PROPER = frozenset(_NOT_PROPER_TEXT.split())
-"""Capitalised words that open clauses or address nobody in particular: no name."""
+"""Capitalised words that open clauses or address nobody in particular: no name (a speech's "However, the two
+straits ..." read as someone addressed as "However" named the next speaker so in a generated episode)."""
 
 
 def speech_quote(memory: Memory) -> str | None:
