@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -322,3 +323,29 @@ def test_speech_whisper_skips_at_the_start_of_a_window_is_transcribed(tmp_path: 
     connected = [s for s in result.segments if "connected" in s.text]
     assert len(connected) == 1 and connected[0].start_s < 1.0
     assert [s.start_s for s in result.segments] == sorted(s.start_s for s in result.segments)
+
+
+def test_speech_the_first_pass_skipped_is_decoded_in_its_own_language(tmp_path: Path) -> None:
+    """The first pass read the clip as Russian (its first window) and wrote nothing for the English read after it:
+    that stretch is decoded again without the first pass's language (the people-and-order episode lost 14 s of
+    English so). The decoding itself is stood in for: this is the order of the two passes."""
+    from m3agent.perception.audio import asr
+    from m3agent.perception.audio.transcript import AsrResult, AsrSegment
+
+    languages: list[str | None] = []
+
+    class Recorded(asr.Transcriber):
+        def _decode(self, audio: Any, regions: Any, language: str | None) -> Any:
+            languages.append(language)
+            if len(languages) == 1:
+                said = AsrSegment(0.0, 15.0, "меня большая честь", ())
+                return asr._Pass(AsrResult((said,), "ru", 0.9), looped=False, spans=((0.0, 15.0),))
+            return asr._Pass(AsrResult((AsrSegment(16.0, 29.0, "Her conversation has more charms", ()),), "en", 0.9),
+                             looped=False, spans=((16.0, 29.0),))
+
+    audio = np.zeros(30 * 16000, np.float32)
+    result = Recorded("base", tmp_path).transcribe(audio, [(0.0, 15.0), (16.0, 29.0)])
+    assert languages == [None, None], "the skipped stretch in its own language, not the first pass's"
+    assert [s.text for s in result.segments] == ["меня большая честь", "Her conversation has more charms"]
+    Recorded("base", tmp_path).transcribe(audio, [(0.0, 15.0), (16.0, 29.0)], language="en")
+    assert languages[2:] == ["en", "en"], "a language the caller gives holds for both"

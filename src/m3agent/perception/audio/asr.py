@@ -65,14 +65,16 @@ class Transcriber:
         on dense speech, or it stops after an overlap), or it stamps the first words of a window with a time
         20 s later and goes on from there. Speech that no segment covers is decoded once more on its own
         (measured: the last 17 s of a 30 s window of debate and a speech, and the first 20 s of a window of the
-        people-and-order episode, a talking head and an interview, were lost without this).
+        people-and-order episode, a talking head and an interview, were lost without this). That speech is decoded in
+        the caller's language, or its own when none is given, not the first pass's: a clip can change language (the
+        people-and-order episode's Russian speech followed by English read over a dark screen, whose 14 s the
+        Russian-bound pass dropped).
         """
         first = self._decode(audio, regions, language)
         stretches = unheard(regions, first.spans) if first.spans or first.sparse else []
         if not stretches:
             return first.result
-        more = self._decode(audio, [piece for stretch in stretches for piece in stretch],
-                            language or first.result.language or None).result
+        more = self._decode(audio, [piece for stretch in stretches for piece in stretch], language).result
         kept = drop_sparse(drop_jumped(first.result.segments, more.segments, stretches), first.sparse,
                            more.segments)
         segments = tuple(sorted(kept + more.segments, key=lambda s: s.start_s))
