@@ -15,7 +15,7 @@ so speech can only move to a voice heard elsewhere in the same clip.
 
 A speaker heard twice far apart (:func:`split_apart`): the diarizer also clusters the last words of one person and,
 after a silence of ten seconds, the first words of the next (a father's few words in a playground clip and a senator
-who begins 10 s later were one speaker of the identity bench's episode, and one voice entity). When the speaker's
+who begins 9.6 s later were one speaker of the identity bench's episode, and one voice entity). When the speaker's
 turns before and after its longest pause of at least ``APART_S`` score under ``change_below``, the smaller side
 goes to the other speaker it fits, as above, or is a speaker of its own: the two sides were never heard together,
 so the diarizer's cluster is the only evidence they are one voice, and CAM++ says they are not.
@@ -146,12 +146,12 @@ def split_apart(
         if at is None:
             continue
         sides = [mine[: at + 1], mine[at + 1 :]]
-        if min(_seconds([turns[i] for i in side]) for side in sides) < MIN_PIECE_S:
+        heard = [_seconds([turns[i] for i in side]) for side in sides]
+        if min(heard) < MIN_PIECE_S:
             continue
         vectors = [embedder.embed(_joined(audio, [turns[i] for i in side])) for side in sides]
         if float(vectors[0] @ vectors[1]) >= change_below:
             continue
-        heard = [_seconds([turns[i] for i in side]) for side in sides]
         small = 0 if heard[0] < heard[1] else 1  # the later side on a tie: the speaker keeps who it was first
         others = {k: v for k, v in diarization.embeddings.items() if k != speaker}
         new = _destination(vectors[small], vectors[1 - small], others, join_from, speaker)
