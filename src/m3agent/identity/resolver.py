@@ -198,7 +198,9 @@ in the identity bench's playground clip pauses 5.1 s across a boundary and is on
 
 def _running_over(by_speaker: dict[int, list[VoiceSegment]], carried: Sequence[CarriedTurn]) -> list[CarriedTurn]:
     """The turns of ``carried`` whose speaker runs over the boundary (:data:`MAX_CONTINUATION_GAP_S`)."""
-    last = {t.speaker: max(u.end_s for u in carried if u.speaker == t.speaker) for t in carried}
+    last: dict[int, float] = {}
+    for t in carried:
+        last[t.speaker] = max(last.get(t.speaker, t.end_s), t.end_s)
     first = {spk: min(s.start_s for s in segs) for spk, segs in by_speaker.items() if segs}
     return [t for t in carried if t.speaker in first and first[t.speaker] - last[t.speaker] <= MAX_CONTINUATION_GAP_S]
 

@@ -157,7 +157,8 @@ def split_apart(
         new = _destination(vectors[small], vectors[1 - small], others, join_from, speaker)
         if new == speaker:
             new = max({t.speaker for t in turns} | set(diarization.embeddings)) + 1
-        turns = [SpeakerTurn(t.start_s, t.end_s, new) if i in sides[small] else t for i, t in enumerate(turns)]
+        moved = set(sides[small])
+        turns = [SpeakerTurn(t.start_s, t.end_s, new) if i in moved else t for i, t in enumerate(turns)]
         changed |= {speaker, new}
     if not changed:
         return diarization, frozenset()
