@@ -106,6 +106,11 @@ def test_times_quotes_and_bounds() -> None:
     assert read_question("Is the man at 0:10 in the next scene too?").asks_later
     assert not read_question("Is the man next to the door at 0:10 the one speaking?").asks_later  # beside
     assert not read_question("How many voices so far?").so_far  # a bound needs its time
+    bounded = read_question("Has the photo of a couple been on screen at any point before 0:22?")
+    assert bounded.so_far and not bounded.order, "before a time, in a yes/no question: a bound, as by is"
+    assert read_question("Before 0:36, how many times does the screen go dark?").so_far
+    for neighbour in ("What is shown before 0:22?", "Is anyone on screen right before 0:22?"):
+        assert read_question(neighbour).order and not read_question(neighbour).so_far, neighbour
     assert not read_question("What did Ann say about the budget?").anchored
     assert not read_question("What did Ann say about the budget?").order
 

@@ -151,7 +151,7 @@ def test_an_operation_the_question_rules_out_is_replaced() -> None:
     talk = plan("What do they talk about in the last scene?", "recall", ref())
     assert talk.ask == "recall", "the talk in the scene: the memories' lines, not the picture"
     seen = plan("Could you tell me what we see on screen at 0:51?", "seen_again", ref(kind="person", time="0:51"))
-    assert seen.ask == "recall"
+    assert seen.ask == "scene", "what the picture holds at that moment: its shot"
     before = plan("Had whoever talks at 1:00 already spoken before that moment?", "same_person",
                   ref(kind="speaker", time="1:00"))
     assert (before.ask, before.direction) == ("seen_again", "before")
@@ -244,9 +244,10 @@ def test_a_person_described_with_their_scene_so_far_is_the_scene(graph: EntityGr
 def test_a_scene_bounded_so_far_is_asked_whatever_operation_the_model_wrote(graph: EntityGraph) -> None:
     dark = ref(about="the dark screen with a voice", time="0:50")
     for ask in ("ever_seen", "seen_again", "which_first", "recall"):
-        asked = plan("Up to 0:50, did the video include the dark screen with a voice?", ask, dark)
-        shown = graph_answer(graph, "v1", asked)
-        assert shown is not None and shown.text.startswith("Yes"), ask
+        for question in ("Up to 0:50, did the video include the dark screen with a voice?",
+                         "Has the dark screen with a voice been on screen at any point before 0:50?"):
+            shown = graph_answer(graph, "v1", plan(question, ask, dark))
+            assert shown is not None and shown.text.startswith("Yes"), (ask, question)
     counted = graph_answer(graph, "v1", plan("Up to 0:50, how many times was the dark screen with a voice shown?",
                                              "count_scenes", dark))
     assert counted is not None and not counted.text.startswith("Yes"), "a count stays a count"
@@ -316,3 +317,46 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
     later = graph_answer(graph, "v1", plan("Up to 0:59, how many dark-screen passages have there been?",
                                            "count_scenes", ref(time="0:59")))
     assert later is not None and later.text.startswith("One: a dark screen at 0:48–1:00")
+
+
+@pytest.mark.parametrize(("question", "ask", "person", "wanted"), [
+    ("What's on screen at 0:51?", "recall", ref(time="0:51"), "scene"),
+    ("What is shown at 0:51?", "anyone_there", ref(kind="person", time="0:51"), "scene"),
+    ("What do we see at 0:51?", "recall", ref(time="0:51"), "scene"),
+    ("What colour shirt is shown at 0:51?", "recall", ref(time="0:51"), "recall"),
+    ("What is said at 0:51?", "recall", ref(time="0:51"), "recall"),
+    ("Describe the ending of the video.", "recall", ref(), "scene"),
+    ("Tell me about the beginning of the video.", "recall", ref(), "scene"),
+    ("Which scene follows the one at 1:08?", "which_first", ref(time="1:08"), "after"),
+    ("What precedes the scene at 0:35?", "which_first", ref(time="0:35"), "before"),
+    ("How many voices can be heard in the scene at 0:49?", "count_so_far", ref(time="0:49"), "count_people"),
+    ("Up to 0:49, how many voices have been heard?", "count_so_far", ref(time="0:49"), "count_so_far"),
+])
+def test_the_operation_the_questions_form_leaves(question: str, ask: str, person: dict[str, str],
+                                                 wanted: str) -> None:
+    """A plan the question's own form rules out is replaced by the one it leaves: what the picture holds at a moment
+    is its shot; the end or the beginning of the video is that scene; a scene that follows or precedes one moment is
+    its neighbour, not one of two things in order; a count with no bound is of that moment."""
+    assert plan(question, ask, person).ask == wanted
+
+
+def test_whether_one_person_talks_at_two_moments_is_the_same_person() -> None:
+    asked = plan("Is it one person talking both at 0:04 and at 1:36?", "speaks", ref(kind="person", time="0:04"),
+                 ref(kind="speaker", time="1:36"))
+    assert asked.ask == "same_person"
+    assert (asked.person.kind, asked.person.time_s, asked.other and asked.other.kind,
+            asked.other and asked.other.time_s) == ("speaker", 4.0, "speaker", 96.0)
+    one = plan("At 1:36, is it the woman in red who is talking?", "speaks", ref(kind="woman", time="1:36"))
+    assert one.ask == "speaks", "one moment: whether she speaks"
+
+
+def test_whether_the_voice_is_the_described_persons_is_whether_they_speak() -> None:
+    asked = plan("At 1:00, is the voice we hear coming from the smiling woman in the photo?", "recall",
+                 ref(kind="voice", time="1:00"))
+    assert (asked.ask, asked.person.kind, asked.person.time_s) == ("speaks", "photo", 60.0)
+    man = plan("Is the man in a grey suit talking at 0:40?", "recall", ref(kind="voice", time="0:40"))
+    assert (man.ask, man.person.kind) == ("speaks", "man")
+    said = plan("At 1:00, is the voice saying something about money?", "recall", ref(kind="voice", time="1:00"))
+    assert said.ask == "recall", "no one described: what the voice says"
+    again = plan("Is the voice at 1:00 the woman's we heard earlier?", "recall", ref(kind="voice", time="1:00"))
+    assert again.ask == "recall", "another time asked about: not whether she speaks then"

@@ -82,12 +82,16 @@ _FIRST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("first scene", "first shot", "first part", "opening scene", "opening shot",
                                "opening part", "at the start", "at the very start", "at the beginning",
                                "at the very beginning", "video open", "video opens", "video begin",
-                               "video begins", "video start", "video starts"))
+                               "video begins", "video start", "video starts", "beginning of the video",
+                               "start of the video", "opening of the video", "beginning of the clip",
+                               "start of the clip"))
 _LAST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("last scene", "last shot", "last part", "final scene", "final shot", "final part",
                                "closing scene", "closing shot", "closing part", "at the end", "at the very end",
                                "video end", "video ends", "video finish", "video finishes", "video close",
-                               "video closes", "video wrap", "video wraps"))
+                               "video closes", "video wrap", "video wraps", "end of the video",
+                               "ending of the video", "close of the video", "end of the clip",
+                               "ending of the clip"))
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",), ("as", "of"))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
 _BOUND_WORDS = frozenset({w for phrase in _SO_FAR for w in phrase} | {"mark", "point"})
@@ -97,8 +101,8 @@ _LEADING_UP: tuple[Phrase, ...] = (
     ("ahead", "of"))
 """What comes just before ("the segment leading up to the one at 0:57", "the scene just ahead of the one at 1:53"):
 an order looking back, not a bound."""
-_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "preceding",
-                          "prior"})
+_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "precede",
+                          "precedes", "preceding", "prior"})
 _LATER = frozenset({"after", "later", "next", "following", "follows"})
 _EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
@@ -131,6 +135,9 @@ _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "
                    "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
+_ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "seen", "happening", "happens",
+                        "going", "picture", "frame", "display", "displayed", "view"})
+"""Words asking what the picture holds ("what's on screen at 0:51?", "what is shown at 1:20?", "what do we see?")."""
 _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
                         "continues", "continuing", "wrap", "wraps", "conclude", "concludes"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
@@ -196,6 +203,19 @@ class QuestionReading:
         discussing?"): a gist word and a word for speech, no quotation."""
         return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_GIST & set(self.words)) \
             and self.names_talk
+
+    @property
+    def asks_shown(self) -> bool:
+        """Whether the question asks only what the picture holds at its moment ("What's on screen at 0:51?", "What
+        is shown at 1:20?"): a "what" question of one moment with a word of showing, no talk, no quotation and no
+        word of what is shown (not "what colour is shown", not "who")."""
+        if self.asks not in (Asks.WHAT, Asks.OTHER) or self.moment is None or self.quotes or self.names_talk:
+            return False
+        held = set(_uncontracted(list(self.words)))
+        if not _ON_SCREEN & held:
+            return False
+        rest = held - _FORM_WORDS - _ON_SCREEN - _SHOWING - STOPWORDS
+        return not any(not any(c.isdigit() for c in w) for w in rest)
 
     @property
     def asks_continuation(self) -> bool:
@@ -284,6 +304,12 @@ class QuestionReading:
         return " ".join(w for w in self.words if w not in _FORM_WORDS)
 
     @property
+    def described(self) -> str:
+        """The words that describe what the question asks about, its moment's words left out ("At 1:00, is the voice
+        coming from the woman in the photo?" -> "at the voice coming from the woman in the photo")."""
+        return _describing(self.words)
+
+    @property
     def bounded_description(self) -> str:
         """What a question bounded "so far" describes, without its bound ("by the 0:44 mark, how many stretches
         where the screen is dark?" -> "stretches where the screen dark"): empty without such a bound, or when it
@@ -316,10 +342,12 @@ def read_question(text: str) -> QuestionReading:
     quotes = tuple(m.group(1) or m.group(2) for m in _QUOTED.finditer(text))
     scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
         else Scene.ANY
+    asks = _asks(tuple(_uncontracted(words(_QUOTED.sub(" ", text)))))
+    ordering = _without_bound_before(tokens) if asks in (Asks.YES_NO, Asks.HOW_MANY) else tokens
     return QuestionReading(
-        text, tokens, _asks(tuple(_uncontracted(words(_QUOTED.sub(" ", text))))), times, quotes, scene,
-        bool(times) and _has_any(_without(tokens, _LEADING_UP), _SO_FAR),
-        any(w in _ORDER_WORDS for w in tokens) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
+        text, tokens, asks, times, quotes, scene,
+        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or len(ordering) < len(tokens)),
+        any(w in _ORDER_WORDS for w in ordering) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
         "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),
         clothes_named(words(_QUOTED.sub(" ", text))) or "any")  # fmt: skip
@@ -384,6 +412,20 @@ def _describing(tokens: Phrase) -> str:
     if all(w in STOPWORDS for w in kept):
         return ""
     return " ".join(w for i, w in enumerate(kept) if not i or kept[i - 1] != w)
+
+
+_JUST = frozenset({"right", "just", "immediately", "directly", "shortly"})
+"""Words that make "before 0:22" the moment next to it, not a bound ("is anyone on screen right before 0:22?")."""
+
+
+def _without_bound_before(tokens: Phrase) -> Phrase:
+    """``tokens`` without a "before" that stands right before a clock time and after no word of nearness, for a
+    yes/no or a how-many question: "has the photo been on screen at any point before 0:22?", "before 0:36, how many
+    times does the screen go dark?" bound what they ask from the start, as "by 0:22" does (a "what" question asks
+    for the neighbour: "what is shown before 0:22?")."""
+    padded = ("", *tokens, "")
+    return tuple(w for i, w in enumerate(tokens)
+                 if not (w == "before" and padded[i + 2].isdigit() and padded[i] not in _JUST))
 
 
 def _occurrence(tokens: Phrase) -> int:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from m3agent.control.reading import Asks, QuestionReading, Scene, read_question
 from m3agent.control.replies import Ask, Direction, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
-from m3agent.graph.references import Reference
+from m3agent.graph.references import Kind, Reference
 from m3agent.graph.scenes import describe
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.text import clock_seconds, words
@@ -51,6 +51,8 @@ class Plan:
         person = reference(reply.person, reading)
         other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
+        self.ask, person, other = _two_moments(self.ask, person, other, reading)
+        self.ask, person, other = _the_voice_of_the_described(self.ask, person, other, reading)
         person, self.other = _moment_of_the_person(person, other)
         person, self.other = _the_one_asked_about(self.ask, person, self.other)
         person = _with_the_named_scene(person, self.other, reading)
@@ -109,6 +111,35 @@ def _held_time(written: str, reading: QuestionReading) -> float | None:
     except ValueError:
         return None
     return seconds if seconds in reading.times else None
+
+
+def _two_moments(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading
+                 ) -> tuple[Ask, Reference, Reference | None]:
+    """"Is it one person talking both at 0:04 and at 1:36?" asks whether the people at two moments are one: whether
+    someone speaks relates one moment, so a yes/no plan of it with a reference at each of two different times the
+    question holds asks the same person (of the voices heard then, when the question speaks of talking)."""
+    if ask != "speaks" or other is None or person.time_s is None or other.time_s is None \
+            or person.time_s == other.time_s or reading.asks is not Asks.YES_NO:
+        return ask, person, other
+    if reading.names_talk or reading.holds("voice") or reading.holds("voices"):
+        person, other = replace(person, kind="speaker"), replace(other, kind="speaker")
+    return "same_person", person, other
+
+
+def _the_voice_of_the_described(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading
+                                ) -> tuple[Ask, Reference, Reference | None]:
+    """"At 1:00, is the voice we hear coming from the smiling woman in the photo?" asks whether the person it describes
+    speaks then: a yes/no question of one moment that speaks of a voice or of talking and describes someone seen (a
+    man, a woman, someone in a photo), planned as a recall of what is heard, is whether that person speaks."""
+    if ask != "recall" or other is not None or reading.asks is not Asks.YES_NO or reading.moment is None \
+            or reading.quotes or reading.asks_again or not (reading.names_talk or reading.holds("voice")):
+        return ask, person, other
+    about = reading.described
+    described = describe(about)
+    if not described.kinds:
+        return ask, person, other
+    kind: Kind = "photo" if described.shown == "still" else "woman" if described.kinds[0] == "woman" else "man"
+    return "speaks", Reference(kind, "any", reading.moment, about=about), None
 
 
 def _moment_of_the_person(person: Reference, other: Reference | None) -> tuple[Reference, Reference | None]:
@@ -249,7 +280,7 @@ def _counted_as_described(ask: Ask, person: Reference, reading: QuestionReading)
     return replace(person, about=described.picture) if described.pictured else person
 
 
-_YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen"})
+_YES_NO_ASKS = frozenset({"seen_again", "same_person", "speaks", "ever_seen", "anyone_there"})
 """Operations that answer yes or no: never what a "what" question asks ("What do we see at 0:51?")."""
 
 
@@ -266,10 +297,17 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     heard again that way; "seen again" in a question that asks of no other time is whether a voice is ever seen, or
     whether anyone is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
+    if reading.asks_shown and ask in (*_YES_NO_ASKS, "recall"):
+        return "scene", direction  # "what's on screen at 0:51?": the shot at that moment, put into words
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
-    if ask == "recall" and named and reading.asks is Asks.WHAT and not reading.names_talk:
-        return "scene", direction  # "what's on screen in the very last scene?": the scene it names, not memories
+    if ask == "recall" and named and reading.asks in (Asks.WHAT, Asks.OTHER) and not reading.names_talk:
+        return "scene", direction  # "describe the ending of the video": the scene it names, not memories
+    if ask == "which_first" and other is None and len(reading.times) == 1 and not reading.so_far \
+            and reading.asks_later != reading.asks_earlier:  # "which scene follows the one at 1:08?": one moment
+        return _neighbour_way(reading)
+    if ask == "count_so_far" and not reading.so_far and reading.moment is not None:
+        return "count_people", direction  # "how many voices in the scene at 0:49?": no bound, that moment
     if ask == "scene" and reading.times and reading.order and reading.scene is Scene.ANY \
             and reading.asks_later != reading.asks_earlier:  # "the scene following 0:04?": its neighbour
         return _neighbour_way(reading)
