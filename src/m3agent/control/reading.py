@@ -135,6 +135,7 @@ _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "
                    "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
+_VOICE = frozenset({"voice", "voices"})
 _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "seen", "happening", "happens",
                         "going", "picture", "frame", "display", "displayed", "view"})
 """Words asking what the picture holds ("what's on screen at 0:51?", "what is shown at 1:20?", "what do we see?")."""
@@ -198,6 +199,11 @@ class QuestionReading:
         return bool(_TALK & set(self.words))
 
     @property
+    def names_voice(self) -> bool:
+        """Whether the question speaks of talking or of a voice ("is the voice we hear coming from her?")."""
+        return self.names_talk or bool(_VOICE & set(self.words))
+
+    @property
     def asks_gist(self) -> bool:
         """Whether the question asks what the speech is about ("what is the talk about at 1:20?", "what are they
         discussing?"): a gist word and a word for speech, no quotation."""
@@ -211,11 +217,8 @@ class QuestionReading:
         word of what is shown (not "what colour is shown", not "who")."""
         if self.asks not in (Asks.WHAT, Asks.OTHER) or self.moment is None or self.quotes or self.names_talk:
             return False
-        held = set(_uncontracted(list(self.words)))
-        if not _ON_SCREEN & held:
-            return False
-        rest = held - _FORM_WORDS - _ON_SCREEN - _SHOWING - STOPWORDS
-        return not any(not any(c.isdigit() for c in w) for w in rest)
+        held = _uncontracted(list(self.words))
+        return bool(_ON_SCREEN & set(held)) and not _describing(tuple(w for w in held if w not in _ON_SCREEN))
 
     @property
     def asks_continuation(self) -> bool:
@@ -344,9 +347,10 @@ def read_question(text: str) -> QuestionReading:
         else Scene.ANY
     asks = _asks(tuple(_uncontracted(words(_QUOTED.sub(" ", text)))))
     ordering = _without_bound_before(tokens) if asks in (Asks.YES_NO, Asks.HOW_MANY) else tokens
+    bounded_before = len(ordering) < len(tokens)  # "has it been shown before 0:22?" bounds as "by 0:22" does
     return QuestionReading(
         text, tokens, asks, times, quotes, scene,
-        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or len(ordering) < len(tokens)),
+        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or bounded_before),
         any(w in _ORDER_WORDS for w in ordering) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
         "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),

@@ -121,7 +121,7 @@ def _two_moments(ask: Ask, person: Reference, other: Reference | None, reading: 
     if ask != "speaks" or other is None or person.time_s is None or other.time_s is None \
             or person.time_s == other.time_s or reading.asks is not Asks.YES_NO:
         return ask, person, other
-    if reading.names_talk or reading.holds("voice") or reading.holds("voices"):
+    if reading.names_voice:
         person, other = replace(person, kind="speaker"), replace(other, kind="speaker")
     return "same_person", person, other
 
@@ -132,7 +132,7 @@ def _the_voice_of_the_described(ask: Ask, person: Reference, other: Reference | 
     speaks then: a yes/no question of one moment that speaks of a voice or of talking and describes someone seen (a
     man, a woman, someone in a photo), planned as a recall of what is heard, is whether that person speaks."""
     if ask != "recall" or other is not None or reading.asks is not Asks.YES_NO or reading.moment is None \
-            or reading.quotes or reading.asks_again or not (reading.names_talk or reading.holds("voice")):
+            or reading.quotes or reading.asks_again or not reading.names_voice:
         return ask, person, other
     about = reading.described
     described = describe(about)
