@@ -81,3 +81,90 @@ def test_a_dated_line_shows_the_day_without_the_time_of_day() -> None:
     assert day_of("1:56 pm on 8 May, 2023") == "8 May, 2023"
     assert day_of("10:37 AM on 27 June, 2023") == "27 June, 2023"
     assert day_of("8 May, 2023") == "8 May, 2023"
+
+
+RESOLVED = [  # answer, the memory it rests on, said on 8 May 2023 -> the answer given
+    ("yesterday", "", "7 May, 2023"),
+    ("last night", "", "7 May, 2023"),
+    ("2 days ago", "", "6 May, 2023"),
+    ("three days ago", "", "5 May, 2023"),
+    ("last week", "", "the week before 8 May, 2023"),
+    ("last weekend", "", "the weekend before 8 May, 2023"),
+    ("last Friday", "", "the Friday before 8 May, 2023"),
+    ("two weeks ago", "", "2 weeks before 8 May, 2023"),
+    ("a few weeks ago", "", "a few weeks before 8 May, 2023"),
+    ("last month", "", "April 2023"),
+    ("two months ago", "", "March 2023"),
+    ("5 months ago", "", "December 2022"),
+    ("next month", "", "June 2023"),
+    ("last year", "", "2022"),
+    ("a year ago", "", "2022"),
+    ("this year", "", "2023"),
+    ("in the spring last year", "", "in the spring 2022"),
+    # the session's day, when the memory says which day it meant
+    ("8 May, 2023", "Caroline says: I went to a support group yesterday.", "7 May, 2023"),
+    ("On 8 May 2023.", "Jon says: we hiked last weekend.", "the weekend before 8 May, 2023"),
+    # left as they are: another date, two relative phrases, no relative phrase, an answer that is more than a day
+    ("7 March, 2023", "Caroline says: I went yesterday.", "7 March, 2023"),
+    ("8 May, 2023", "Jon says: I went last week and again yesterday.", "8 May, 2023"),
+    ("8 May, 2023", "Jon says: I love hiking.", "8 May, 2023"),
+    ("8 May, 2023 at the park", "Jon says: I went yesterday.", "8 May, 2023 at the park"),
+    ("this Friday", "", "this Friday"),
+    ("a support group", "Caroline says: I went to a support group yesterday.", "a support group"),
+]
+
+
+@pytest.mark.parametrize(("answer", "memory_text", "expected"), RESOLVED)
+def test_a_date_said_relative_to_its_day_is_resolved(answer: str, memory_text: str, expected: str) -> None:
+    from m3agent.dates import parse_day, resolve_answer
+
+    said_on = parse_day("1:56 pm on 8 May, 2023")
+    assert said_on is not None
+    assert resolve_answer(answer, memory_text, said_on) == expected
+
+
+def test_a_month_back_crosses_the_year() -> None:
+    from m3agent.dates import parse_day, resolve_answer
+
+    said_on = parse_day("9:00 am on 3 January, 2024")
+    assert said_on is not None
+    assert resolve_answer("last month", "", said_on) == "December 2023"
+    assert resolve_answer("yesterday", "", said_on) == "2 January, 2024"
+
+
+def test_parse_day_reads_the_forms_dated_memories_use() -> None:
+    from m3agent.dates import parse_day
+
+    assert str(parse_day("1:56 pm on 8 May, 2023")) == "2023-05-08"
+    assert str(parse_day("10:37 AM on 27 june 2023")) == "2023-06-27"
+    assert parse_day("31 February, 2023") is None
+    assert parse_day("sometime in May") is None
+
+
+def citing(words: str, answer: str) -> Any:
+    """A scripted grounded reply: ``answer``, citing the shown line that holds ``words``."""
+
+    def reply(messages: list[dict[str, str]]) -> str:
+        line = next(x for x in messages[-1]["content"].splitlines() if words in x)
+        return json.dumps({"used": [line[1 : line.index("]")]], "answer": answer})
+
+    return scripted(reply)
+
+
+def test_a_when_answer_is_the_day_the_memory_meant(memory: Any) -> None:
+    store, embedder = memory
+    chat = citing("support group", "8 May, 2023")
+    config = AgentConfig.from_settings(mode="grounded")
+    steps = list(answer_question(store, embedder, chat, "When did Caroline go to a support group?", config=config))
+    assert isinstance(steps[-1], Answer) and steps[-1].text == "7 May, 2023", "said 'yesterday' on 8 May"
+
+
+def test_a_relative_answer_is_dated_and_other_questions_are_left_alone(memory: Any) -> None:
+    store, embedder = memory
+    chat = citing("charity race", "last Saturday")
+    config = AgentConfig.from_settings(mode="grounded")
+    steps = list(answer_question(store, embedder, chat, "When did Melanie run a charity race?", config=config))
+    assert isinstance(steps[-1], Answer) and steps[-1].text == "the Saturday before 25 May, 2023"
+    chat = citing("charity race", "last Saturday")
+    steps = list(answer_question(store, embedder, chat, "What did Melanie do for mental health?", config=config))
+    assert isinstance(steps[-1], Answer) and steps[-1].text == "last Saturday", "only a when-question is dated"

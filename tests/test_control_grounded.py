@@ -165,6 +165,20 @@ def test_an_answer_without_a_cited_memory_falls_back(meeting: Meeting) -> None:
     assert isinstance(steps[-1], Answer) and steps[-1].model == "rerank"
 
 
+def test_a_memory_id_as_the_answer_is_refused_and_the_reranker_answers(meeting: Meeting) -> None:
+    given: list[str] = []
+
+    def reply(messages: Any) -> str:
+        given.append(shown_ids(messages)[0])
+        return json.dumps({"used": given[-1:], "answer": given[-1]})
+
+    steps = list(answer_question(meeting.store, meeting.embedder, scripted(reply), "How much do tickets cost?",
+                                 config=GROUNDED))  # fmt: skip
+    assert any(isinstance(s, Observation) and s.error and "answered with a memory id" in s.text for s in steps)
+    answer = steps[-1]
+    assert isinstance(answer, Answer) and answer.model == "rerank" and answer.text.strip() != given[0]
+
+
 def test_the_memory_does_not_say_when_nothing_answers(meeting: Meeting) -> None:
     chat = scripted({"used": [], "answer": "not in memory"})
     answer = ask(meeting.store, meeting.embedder, chat, "What colour is the festival poster?", config=GROUNDED)

@@ -81,6 +81,10 @@ SCENES = [
     ("What does the video finish on?", Scene.LAST),
     ("How does the video open?", Scene.FIRST),
     ("When does the interview start?", Scene.ANY),  # a part starting is no scene of the video
+    ("Who is in the shot that closes the clip?", Scene.LAST),
+    ("What picture opens the video?", Scene.FIRST),
+    ("Which part ends the video?", Scene.LAST),
+    ("Does the speech end the debate?", Scene.ANY),  # ends something else
 ]
 
 
@@ -106,6 +110,13 @@ def test_times_quotes_and_bounds() -> None:
     assert read_question("Is the man at 0:10 in the next scene too?").asks_later
     assert not read_question("Is the man next to the door at 0:10 the one speaking?").asks_later  # beside
     assert not read_question("How many voices so far?").so_far  # a bound needs its time
+    assert read_question("By 0:50, has the kitchen been shown?").so_far
+    assert read_question("Has the kitchen appeared by the 0:50 mark?").so_far
+    assert read_question("By the time we get to 0:50, has the kitchen appeared?").so_far
+    assert read_question("At 0:50, have we seen the kitchen by this point?").so_far
+    assert read_question("Till 0:50, how many photos were there?").so_far
+    spoken_by = read_question("Is the line at 0:50 said by the man in the photo?")
+    assert not spoken_by.so_far and spoken_by.moment == 50.0, "'by' before who says it is no bound"
     bounded = read_question("Has the photo of a couple been on screen at any point before 0:22?")
     assert bounded.so_far and not bounded.order, "before a time, in a yes/no question: a bound, as by is"
     assert read_question("Before 0:36, how many times does the screen go dark?").so_far
@@ -179,6 +190,9 @@ def test_phrases_are_whole_words_in_order() -> None:
     ("What has been said so far at 1:20?", True, None),
     ("What is said between 0:10 and 0:20?", True, None),
     ("What colour is the car at 0:10?", False, 10.0),
+    ("Which line do we hear at 0:40?", True, 40.0),
+    ("Which sentences are spoken near 2:05?", True, 125.0),
+    ("Which speaker says hello at 0:30?", False, 30.0),  # a who-question in "which" form
 ])
 def test_words_said_and_the_one_moment(question: str, words: bool, moment: float | None) -> None:
     reading = read_question(question)
@@ -200,6 +214,7 @@ def test_words_said_and_the_one_moment(question: str, words: bool, moment: float
     ('What happens right after someone says "we will win"?', False),  # the saying introduces the quotation
     ('What is heard right before the voice that says "we will win"?', False),
     ('Right after she says "we will win", what do we see?', False),
+    ('"we will ..." - what follows in that sentence?', True),
 ])
 def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
     assert read_question(question).asks_continuation is continues
@@ -257,6 +272,8 @@ def test_talked_about_is_a_gist_question() -> None:
     ("Is the photo of a man with a red tie before a flag shown after the debate?", None),  # two joints: unclear
     ("Which comes first, the photo or the interview?", None),  # no joint
     ("Did she speak after 0:40?", None),  # nothing described after the joint
+    ("Is the photo of two men shown at a later time than the dark screen?",
+     ("the photo of two men", "the dark screen")),
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair
@@ -268,3 +285,13 @@ def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
     assert read_question("What was shown up to 0:57?").so_far
     ahead = read_question("Which scene came just ahead of the one at 1:53?")
     assert ahead.order and ahead.asks_earlier and not ahead.asks_later
+
+
+@pytest.mark.parametrize(("question", "voice"), [
+    ("Is the voice at 0:40 a man's?", True),
+    ("Are the words at 1:00 spoken by the woman in the photo?", True),
+    ("Is the man on the left heard at 0:12?", True),
+    ("Is the man on the left seen at 0:12?", False),
+])
+def test_a_question_names_what_is_heard(question: str, voice: bool) -> None:
+    assert read_question(question).names_voice is voice

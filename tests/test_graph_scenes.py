@@ -360,3 +360,28 @@ def test_whether_the_voice_is_the_described_persons_is_whether_they_speak() -> N
     assert said.ask == "recall", "no one described: what the voice says"
     again = plan("Is the voice at 1:00 the woman's we heard earlier?", "recall", ref(kind="voice", time="1:00"))
     assert again.ask == "recall", "another time asked about: not whether she speaks then"
+
+
+def test_a_question_of_what_speech_is_about_recalls_it_whatever_the_order_the_model_read() -> None:
+    asked = plan("What topic comes up in the talk around 1:05?", "which_first", ref(kind="voice", time="1:05"))
+    assert asked.ask == "recall"
+    ordered = plan("What is the talk about right after 1:05?", "after", ref(time="1:05"))
+    assert ordered.ask == "after", "an order word: the neighbour's talk"
+
+
+def test_a_yes_no_question_of_a_voice_at_another_time_is_seen_again_not_the_neighbour() -> None:
+    asked = plan("Was the man talking at 1:12 heard at some earlier point? When?", "before",
+                 ref(kind="speaker", time="1:12"))
+    assert (asked.ask, asked.direction) == ("seen_again", "before")
+    later = plan("Does the woman at 0:30 show up at a later point?", "after", ref(kind="woman", time="0:30"))
+    assert (later.ask, later.direction) == ("seen_again", "after")
+    shown = plan("What comes right before the scene at 1:12?", "before", ref(time="1:12"))
+    assert shown.ask == "before", "a what-question asks for the neighbour"
+
+
+def test_a_voice_over_a_described_picture_so_far_is_when_that_picture_is_shown() -> None:
+    asked = plan("Till 1:05, has the black screen with someone talking over it been shown?", "ever_seen",
+                 ref(kind="voice", time="1:05"))
+    assert (asked.ask, asked.person.kind) == ("when", "none") and "black screen" in asked.person.about
+    voice = plan("Till 1:05, has the man with a deep voice been heard?", "ever_seen", ref(kind="voice", time="1:05"))
+    assert voice.ask == "ever_seen", "a voice described by how it sounds stays a voice"

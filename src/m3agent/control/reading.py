@@ -84,17 +84,23 @@ _FIRST_SCENE: tuple[Phrase, ...] = tuple(
                                "at the very beginning", "video open", "video opens", "video begin",
                                "video begins", "video start", "video starts", "beginning of the video",
                                "start of the video", "opening of the video", "beginning of the clip",
-                               "start of the clip"))
+                               "start of the clip", "opens the video", "begins the video", "starts the video",
+                               "opens the clip", "begins the clip", "starts the clip"))
 _LAST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(p.split()) for p in ("last scene", "last shot", "last part", "final scene", "final shot", "final part",
                                "closing scene", "closing shot", "closing part", "at the end", "at the very end",
                                "video end", "video ends", "video finish", "video finishes", "video close",
                                "video closes", "video wrap", "video wraps", "end of the video",
                                "ending of the video", "close of the video", "end of the clip",
-                               "ending of the clip"))
-_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("by",), ("as", "of"))
+                               "ending of the clip", "closes the video", "ends the video", "finishes the video",
+                               "closes the clip", "ends the clip", "finishes the clip"))
+_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("till",), ("as", "of"))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
-_BOUND_WORDS = frozenset({w for phrase in _SO_FAR for w in phrase} | {"mark", "point"})
+_BY_WHEN: tuple[Phrase, ...] = (("the", "time"), ("this", "point"), ("that", "point"), ("then",), ("now",))
+"""What "by" bounds when no clock time follows it ("by the time the video reaches 1:34", "by this point"); "by"
+before anything else names who does something ("spoken by the woman in the photo")."""
+_BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
+                         | {"by", "mark", "point", "reach", "reaches", "reached"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
 _LEADING_UP: tuple[Phrase, ...] = (
     *((verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran")),
@@ -107,7 +113,9 @@ _LATER = frozenset({"after", "later", "next", "following", "follows"})
 _EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
 _ORDER_JOINTS: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
-    "before or after", "after or before", "prior to", "earlier than", "later than", "ahead of", "before", "after"))
+    "before or after", "after or before", "prior to", "at an earlier time than", "at a later time than",
+    "earlier time than", "later time than", "earlier than",
+    "later than", "ahead of", "before", "after"))
 """Words that set two things in order ("is A shown before B?", "A prior to B?"), longest first."""
 _CLAUSE_MARKS = (":", ";", " - ", "–", "—", "?", "!", ". ")
 """Marks that end a clause ("I can't recall the order - did the video show A before B?")."""
@@ -124,8 +132,8 @@ _CHARACTER_OF: tuple[Phrase, ...] = (("which", "character"), ("what", "character
                                      ("character", "tag"), ("character", "number"), ("which", "face", "is"),
                                      ("which", "voice", "is"), ("which", "person", "is"))
 """Questions asking for the character behind a name or a description ("which character is Alice?")."""
-_WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "words", "line", "lines", "utter",
-                        "utters", "uttered", "uttering", "quote", "verbatim", "exact"})
+_WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "words", "line", "lines", "sentence",
+                        "sentences", "utter", "utters", "uttered", "uttering", "quote", "verbatim", "exact"})
 """Words asking for what was said word for word ("what is said at 1:20", "the line at 0:40"), not for its gist."""
 _GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed", "discussing", "discussion",
                    "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered"})
@@ -135,7 +143,9 @@ _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "
                    "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
-_VOICE = frozenset({"voice", "voices"})
+_VOICE = frozenset({"voice", "voices", "spoken", "heard"})
+"""Words of what is heard: with a person described, whether that person is the one heard ("are the words heard at
+1:00 spoken by the woman in the photo?")."""
 _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "seen", "happening", "happens",
                         "going", "picture", "frame", "display", "displayed", "view"})
 """Words asking what the picture holds ("what's on screen at 0:51?", "what is shown at 1:20?", "what do we see?")."""
@@ -190,8 +200,9 @@ class QuestionReading:
     def asks_words(self) -> bool:
         """Whether the question asks for the words said (a line, what someone says), not their gist, a speaker or
         what follows a quotation."""
-        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_WORDS_SAID & set(self.words)) \
-            and not _GIST & set(self.words)
+        which_said = self.asks is Asks.WHICH and _after(self.words, "which") in _WORDS_SAID  # "which line is heard"
+        return (self.asks in (Asks.WHAT, Asks.OTHER) or which_said) and not self.quotes \
+            and bool(_WORDS_SAID & set(self.words)) and not _GIST & set(self.words)
 
     @property
     def names_talk(self) -> bool:
@@ -350,7 +361,7 @@ def read_question(text: str) -> QuestionReading:
     bounded_before = len(ordering) < len(tokens)  # "has it been shown before 0:22?" bounds as "by 0:22" does
     return QuestionReading(
         text, tokens, asks, times, quotes, scene,
-        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or bounded_before),
+        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or bounded_before or _bound_by(tokens)),
         any(w in _ORDER_WORDS for w in ordering) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
         "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),
@@ -430,6 +441,26 @@ def _without_bound_before(tokens: Phrase) -> Phrase:
     padded = ("", *tokens, "")
     return tuple(w for i, w in enumerate(tokens)
                  if not (w == "before" and padded[i + 2].isdigit() and padded[i] not in _JUST))
+
+
+def _bound_by(tokens: Phrase) -> bool:
+    """Whether a "by" bounds the question up to a time: a clock time follows it ("by 1:05", "by the 0:44 mark") or one
+    of :data:`_BY_WHEN` does."""
+    for i, word in enumerate(tokens):
+        if word != "by":
+            continue
+        rest = tokens[i + 1:]
+        if (rest[:1] and rest[0].isdigit()) or (rest[:1] == ("the",) and rest[1:2] and rest[1].isdigit()):
+            return True
+        if any(rest[: len(p)] == p for p in _BY_WHEN):
+            return True
+    return False
+
+
+def _after(tokens: Phrase, word: str) -> str:
+    """The token after the first ``word`` (empty when there is none)."""
+    at = tokens.index(word) if word in tokens else -1
+    return tokens[at + 1] if 0 <= at < len(tokens) - 1 else ""
 
 
 def _occurrence(tokens: Phrase) -> int:

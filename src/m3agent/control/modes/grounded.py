@@ -45,6 +45,7 @@ from m3agent.control.retrieval.ranking import keyword_text
 from m3agent.control.retrieval.render import clip_label, render_result
 from m3agent.control.retrieval.rerank import Candidate, rank_candidates, stems
 from m3agent.control.steps import Action, Answer, Observation, Provenance, Step, Thought
+from m3agent.dates import parse_day, resolve_answer
 from m3agent.errors import M3AgentError, MalformedReplyError, NotFoundError
 from m3agent.graph.fits import fits_eyewear, fits_gender
 from m3agent.graph.operators import EntityGraph
@@ -374,7 +375,10 @@ def _ground(run: RunContext, candidates: list[Candidate], provenance: Provenance
         return Grounded(NOT_IN_MEMORY, (), provenance, run.chat.name, reply.text, abstained=True,
                         note="the model restated the question instead of answering it")
     judged = _judge(Grounded("", (), provenance, run.chat.name, reply.text), parsed, candidates, shown)
-    return replace(judged, text=who_answer(run.reading, judged.text, judged.used)) if judged.used else judged
+    if not judged.used:
+        return judged
+    text = who_answer(run.reading, judged.text, judged.used)
+    return replace(judged, text=dated_answer(run, text, judged.used))
 
 
 ECHO_SHARE = 0.7
@@ -401,12 +405,29 @@ def who_answer(question: QuestionReading, answer: str, cited: tuple[Candidate, .
     return speakers.pop() if len(speakers) == 1 else answer
 
 
+def dated_answer(run: RunContext, answer: str, cited: tuple[Candidate, ...]) -> str:
+    """A when-question about what was said on a dated day is answered by the date meant: "yesterday" in a memory
+    of 8 May, 2023 is 7 May, 2023 (:func:`m3agent.dates.resolve_answer`, against the first cited dated memory)."""
+    if run.reading.asks is not Asks.WHEN:
+        return answer
+    for candidate in cited:
+        if candidate.hit is None:
+            continue
+        memory = candidate.hit.memory
+        said_on = parse_day(run.searcher.clip_ref(memory.video_id, memory.clip_index).date or "")
+        if said_on is not None:
+            return resolve_answer(answer, candidate.text, said_on)
+    return answer
+
+
 def _judge(by: Grounded, reply: GroundedReply, candidates: list[Candidate], shown: list[str]) -> Grounded:
     """Accept the reply (written as ``by``) only when every id it names was shown and a real answer cites one."""
     unknown = [i for i in reply.used if i not in shown]
     if unknown:
         return _fallback(candidates, by.raw, f"the model named memory ids that were not shown ({', '.join(unknown)}); "
                                              "the reranker chose")  # fmt: skip
+    if reply.answer.strip(" .").lower() in shown:  # "m4": an id is no answer, and no reader knows it
+        return _fallback(candidates, by.raw, "the model answered with a memory id; the reranker chose")
     if is_abstention(reply.answer) or (not reply.used and is_abstention(reply.answer.split(".")[0])):
         return replace(by, text=NOT_IN_MEMORY, abstained=True)
     if not reply.used:

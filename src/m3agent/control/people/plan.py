@@ -259,10 +259,17 @@ come up by 1:35?": when she is first shown, whether she was seen)."""
 def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> tuple[Ask, Reference]:
     """"As of 1:58, the woman with glasses talking indoors shown yet?" asks whether a scene so described came by
     then: a person written with more than who they are (what the scene shows, what happens in it) is that scene
-    (the graph then asks when it is shown, bounded). A question of a person seen *again* keeps the person."""
+    (the graph then asks when it is shown, bounded), as is a voice written with what the picture is while it is
+    heard ("until 1:05, has the dark screen with a voice been on screen?"). A question of a person seen *again*
+    keeps the person."""
     if ask not in _SHOWN_BY_THEN or not reading.so_far or reading.asks not in (Asks.YES_NO, Asks.OTHER):
         return ask, person
     if ask != "when" and reading.asks_again:  # "seen again by 1:35?" asks of a person, not a scene
+        return ask, person
+    if person.heard and not person.quote and person.time_s is not None:  # "the dark screen with a voice": a picture
+        about = person.about or reading.bounded_description
+        if describe(about).shown != "any":
+            return "when", replace(person, kind="none", about=about)
         return ask, person
     if person.kind not in _PERSON_KINDS or not person.about or person.time_s is None:
         return ask, person
@@ -306,6 +313,11 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     if ask == "which_first" and other is None and len(reading.times) == 1 and not reading.so_far \
             and reading.asks_later != reading.asks_earlier:  # "which scene follows the one at 1:08?": one moment
         return _neighbour_way(reading)
+    if reading.asks_gist and ask in ("which_first", "when", "after", "before") and not reading.order:
+        return "recall", direction  # "what subject comes up in the speech at 0:45?": what the speech is about
+    if ask in ("after", "before") and reading.asks is Asks.YES_NO and reading.asks_again and person.kind != "none" \
+            and not reading.quotes and reading.asks_later != reading.asks_earlier:
+        return "seen_again", "before" if reading.asks_earlier else "after"  # "did the voice at 1:12 speak earlier?"
     if ask == "count_so_far" and not reading.so_far and reading.moment is not None:
         return "count_people", direction  # "how many voices in the scene at 0:49?": no bound, that moment
     if ask == "scene" and reading.times and reading.order and reading.scene is Scene.ANY \
