@@ -25,9 +25,10 @@ PACKAGE = Path(m3agent.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundation: values, errors, settings and the parsers they use (store.location: the memory spec); ahead: an
     # iterator pulled by a background thread (media decoding ahead of perception and of the lip flow); mapped_pages:
-    # giving back the pages of read-only mapped files (the OpenVINO worker's model file)
-    ("ahead", "domain", "errors", "intervals", "mapped_pages", "packages", "registry", "settings", "store.location",
-     "tags", "terminal", "text"),
+    # giving back the pages of read-only mapped files (the OpenVINO worker's model file); dates: calendar days of dated
+    # memories and what "yesterday" meant on one
+    ("ahead", "dates", "domain", "errors", "intervals", "mapped_pages", "packages", "registry", "settings",
+     "store.location", "tags", "terminal", "text"),
     # infrastructure, siblings: storage, media decoding, embedders, chat models with their prompts and replies
     ("embed", "llm", "media", "store"),
     ("perception",),
