@@ -21,7 +21,7 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
            "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple of": 2}
-_COUNT = r"\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|a few|few"
+_COUNT = "|".join([r"\d{1,2}", *sorted(_COUNTS, key=len, reverse=True), "a few", "few"])  # longest first
 _DAY = re.compile(r"(?:\d{1,2}:\d\d\s*[ap]m\s+on\s+)?(\d{1,2})\s+(" + "|".join(MONTHS) + r"),?\s+(\d{4})", re.I)
 _RELATIVE = re.compile(
     r"\b(?:(yesterday|last night|today|tonight|this (?:morning|afternoon|evening)|tomorrow)"
@@ -95,7 +95,7 @@ def _meaning(found: re.Match[str], day: dt.date) -> str | None:
     if single is not None:
         return write_day(day + dt.timedelta(days=_single_offset(single.lower())))
     if which is not None:
-        return _named(which.lower(), unit, day)
+        return _named(which.lower(), unit.lower(), day)
     return _ago(count.lower(), counted.lower(), day)
 
 
@@ -104,8 +104,7 @@ def _single_offset(word: str) -> int:
 
 
 def _named(which: str, unit: str, day: dt.date) -> str | None:
-    """``last / this / next`` + week, weekend, month, year or a weekday."""
-    unit = unit.lower()
+    """``last / this / next`` + week, weekend, month, year or a weekday (``unit`` lower-cased)."""
     side = {"last": "before", "next": "after", "this": "of"}[which]
     if unit in ("week", "weekend"):
         return f"the {unit} {side} {write_day(day)}"

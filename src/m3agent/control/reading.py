@@ -96,11 +96,12 @@ _LAST_SCENE: tuple[Phrase, ...] = tuple(
                                "closes the clip", "ends the clip", "finishes the clip"))
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("till",), ("as", "of"))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
-_BY_WHEN: tuple[Phrase, ...] = (("the", "time"), ("this", "point"), ("that", "point"), ("then",), ("now",))
-"""What "by" bounds when no clock time follows it ("by the time the video reaches 1:34", "by this point"); "by"
-before anything else names who does something ("spoken by the woman in the photo")."""
+_BY_WHEN: tuple[Phrase, ...] = tuple(("by", *p.split()) for p in ("the time", "this point", "that point", "then",
+                                                                    "now"))
+"""Bounds by a "by" with no clock time after it ("by the time the video reaches 1:34", "by this point"); "by" before
+anything else names who does something ("spoken by the woman in the photo")."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
-                         | {"by", "mark", "point", "reach", "reaches", "reached"})
+                         | {"mark", "point", "reach", "reaches", "reached"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
 _LEADING_UP: tuple[Phrase, ...] = (
     *((verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran")),
@@ -444,17 +445,12 @@ def _without_bound_before(tokens: Phrase) -> Phrase:
 
 
 def _bound_by(tokens: Phrase) -> bool:
-    """Whether a "by" bounds the question up to a time: a clock time follows it ("by 1:05", "by the 0:44 mark") or one
-    of :data:`_BY_WHEN` does."""
-    for i, word in enumerate(tokens):
-        if word != "by":
-            continue
-        rest = tokens[i + 1:]
-        if (rest[:1] and rest[0].isdigit()) or (rest[:1] == ("the",) and rest[1:2] and rest[1].isdigit()):
-            return True
-        if any(rest[: len(p)] == p for p in _BY_WHEN):
-            return True
-    return False
+    """Whether a "by" bounds the question up to a time: a clock time follows it ("by 1:05", "by the 0:44 mark"), or
+    it is one of :data:`_BY_WHEN`."""
+    padded = (*tokens, "", "")
+    clock_after = any(w == "by" and (padded[i + 1].isdigit() or (padded[i + 1] == "the" and padded[i + 2].isdigit()))
+                      for i, w in enumerate(tokens))
+    return clock_after or _has_any(tokens, _BY_WHEN)
 
 
 def _after(tokens: Phrase, word: str) -> str:
