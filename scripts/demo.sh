@@ -43,3 +43,7 @@ ask "Who is in DC for new member orientation?"
 ask "Which two people talk about being a senator?"   # needs two memories (one of each speaker)
 echo "==> the same question as JSON, with evidence clips and timestamps" >&2
 "$M" ask --memory "$DB" "Who said they were a senator from New York?" --json
+# `m3agent ask` left the model loaded for the next question (setting model_keep_alive_s, 5 minutes): each
+# ask above after the first skipped loading it. Free its memory now rather than in 5 minutes.
+echo "==> m3agent models stop (the model the asks kept loaded)" >&2
+"$M" models stop

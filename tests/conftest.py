@@ -45,6 +45,16 @@ def _no_default_llm() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_resident_models() -> Iterator[None]:
+    """``m3agent ask`` keeps its local model loaded for 5 minutes by default (``model_keep_alive_s``); the suite's
+    CLI calls would leave one such process per model and options, gigabytes held after the tests end. Tests run
+    with 0 (a worker of each process's own) unless they set it: tests/test_resident.py does."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("M3AGENT_MODEL_KEEP_ALIVE_S", "0")
+        yield
+
+
 LLAMACPP_RUNTIMES = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
 """The two runtimes of ``llamacpp:`` models and the module each needs (m3agent.llm.llamacpp.RUNTIMES)."""
 

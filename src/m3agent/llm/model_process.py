@@ -72,12 +72,21 @@ class ModelProcess:
         """The worker's process id while it runs (tests and `ps` find it by this)."""
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last lines the worker wrote to stderr (what explains a crash)."""
+        return list(self._stderr)
+
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return the worker's reply; a dead worker raises ModelCrashError."""
-        proc = self._started()
-        reply = self._exchange(proc, message)
-        _raise_for(reply, self.name, self.runtime)
+        reply = self.exchange(message)
+        raise_for(reply, self.name, self.runtime)
         return reply
+
+    def exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return the worker's reply line as it is, an error line included; a dead worker
+        raises ModelCrashError (a resident process forwards the lines, :mod:`m3agent.llm.resident`)."""
+        return self._exchange(self._started(), message)
 
     def chat(self, messages: Sequence[Message], schema: Mapping[str, Any] | None, *, max_string: int,
              max_tokens: int, temperature: float) -> tuple[ChatReply, dict[str, float]]:
@@ -101,9 +110,11 @@ class ModelProcess:
         if proc is not None:
             _stop(proc)
 
-    def _started(self) -> subprocess.Popen[str]:
+    def start(self) -> dict[str, Any]:
+        """Start the worker and load the model unless it runs: its ready line, or its error line as it is (a
+        missing runtime, a model that does not load); a worker that dies loading raises ModelCrashError."""
         if self._proc is not None and self._proc.poll() is None:
-            return self._proc
+            return {"ready": self.ready}
         self._stderr.clear()
         worker = [sys.executable, "-m", self.worker, "--parent", str(os.getpid())]
         proc = subprocess.Popen(worker, stdin=subprocess.PIPE,
@@ -115,9 +126,14 @@ class ModelProcess:
         self._proc = proc
         init = {"model_path": str(self.model_path), **self.options}
         reply = self._exchange(proc, init)
-        _raise_for(reply, self.name, self.runtime)
-        self.ready = dict(reply["ready"])
-        return proc
+        if "ready" in reply:
+            self.ready = dict(reply["ready"])
+        return reply
+
+    def _started(self) -> subprocess.Popen[str]:
+        raise_for(self.start(), self.name, self.runtime)
+        assert self._proc is not None
+        return self._proc
 
     def _exchange(self, proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any]:
         assert proc.stdin is not None and proc.stdout is not None
@@ -155,7 +171,7 @@ def describe_exit(code: int) -> str:
     return f"killed by {sig.name} ({meaning.lower()})" if meaning else f"killed by {sig.name}"
 
 
-def _raise_for(reply: dict[str, Any], name: str, runtime: Runtime = LLAMA_CPP) -> None:
+def raise_for(reply: dict[str, Any], name: str, runtime: Runtime = LLAMA_CPP) -> None:
     kind = reply.get("error")
     if kind is None:
         return

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.errors import ConfigError, MissingExtraError, ModelError
 from m3agent.llm import ChatReply, Message
 from m3agent.llm.model_process import ModelProcess, Runtime
+from m3agent.llm.resident import process_for
 
 if TYPE_CHECKING:
     from m3agent.registry import BackendSpec
@@ -55,7 +56,8 @@ class OpenVinoChat:
     converted model is kept (see :func:`prepared_folder`)."""
 
     def __init__(self, model_path: Path, *, prepared_dir: Path, n_ctx: int = 4096, n_threads: int = 2,
-                 max_string: int = 240, prefix_cache_mb: int = 0, precision: str = "", kv_cache: str = "") -> None:
+                 max_string: int = 240, prefix_cache_mb: int = 0, precision: str = "", kv_cache: str = "",
+                 keep_alive_s: float = 0.0) -> None:
         if not model_path.is_file():
             raise ModelError(f"model file not found: {model_path}", hint="give an existing .gguf path")
         self.model_path = model_path
@@ -73,6 +75,8 @@ class OpenVinoChat:
         self.timings: dict[str, float] = {}
         """The last call's counts: ``prompt_evaluated`` tokens with ``prompt_ms`` (to the first reply token) and
         ``generated`` tokens with ``generate_ms`` (after the first), as OpenVINO measured them."""
+        self.keep_alive_s = keep_alive_s
+        """Seconds the model stays loaded after the last call, for the next process (:mod:`m3agent.llm.resident`)."""
         self._process: ModelProcess | None = None
         self._lock = threading.Lock()
 
@@ -81,8 +85,9 @@ class OpenVinoChat:
         """The model's process (started by the first call)."""
         if self._process is None:
             require_openvino()
-            self._process = ModelProcess(self.model_path, self._options, self.name,
-                                         worker="m3agent.llm.openvino_worker", runtime=OPENVINO)
+            self._process = process_for(self.model_path, self._options, self.name,
+                                        worker="m3agent.llm.openvino_worker", runtime=OPENVINO,
+                                        keep_alive_s=self.keep_alive_s)
         return self._process
 
     def chat(
@@ -129,7 +134,8 @@ def _openvino_version() -> str:
         return "?"
 
 
-def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -> OpenVinoChat:
+def create(spec: BackendSpec, *, cache_dir: Path | None = None, keep_alive_s: float = 0.0,
+           **kwargs: Any) -> OpenVinoChat:
     """Factory for ``openvino:qwen-1.5b`` / ``openvino:qwen-0.5b`` (packaged models, looked up under ``cache_dir``)
     and ``openvino:/path/model.gguf`` (``?n_ctx=&n_threads=&max_string=&prefix_cache_mb=&precision=&kv_cache=``);
     converted models are kept under ``cache_dir``/:data:`PREPARED_FOLDER`."""
@@ -152,7 +158,8 @@ def create(spec: BackendSpec, *, cache_dir: Path | None = None, **kwargs: Any) -
         path, title = packaged.verified_path(model, folder), f"{model.name} ({model.title}, OpenVINO)"
     if not path.is_file():
         raise ModelError(f"model file not found: {path}", hint="give an existing .gguf path")
-    chat = OpenVinoChat(path, prepared_dir=prepared_folder(folder / PREPARED_FOLDER, path), **options)
+    chat = OpenVinoChat(path, prepared_dir=prepared_folder(folder / PREPARED_FOLDER, path), keep_alive_s=keep_alive_s,
+                        **options)
     if title:
         chat.name = title
     return chat

@@ -4,8 +4,14 @@ Every prompt of the package (memorize, control, judges, the runtime check) is
 loaded here, under ``llm`` so that memorize and control both may import it.
 A template file is split into sections by lines ``[name]``; fields are
 ``$name`` (``string.Template``), so JSON examples need no escaping; a field
-left unfilled is an error, never a literal ``$name`` in the prompt. Typed
-replies: :mod:`m3agent.llm.replies` (the base) and :mod:`m3agent.control.replies`.
+left unfilled is an error, never a literal ``$name`` in the prompt.
+
+Typed replies: :class:`Reply` here is their base, read by attribute; the models themselves live beside their
+callers (:mod:`m3agent.control.replies`, :mod:`m3agent.memorize.consolidation.exchange`). Each mirrors its
+prompt's reply schema (``prompts/<name>.json``, which backends turn into a grammar or structured output; tests keep
+the two in step). The backend has already checked the JSON against that schema; :meth:`Reply.read` turns it into a
+frozen value and is where a reply that is absent or does not fit becomes a
+:class:`~m3agent.errors.MalformedReplyError`.
 """
 
 from __future__ import annotations
@@ -16,9 +22,14 @@ import re
 import string
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from m3agent.errors import ModelError, PromptError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from m3agent.errors import MalformedReplyError, ModelError, PromptError
+
+if TYPE_CHECKING:
+    from m3agent.llm import ChatReply
 
 _SECTION_RE = re.compile(r"^\[([a-z_]+)\]\s*$", re.MULTILINE)
 
@@ -72,3 +83,27 @@ def load_prompt_set(name: str) -> PromptSet:
 def _sections(text: str) -> dict[str, str]:
     parts = _SECTION_RE.split(text)
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+
+
+# typed replies -------------------------------------------------------------------------------------------------
+
+Stripped = Annotated[str, AfterValidator(str.strip)]
+"""Checked as sent (``minLength`` counts the raw text), then stripped, as the loop always did."""
+Content = Annotated[str, Field(min_length=1), AfterValidator(str.strip)]
+
+
+class Reply(BaseModel):
+    """Base of prompt replies: frozen, no fields beyond the schema's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def read(cls, reply: ChatReply) -> Self:
+        """The reply as this model; :class:`MalformedReplyError` (message: what was wrong) when unusable."""
+        if reply.parsed is None:
+            raise MalformedReplyError(reply.error or "no reply")
+        try:
+            return cls.model_validate(reply.parsed)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise MalformedReplyError(f"the reply does not fit {cls.__name__}: {problems}") from None

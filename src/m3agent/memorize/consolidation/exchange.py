@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from m3agent import tags
-from m3agent.llm.replies import Content, Reply
+from m3agent.llm.prompts import Content, Reply
 from m3agent.memorize.consolidation.cues import (
     KIND_CUES,
     NAMED_PLACE,
