@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from m3agent.graph.fits import clothes_named
 from m3agent.graph.references import Wears
+from m3agent.graph.scenes import names_scene
 from m3agent.text import STOPWORDS, clock_seconds, clock_times, words
 
 
@@ -293,7 +294,7 @@ class QuestionReading:
         for mark in _CLAUSE_MARKS:
             text = text.replace(mark, "|")
         for clause in text.split("|"):
-            tokens = tuple(words(clause))
+            tokens = _located(tuple(words(clause)))
             joints = _found(tokens, _ORDER_JOINTS)
             if len(joints) != 1:
                 continue
@@ -352,7 +353,7 @@ class QuestionReading:
 @lru_cache(maxsize=256)
 def read_question(text: str) -> QuestionReading:
     """The reading of ``text`` (pure and cached: every module may ask for it again at no cost)."""
-    tokens = tuple(words(text))
+    tokens = _located(tuple(words(text)))
     times = tuple(clock_seconds(t) for t in clock_times(text))
     quotes = tuple(m.group(1) or m.group(2) for m in _QUOTED.finditer(text))
     scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
@@ -420,6 +421,35 @@ def _found(tokens: Phrase, phrases: tuple[Phrase, ...]) -> list[tuple[int, int]]
             found.append((i, len(phrase)))
         i += len(phrase) if phrase is not None else 1
     return found
+
+
+_INDEFINITE = frozenset({"a", "an"})
+
+
+def _located(tokens: Phrase) -> Phrase:
+    """``tokens`` with "in front of" for a "before" that places someone in front of a thing ("a man in a red tie
+    before a flag"): one right after a word that is not of showing, with "a" or "an" after it, whose next words (up
+    to three, to the next word of showing) name no picture, screen, person, part of the video or time
+    (:func:`~m3agent.graph.scenes.names_scene`). Such a "before" sets nothing in order; "is the photo shown
+    before a dark screen?", "before a woman speaks", "before the debate" and "before 0:22" still do."""
+    kept: list[str] = []
+    for i, word in enumerate(tokens):
+        if word == "before" and i and tokens[i - 1] not in _SHOWING and tokens[i + 1: i + 2] \
+                and tokens[i + 1] in _INDEFINITE and not names_scene(_noun_after(tokens, i + 2)):
+            kept += ["in", "front", "of"]  # what it means, so that a description read back says it
+            continue
+        kept.append(word)
+    return tuple(kept)
+
+
+def _noun_after(tokens: Phrase, start: int) -> Phrase:
+    """Up to three words from ``start``, to the next word of showing or of order."""
+    out: list[str] = []
+    for word in tokens[start: start + 3]:
+        if word in _SHOWING or word in _ORDER_WORDS:
+            break
+        out.append(word)
+    return tuple(out)
 
 
 def _describing(tokens: Phrase) -> str:

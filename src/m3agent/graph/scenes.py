@@ -15,6 +15,7 @@ time: a described feature the scene contradicts costs more than one it merely la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -137,6 +138,24 @@ def describe(text: str) -> SceneDescription:
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
     return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any")
+
+
+_PARTS = frozenset({"scene", "shot", "part", "segment", "clip", "section", "passage", "stretch", "moment", "one",
+                    "person", "people", "someone", "anyone", "speaker", "voice", "face",
+                    "speech", "talk", "interview", "debate", "conversation", "discussion", "rally", "performance",
+                    "song", "address", "lecture", "announcement", "remark", "question", "answer", "line", "sentence",
+                    "word", "statement", "quote", "cut", "change", "pause", "silence", "break", "applause", "laugh",
+                    "noise", "sound", "music"})
+"""Words for a part of the video, someone in it, or what happens in it: what :func:`names_scene` counts beside
+:func:`describe`'s vocabulary."""
+
+
+def names_scene(tokens: Sequence[str]) -> bool:
+    """Whether ``tokens`` name something the video shows or plays, in the terms :func:`describe` reads: a kind of
+    picture, a screen, people or a kind of person, a part of the video, a clock time; not a thing in a picture ("a
+    flag", "a bookshelf")."""
+    vocabulary = set(_SHOWN) | set(_KINDS) | set(_PEOPLE) | _SCREEN | _DARK | _PARTS
+    return any(word in vocabulary or stem(word) in vocabulary or any(c.isdigit() for c in word) for word in tokens)
 
 
 def _lookup(table: dict[str, T], word: str) -> T | None:
