@@ -74,3 +74,23 @@ def test_mpnet_without_the_model_says_what_to_run(tmp_path: Path) -> None:
     with pytest.raises(ModelError) as caught:
         create_embedder(f"mpnet:{tmp_path}")
     assert "not assembled" in caught.value.message and "m3agent.embed.mpnet" in caught.value.hint
+
+
+def test_a_prewarmed_embedder_is_the_one_built_later() -> None:
+    """`m3agent ask` starts loading the embedder in a thread while it opens the memory: the embedder built after
+    shares that load (one ONNX session), and its vectors are the usual ones."""
+    import threading
+
+    from m3agent.embed import minilm, prewarm
+
+    minilm._load_once.cache_clear()
+    prewarm("minilm")
+    prewarm("hash")  # not a packaged model: nothing started
+    loaders = [t for t in threading.enumerate() if t.name == "embedder-prewarm"]
+    built = create_embedder("minilm")
+    for loader in loaders:
+        loader.join(timeout=60)
+    assert built._session is create_embedder("minilm")._session
+    assert minilm._load_once.cache_info().misses == 1, "one load, shared by the thread and the builder"
+    vector = built.embed(["a cat sat on the mat"])[0]
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5

@@ -35,12 +35,16 @@ if TYPE_CHECKING:
 def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | None, before_clip: int | None,
         llm: str | None, mode: str | None, rounds: int | None, baseline: bool, as_json: bool) -> None:
     """Answer QUESTION from the memory (see --mode); print the steps, or the Answer as JSON."""
+    from m3agent.embed import prewarm
+
+    settings = build_settings(ctx, memory=memory, llm=llm)
+    prewarm(settings.embedder)  # its load overlaps the imports below and the opening of the memory
+
     from m3agent.control import answer_steps
     from m3agent.llm import chat_model_from_settings
     from m3agent.llm.spec import uses_llm
     from m3agent.store import open_memory
 
-    settings = build_settings(ctx, memory=memory, llm=llm)
     chat = chat_model_from_settings(settings, resident=True) if uses_llm(settings.llm) else None
     try:
         with open_memory(settings, readonly=True, create=False) as store:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from m3agent.registry import Registry
+from m3agent.registry import Registry, parse_spec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,6 +40,22 @@ EMBEDDERS.register("https", "m3agent.embed.remote:create", "OpenAI-compatible /e
 
 def create_embedder(spec: str, **kwargs: object) -> Embedder:
     return EMBEDDERS.create(spec, **kwargs)
+
+
+def prewarm(spec: str) -> None:
+    """Start loading the packaged embedder ``spec`` names (``minilm``) in a thread of its own, so that a short-lived
+    process (``m3agent ask``) overlaps its 0.2 s load with its imports and the opening of the memory; the embedder
+    built later takes the loaded model. Any other spec is left alone; an error is left to that later build."""
+    if spec != "minilm":
+        return
+
+    def load() -> None:
+        from m3agent.embed import minilm
+
+        with contextlib.suppress(Exception):  # reported when the embedder is built for use
+            minilm.create(parse_spec(spec))
+
+    threading.Thread(target=load, name="embedder-prewarm", daemon=True).start()
 
 
 def spec_for_model(name: str) -> str | None:

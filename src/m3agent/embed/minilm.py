@@ -8,6 +8,7 @@ space as sentence-transformers' all-MiniLM-L6-v2.
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,9 +74,18 @@ class MiniLMEmbedder:
         return unit
 
 
-@lru_cache(maxsize=2)
+_LOADING = threading.Lock()
+
+
 def _load(threads: int) -> tuple[Any, Any]:
-    """Load the ONNX session and tokenizer once per process and thread count."""
+    """The ONNX session and tokenizer, loaded once per process and thread count; a caller arriving while another
+    thread loads them (:func:`m3agent.embed.prewarm`) waits for that load instead of making its own."""
+    with _LOADING:
+        return _load_once(threads)
+
+
+@lru_cache(maxsize=2)
+def _load_once(threads: int) -> tuple[Any, Any]:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
