@@ -13,8 +13,10 @@ from m3agent.terminal import markup_literal as escape
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
     from m3agent.control.steps import Answer, Step
+    from m3agent.settings import Settings
 
 
 @click.command()
@@ -38,8 +40,21 @@ def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | N
     from m3agent.embed import prewarm
 
     settings = build_settings(ctx, memory=memory, llm=llm)
-    prewarm(settings.embedder)  # its load overlaps the imports below and the opening of the memory
+    loading = prewarm(settings.embedder)  # its load overlaps the imports below and the opening of the memory
+    try:
+        answer = _answer(question, settings, video_id=video_id, before_clip=before_clip,
+                         mode="baseline" if baseline else mode, rounds=rounds, show=not as_json)
+    finally:
+        if loading is not None:  # ended before the process does, whatever happened (a store of another embedder
+            loading.join()       # never waited for it); a process ending inside ONNX Runtime's code aborts
+    if as_json:
+        print_json(answer)
+    else:
+        _print_answer(answer)
 
+
+def _answer(question: str, settings: Settings, *, show: bool, **options: Any) -> Answer:
+    """The Answer to ``question`` (its steps printed when ``show``), the local model kept loaded after it."""
     from m3agent.control import answer_steps
     from m3agent.llm import chat_model_from_settings
     from m3agent.llm.spec import uses_llm
@@ -48,16 +63,10 @@ def ask(ctx: click.Context, question: str, memory: str | None, video_id: str | N
     chat = chat_model_from_settings(settings, resident=True) if uses_llm(settings.llm) else None
     try:
         with open_memory(settings, readonly=True, create=False) as store:
-            steps = answer_steps(question, store, settings, video_id=video_id, before_clip=before_clip,
-                                 mode="baseline" if baseline else mode, rounds=rounds, chat=chat)
-            answer = _consume(steps, show=not as_json)
+            return _consume(answer_steps(question, store, settings, chat=chat, **options), show=show)
     finally:
         if chat is not None and hasattr(chat, "close"):
             chat.close()
-    if as_json:
-        print_json(answer)
-    else:
-        _print_answer(answer)
 
 
 def _consume(steps: Iterator[Step], show: bool) -> Answer:

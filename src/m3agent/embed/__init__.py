@@ -42,12 +42,14 @@ def create_embedder(spec: str, **kwargs: object) -> Embedder:
     return EMBEDDERS.create(spec, **kwargs)
 
 
-def prewarm(spec: str) -> None:
+def prewarm(spec: str) -> threading.Thread | None:
     """Start loading the packaged embedder ``spec`` names (``minilm``) in a thread of its own, so that a short-lived
     process (``m3agent ask``) overlaps its 0.2 s load with its imports and the opening of the memory; the embedder
-    built later takes the loaded model. Any other spec is left alone; an error is left to that later build."""
+    built later takes the loaded model. Any other spec is left alone (None); an error is left to that later build.
+    The caller joins the thread before it exits: a process ending while the thread is inside ONNX Runtime's
+    native code aborts."""
     if spec != "minilm":
-        return
+        return None
 
     def load() -> None:
         from m3agent.embed import minilm
@@ -55,7 +57,9 @@ def prewarm(spec: str) -> None:
         with contextlib.suppress(Exception):  # reported when the embedder is built for use
             minilm.create(parse_spec(spec))
 
-    threading.Thread(target=load, name="embedder-prewarm", daemon=True).start()
+    thread = threading.Thread(target=load, name="embedder-prewarm", daemon=True)
+    thread.start()
+    return thread
 
 
 def spec_for_model(name: str) -> str | None:
