@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,19 +106,39 @@ def test_an_idle_resident_process_ends_and_the_next_call_starts_another(folder: 
 
 
 def test_a_crashed_worker_is_a_clear_error_and_the_next_call_recovers(folder: Path) -> None:
+    """The worker dies inside a request (held stopped while the request reaches it, then SIGSEGV): the error names
+    the signal; the next call gets a fresh worker. A worker found dead between requests is replaced silently."""
     chat = _chat(_smollm2(), folder)
     try:
         chat.chat(HELLO, max_tokens=4)
         worker = chat.process.pid
         assert worker is not None
+        os.kill(worker, signal.SIGSTOP)
+        caught: list[BaseException] = []
+        asking = threading.Thread(target=lambda: _ask_catching(chat, caught))
+        asking.start()
+        time.sleep(0.5)  # the request waits in the stopped worker's input
         os.kill(worker, signal.SIGSEGV)
-        with pytest.raises(ModelCrashError) as caught:
-            chat.chat(HELLO, max_tokens=4)
-        assert "SIGSEGV" in caught.value.message and "while answering" in caught.value.message
+        os.kill(worker, signal.SIGCONT)
+        asking.join(timeout=60)
+        assert caught and isinstance(caught[0], ModelCrashError), caught
+        assert "SIGSEGV" in str(caught[0]) and "while answering" in str(caught[0])
         assert chat.chat(HELLO, max_tokens=4).usage.completion_tokens > 0
-        assert chat.process.pid not in (None, worker)
+        second = chat.process.pid
+        assert second not in (None, worker)
+        os.kill(second, signal.SIGKILL)  # between requests
+        assert _wait_until(lambda: not _alive(second))
+        assert chat.chat(HELLO, max_tokens=4).usage.completion_tokens > 0
+        assert chat.process.pid not in (None, worker, second)
     finally:
         chat.close()
+
+
+def _ask_catching(chat: LlamaCppChat, caught: list[BaseException]) -> None:
+    try:
+        chat.chat(HELLO, max_tokens=4)
+    except ModelCrashError as exc:
+        caught.append(exc)
 
 
 def test_a_killed_resident_process_is_started_again(folder: Path) -> None:
