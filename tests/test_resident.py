@@ -107,7 +107,7 @@ def test_an_idle_resident_process_ends_and_the_next_call_starts_another(folder: 
 
 def test_a_crashed_worker_is_a_clear_error_and_the_next_call_recovers(folder: Path) -> None:
     """The worker dies inside a request (held stopped while the request reaches it, then SIGSEGV): the error names
-    the signal; the next call gets a fresh worker. A worker found dead between requests is replaced silently."""
+    the signal; the next call gets a fresh worker."""
     chat = _chat(_smollm2(), folder)
     try:
         chat.chat(HELLO, max_tokens=4)
@@ -124,12 +124,7 @@ def test_a_crashed_worker_is_a_clear_error_and_the_next_call_recovers(folder: Pa
         assert caught and isinstance(caught[0], ModelCrashError), caught
         assert "SIGSEGV" in str(caught[0]) and "while answering" in str(caught[0])
         assert chat.chat(HELLO, max_tokens=4).usage.completion_tokens > 0
-        second = chat.process.pid
-        assert second not in (None, worker)
-        os.kill(second, signal.SIGKILL)  # between requests
-        assert _wait_until(lambda: not _alive(second))
-        assert chat.chat(HELLO, max_tokens=4).usage.completion_tokens > 0
-        assert chat.process.pid not in (None, worker, second)
+        assert chat.process.pid not in (None, worker)
     finally:
         chat.close()
 
