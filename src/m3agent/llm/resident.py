@@ -190,7 +190,8 @@ class ResidentModel(ModelProcess):
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                     encoding="utf-8", start_new_session=True)
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"model_path": str(self.model_path), **self.options}) + "\n")
+        init = {"model_path": str(self.model_path.resolve()), **self.options}  # it outlives this process's cwd
+        proc.stdin.write(json.dumps(init) + "\n")
         proc.stdin.close()
         line = proc.stdout.readline()  # written by the resident process once its model is loaded
         proc.stdout.close()
