@@ -115,15 +115,11 @@ def summarise(name: str, side: str, rows: list[dict[str, Any]]) -> dict[str, Any
 def write_section(rows: list[dict[str, Any]], command: str, load: float) -> None:
     """This run's table under the section's earlier runs."""
     from m3agent.bench.environment import environment
-    from m3agent.bench.results_io import replace_section, run_line
+    from m3agent.bench.results_io import replace_section, run_line, section_pattern
 
     doc = REPO / "docs" / "benchmarks.md"
-    text = doc.read_text(encoding="utf-8")
-    start, kept = text.find(f"## {SECTION}\n"), ""
-    if start >= 0:
-        body = text[start + len(SECTION) + 4:]
-        end = body.find("\n## ")
-        kept = (body if end < 0 else body[:end]).strip()
+    found = section_pattern(SECTION).search(doc.read_text(encoding="utf-8"))
+    kept = found.group(1).strip() if found else ""
     table = [run_line(environment(), command, load), "",
              "| questions | model | asks | p50 s (wall) | p95 s | mean s | first ask s | answer's own p50 s | load |",
              "|---|---|---|---|---|---|---|---|---|"]

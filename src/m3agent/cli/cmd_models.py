@@ -3,10 +3,15 @@ proof that the local runtime runs them on this machine, and the models kept load
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from m3agent.cli.common import build_settings, json_option
 from m3agent.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from m3agent.llm.resident import ResidentInfo
 
 
 @click.group()
@@ -175,10 +180,7 @@ def stop(as_json: bool) -> None:
     console().print(f"stopped {len(ended)} loaded model(s)" + "".join(f"\n  {i.model_path}" for i in ended))
 
 
-def _resident_row(info: object) -> dict[str, object]:
-    from m3agent.llm.resident import ResidentInfo
-
-    assert isinstance(info, ResidentInfo)
+def _resident_row(info: ResidentInfo) -> dict[str, object]:
     return {"model_path": info.model_path, "worker": info.worker, "keep_alive_s": info.keep_alive_s, "pid": info.pid,
             "socket": str(info.socket_path)}
 

@@ -154,8 +154,7 @@ def names_scene(tokens: Sequence[str]) -> bool:
     """Whether ``tokens`` name something the video shows or plays, in the terms :func:`describe` reads: a kind of
     picture, a screen, people or a kind of person, a part of the video, a clock time; not a thing in a picture ("a
     flag", "a bookshelf")."""
-    vocabulary = set(_SHOWN) | set(_KINDS) | set(_PEOPLE) | _SCREEN | _DARK | _PARTS
-    return any(word in vocabulary or stem(word) in vocabulary or any(c.isdigit() for c in word) for word in tokens)
+    return any(word in _SCENE_WORDS or stem(word) in _SCENE_WORDS or any(c.isdigit() for c in word) for word in tokens)
 
 
 def _lookup(table: dict[str, T], word: str) -> T | None:
@@ -165,6 +164,8 @@ def _lookup(table: dict[str, T], word: str) -> T | None:
 
 _SCREEN = frozenset({"screen", "picture", "frame", "display"})
 """What a dark word is said of when the screen is dark ("the screen goes black", "the picture went dark")."""
+_SCENE_WORDS = frozenset(_SHOWN) | frozenset(_KINDS) | frozenset(_PEOPLE) | _SCREEN | _DARK | _PARTS
+"""Everything :func:`names_scene` counts as naming something the video shows or plays."""
 
 
 def _dark_screen(tokens: list[str]) -> bool:

@@ -10,7 +10,7 @@ instead of loading, as Ollama's ``keep_alive`` does.
 
 - One resident process per model file and options: the socket's name is a digest of the worker module, the
   file (path, size, time) and the options, so a changed file or setting gets a process of its own.
-- Connections are served one at a time, in order; a waiting client is served when the one before closes.
+- Each connection has a thread of its own; the model answers their requests one at a time, in order.
 - A native crash of the worker reaches the client as :class:`~m3agent.errors.ModelCrashError` with the worker's
   last words, as with a worker of its own (the resident process runs no native code; its next request starts a
   fresh worker). A resident process that is gone (killed, or idle and ended) is started again.
@@ -137,12 +137,17 @@ class ResidentModel(ModelProcess):
             raise ModelCrashError(self.name, self.model_path, "ended (the resident model process was gone)",
                                   self.ready, [], runtime=self.runtime.title, hint=self.runtime.crash_hint)
         self._worker_pid = int(reply.get("worker_pid") or 0) or self._worker_pid
+        self._raise_for(reply)
+        return reply
+
+    def _raise_for(self, reply: dict[str, Any]) -> None:
+        """The error a reply line stands for: a crash the resident process saw (with the worker's last words), or
+        the worker's own error line (:func:`~m3agent.llm.model_process.raise_for`)."""
         if reply.get("error") == "crash":
             raise ModelCrashError(self.name, self.model_path, str(reply.get("how", "ended")),
                                   dict(reply.get("ready") or {}), [str(s) for s in reply.get("stderr") or []],
                                   runtime=self.runtime.title, hint=self.runtime.crash_hint)
         raise_for(reply, self.name, self.runtime)
-        return reply
 
     def close(self) -> None:
         """End this connection; the resident process keeps the model for its keep-alive."""
@@ -196,45 +201,39 @@ class ResidentModel(ModelProcess):
         line = proc.stdout.readline()  # written by the resident process once its model is loaded
         proc.stdout.close()
         proc.wait()  # the launcher ends as soon as the resident process is forked off
-        reply = json.loads(line) if line.strip() else {"error": "failed", "message": _tail(log)}
-        if reply.get("error") == "crash":
-            raise ModelCrashError(self.name, self.model_path, str(reply.get("how")), {},
-                                  [str(s) for s in reply.get("stderr") or []], runtime=self.runtime.title,
-                                  hint=self.runtime.crash_hint)
-        raise_for(reply, self.name, self.runtime)
+        self._raise_for(json.loads(line) if line.strip() else {"error": "failed", "message": _tail(log)})
 
 
 def running(folder: Path | None = None) -> list[ResidentInfo]:
     """The resident model processes of this user that answer now."""
+    return _each(folder, stop=False)
+
+
+def stop_all(folder: Path | None = None, wait_s: float = 30.0) -> list[ResidentInfo]:
+    """End every resident model process of this user (each after the request it is serving), waiting up to
+    ``wait_s`` for each to end; those asked to stop."""
+    ended = _each(folder, stop=True)
+    deadline = time.monotonic() + wait_s
+    while any(_alive(info.pid) for info in ended) and time.monotonic() < deadline:
+        time.sleep(POLL_S / 4)
+    return ended
+
+
+def _each(folder: Path | None, *, stop: bool) -> list[ResidentInfo]:
+    """Every resident process answering in ``folder`` (default: :func:`runtime_folder`), as it describes itself;
+    with ``stop``, each also asked to end, on the same connection (those that said they would)."""
     found = []
     for path in sorted((folder or runtime_folder()).glob("*" + SOCKET_SUFFIX)):
         conn = _connect(path)
         if conn is None:
             continue
         with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
-            hello = _exchange(stream, None)
-            about = _exchange(stream, {"about": True}) if hello is not None else None
-        if about is not None and "model_path" in about:
-            found.append(ResidentInfo(path, str(about["model_path"]), str(about["worker"]),
-                                      float(about["keep_alive_s"]), int(about["pid"])))
+            about = _exchange(stream, {"about": True}) if _exchange(stream, None) is not None else None
+            if about is None or "model_path" not in about or (stop and _exchange(stream, {"stop": True}) is None):
+                continue
+        found.append(ResidentInfo(path, str(about["model_path"]), str(about["worker"]),
+                                  float(about["keep_alive_s"]), int(about["pid"])))
     return found
-
-
-def stop_all(folder: Path | None = None, wait_s: float = 30.0) -> list[ResidentInfo]:
-    """End every resident model process of this user (each after the request it is serving), waiting up to
-    ``wait_s`` for each to end; those asked to stop."""
-    ended = []
-    for info in running(folder):
-        conn = _connect(info.socket_path)
-        if conn is None:
-            continue
-        with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
-            if _exchange(stream, None) is not None and _exchange(stream, {"stop": True}) is not None:
-                ended.append(info)
-    deadline = time.monotonic() + wait_s
-    while any(_alive(info.pid) for info in ended) and time.monotonic() < deadline:
-        time.sleep(POLL_S / 4)
-    return ended
 
 
 def _alive(pid: int) -> bool:
