@@ -296,6 +296,9 @@ def test_talked_about_is_a_gist_question() -> None:
     ("Did she speak after 0:40?", None),  # nothing described after the joint
     ("Is the photo of two men shown at a later time than the dark screen?",
      ("the photo of two men", "the dark screen")),
+    ("Does the photo of a couple appear after the dark screen, or is it the other way around?",
+     ("the photo of a couple", "the dark screen")),  # the other answer offered: not part of what is ordered
+    ("Is the debate shown before the photo of two men or vice versa?", ("the debate", "the photo of two men")),
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair
@@ -317,3 +320,23 @@ def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
 ])
 def test_a_question_names_what_is_heard(question: str, voice: bool) -> None:
     assert read_question(question).names_voice is voice
+
+
+@pytest.mark.parametrize(("question", "sex"), [
+    ("tell me if it's a man or a woman talking at 1:02", True),
+    ("Is the voice at 0:40 male or female?", True),
+    ("Is the voice at 0:40 a man's or a woman's?", True),
+    ("Is the speaker at 0:40 a woman or a man?", True),
+    ("Is the voice at 0:40 a man's?", False),  # one sex named: yes or no
+    ("Is the man or the boy on the left speaking?", False),  # two men: not the sex asked
+    ("Who speaks at 1:02, the man or the woman?", False),  # "the": a choice between two people seen
+])
+def test_a_question_that_offers_both_sexes(question: str, sex: bool) -> None:
+    assert read_question(question).asks_sex is sex
+
+
+def test_a_bounded_description_leaves_out_the_bound_the_showing_and_the_other_answer() -> None:
+    read = read_question("Up to the 1:58 mark, have we seen the woman with glasses talking indoors yet or not?")
+    assert read.so_far and read.bounded_description == "woman with glasses indoors"
+    assert read_question("By 0:08, how many black-screen, voice-only segments?").bounded_description == \
+        "black screen voice only segments"

@@ -385,3 +385,31 @@ def test_a_voice_over_a_described_picture_so_far_is_when_that_picture_is_shown()
     assert (asked.ask, asked.person.kind) == ("when", "none") and "black screen" in asked.person.about
     voice = plan("Till 1:05, has the man with a deep voice been heard?", "ever_seen", ref(kind="voice", time="1:05"))
     assert voice.ask == "ever_seen", "a voice described by how it sounds stays a voice"
+
+
+def test_what_the_model_leaves_out_of_a_scene_the_question_still_says(graph: EntityGraph) -> None:
+    """A so-far question planned as whether a person was seen, with no description written, is the scene the
+    question describes; a count of voices written with the picture they are heard over counts that picture; a
+    question offering both sexes for a voice asks what the voice sounds like."""
+    asked = plan("Up to 0:55, have we seen the woman talking on a dark screen yet or not?", "seen_again",
+                 ref(kind="woman", time="0:55"))
+    assert (asked.ask, asked.person.kind, asked.person.about) == ("when", "none", "woman on a dark screen")
+    shown = graph_answer(graph, "v1", asked)
+    assert shown is not None and shown.text.startswith("Yes")
+    plain = plan("Up to 0:55, have we seen the woman yet?", "seen_again", ref(kind="woman", time="0:55"))
+    assert plain.person.kind == "woman", "who she is, nothing of a scene: the person"
+    counted = plan("How many black-screen, voice-only segments have there been by 0:50?", "count_scenes",
+                   ref(kind="voice", time="0:50", about="black-screen, voice-only segments"))
+    assert (counted.person.kind, counted.person.about) == ("none", "a dark screen")
+    one = graph_answer(graph, "v1", counted)
+    assert one is not None and one.text.startswith("One: a dark screen at 0:48")
+    earlier = plan("How many black-screen, voice-only segments have there been by 0:40?", "count_scenes",
+                   ref(kind="voice", time="0:40", about="black-screen, voice-only segments"))
+    zero = graph_answer(graph, "v1", earlier)
+    assert zero is not None and zero.text.startswith("Zero")
+    voices = plan("How many voices have been heard by 0:50?", "count_so_far", ref(kind="voice", time="0:50"))
+    assert voices.person.kind == "voice", "no picture described: the voices are counted"
+    pitch = plan("Tell me if it's a man or a woman talking at 0:30.", "who_speaks", ref(kind="speaker", time="0:30"))
+    assert pitch.ask == "voice_pitch"
+    who = plan("Who is talking at 0:30, the man or the woman?", "who_speaks", ref(kind="speaker", time="0:30"))
+    assert who.ask == "who_speaks"

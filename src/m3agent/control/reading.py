@@ -102,7 +102,7 @@ _BY_WHEN: tuple[Phrase, ...] = tuple(("by", *p.split()) for p in ("the time", "t
 """Bounds by a "by" with no clock time after it ("by the time the video reaches 1:34", "by this point"); "by" before
 anything else names who does something ("spoken by the woman in the photo")."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
-                         | {"mark", "point", "reach", "reaches", "reached"})
+                         | {"mark", "point", "reach", "reaches", "reached", "yet"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
 _LEADING_UP: tuple[Phrase, ...] = (
     *((verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran")),
@@ -119,6 +119,11 @@ _ORDER_JOINTS: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
     "earlier time than", "later time than", "earlier than",
     "later than", "ahead of", "before", "after"))
 """Words that set two things in order ("is A shown before B?", "A prior to B?"), longest first."""
+_ALTERNATIVES: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
+    "or is it the other way around", "or is it the other way round", "or the other way around",
+    "or the other way round", "or is it the reverse", "or the reverse", "or vice versa", "or not"))
+"""Words that offer the other answer ("does A come after B, or is it the other way around?"): of asking, not of
+what the question sets in order."""
 _CLAUSE_MARKS = (":", ";", " - ", "–", "—", "?", "!", ". ")
 """Marks that end a clause ("I can't recall the order - did the video show A before B?")."""
 _SHOWING = frozenset({"video", "clip", "footage", "show", "shows", "showed", "shown", "see", "seen", "saw", "appear",
@@ -154,6 +159,10 @@ _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "s
 _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
                         "continues", "continuing", "wrap", "wraps", "conclude", "concludes"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
+_SEXES = {"man": "man", "men": "man", "male": "man", "man's": "man", "guy": "man", "boy": "man",
+          "woman": "woman", "women": "woman", "female": "woman", "woman's": "woman", "girl": "woman",
+          "lady": "woman"}
+"""Words of the two sexes, for a question that offers both ("a man or a woman?", "male or female?")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES | _REQUESTS | _WORDS_SAID | _GIST \
     | _TALK | _CONTINUES | frozenset({"hear", "heard", "hearing", "me", "us", "we", "you", "get", "gets", "goes",
@@ -222,6 +231,19 @@ class QuestionReading:
         discussing?"): a gist word and a word for speech, no quotation."""
         return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_GIST & set(self.words)) \
             and self.names_talk
+
+    @property
+    def asks_sex(self) -> bool:
+        """Whether the question offers both sexes as its answers ("a man or a woman?", "male or female?"): with a
+        word of voice or talk, it asks what the voice sounds like ("is it a man or a woman talking at 1:02?")."""
+        tokens = self.words
+        for i, word in enumerate(tokens[1:-1], 1):
+            if word != "or" or tokens[i - 1] not in _SEXES:
+                continue
+            following = tokens[i + 2] if tokens[i + 1] in _INDEFINITE and i + 2 < len(tokens) else tokens[i + 1]
+            if following in _SEXES and _SEXES[following] != _SEXES[tokens[i - 1]]:
+                return True
+        return False
 
     @property
     def asks_shown(self) -> bool:
@@ -294,7 +316,7 @@ class QuestionReading:
         for mark in _CLAUSE_MARKS:
             text = text.replace(mark, "|")
         for clause in text.split("|"):
-            tokens = _located(tuple(words(clause)))
+            tokens = _without(_located(tuple(words(clause))), _ALTERNATIVES)
             joints = _found(tokens, _ORDER_JOINTS)
             if len(joints) != 1:
                 continue
@@ -332,7 +354,8 @@ class QuestionReading:
         orders or quotes."""
         if not self.so_far or self.order or self.quotes:
             return ""
-        return " ".join(w for w in self.words if w not in _FORM_WORDS and w not in _BOUND_WORDS and not w.isdigit())
+        return " ".join(w for w in _without(self.words, _ALTERNATIVES)
+                        if w not in _FORM_WORDS and w not in _BOUND_WORDS and w not in _SHOWING and not w.isdigit())
 
     def holds(self, word: str) -> bool:
         """Whether ``word`` (any case) is one of the question's words."""

@@ -271,17 +271,26 @@ def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> 
         if describe(about).shown != "any":
             return "when", replace(person, kind="none", about=about)
         return ask, person
-    if person.kind not in _PERSON_KINDS or not person.about or person.time_s is None:
+    about = person.about or reading.bounded_description  # the model may leave the description out
+    if person.kind not in _PERSON_KINDS or not about or person.time_s is None:
         return ask, person
-    described = describe(person.about)
-    return ("when", replace(person, kind="none")) if described.topic or described.shown != "any" else (ask, person)
+    described = describe(about)
+    if described.topic or described.shown != "any":
+        return "when", replace(person, kind="none", about=about)
+    return ask, person
 
 
 def _counted_as_described(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
     """"How many still images does the video show?" counts scenes the question describes: a count of scenes whose
     reference names no one and describes nothing (the model's description was dropped, or never written) takes
-    the question's own words when they say what the picture is."""
-    if ask != "count_scenes" or person.kind not in ("none", "photo") or person.about or person.quote:
+    the question's own words when they say what the picture is. A count of voices written with what the picture
+    is while they are heard ("how many black-screen, voice-only segments by 0:08?") counts that picture's scenes."""
+    if ask not in ("count_scenes", "count_so_far") or person.quote:
+        return person
+    if person.kind in ("voice", "speaker"):
+        described = describe(person.about or reading.bounded_description or reading.description)
+        return Reference(time_s=person.time_s, about=described.picture) if described.shown != "any" else person
+    if ask != "count_scenes" or person.kind not in ("none", "photo") or person.about:
         return person
     described = describe(reading.description or reading.bounded_description)
     return replace(person, about=described.picture) if described.pictured else person
@@ -304,6 +313,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     heard again that way; "seen again" in a question that asks of no other time is whether a voice is ever seen, or
     whether anyone is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
+    if reading.asks_sex and reading.names_voice and ask in ("who_speaks", "speaks", "recall", "seen_again"):
+        return "voice_pitch", direction  # "tell me if it's a man or a woman talking at 1:02": the voice's kind
     if reading.asks_shown and ask in (*_YES_NO_ASKS, "recall"):
         return "scene", direction  # "what's on screen at 0:51?": the shot at that moment, put into words
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
