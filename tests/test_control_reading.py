@@ -85,6 +85,11 @@ SCENES = [
     ("What picture opens the video?", Scene.FIRST),
     ("Which part ends the video?", Scene.LAST),
     ("Does the speech end the debate?", Scene.ANY),  # ends something else
+    ("Describe the opening clip of the video.", Scene.FIRST),  # an ordinal word and any word for a part
+    ("What's shown in the final segment?", Scene.LAST),
+    ("Who is in the closing moment?", Scene.LAST),
+    ("Is the first one the same person as the second?", Scene.ANY),  # "one" is no part of the video
+    ("What happens the first time she appears?", Scene.ANY),
 ]
 
 
@@ -340,3 +345,5 @@ def test_a_bounded_description_leaves_out_the_bound_the_showing_and_the_other_an
     assert read.so_far and read.bounded_description == "woman with glasses indoors"
     assert read_question("By 0:08, how many black-screen, voice-only segments?").bounded_description == \
         "black screen voice only segments"
+    assert read_question("Has the photo of a couple appeared at any point up to 1:17?").bounded_description == \
+        "photo a couple"  # the words of bounds ("by the time", "as of") go too

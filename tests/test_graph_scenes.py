@@ -25,22 +25,35 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("the photo of two men side by side", SceneDescription("still", 2, ("man",))),
-    ("the dark screen with three voices in turn", SceneDescription("dark", 0, (), topic=("turn",))),
+    ("the photo of two men side by side", SceneDescription("still", 2, ("man", "man"))),
+    ("the dark screen with three voices in turn", SceneDescription("dark", 0, (), topic=("turn",), voices=3)),
     ("the screen goes black", SceneDescription("dark", 0)),
     ("the woman with dark hair pulled back",
      SceneDescription("any", None, ("woman",), topic=("dark", "hair", "pull", "back"))),
-    ("the split-screen TV interview", SceneDescription("any", 2, (), topic=("interview",))),
+    ("the split-screen TV interview", SceneDescription("live", 2, (), topic=("interview",))),
     ("different still photos", SceneDescription("still")),
     ("dark-screen passages", SceneDescription("dark", 0)),
-    ("the woman with glasses talking indoors", SceneDescription("any", None, ("woman",), True, ("indoor",))),
+    ("the woman with glasses talking indoors", SceneDescription("live", None, ("woman",), True, ("indoor",))),
     ("the snow tubing home video", SceneDescription("live", topic=("snow", "tub", "home"))),
     ("the photo of a woman in a black dress", SceneDescription("still", None, ("woman",), clothes="dark")),
     ("the man in a white T-shirt", SceneDescription("any", None, ("man",), clothes="white")),
     ("times the video shows a still image", SceneDescription("still")),
-    ("times the picture went dark with only a voice", SceneDescription("dark", 0)),
+    ("times the picture went dark with only a voice", SceneDescription("dark", 0, voices=1)),
     ("voice-only moments with a blank frame", SceneDescription("dark", 0)),
     ("a photo of a dark night", SceneDescription("still", topic=("dark", "night"))),
+    # how old someone looks: a hair colour said of hair, or an age word; a grey suit is a garment's colour
+    ("the photo of a grey-haired man with a red tie", SceneDescription("still", None, ("man",), topic=("red", "tie"),
+                                                                      age="older")),
+    ("the photo of a young man in a blue sweater", SceneDescription("still", None, ("man",), clothes="blue",
+                                                                   age="young")),
+    ("the man in a grey suit", SceneDescription("any", None, ("man",), clothes="grey")),
+    # a close-up frames one person; an event or an activity beside a person unfolds: live video, unless a photo
+    ("the close-up of the grey-haired man with glasses", SceneDescription("any", 1, ("man",), True, age="older")),
+    ("the photo of a man speaking into a microphone", SceneDescription("still", None, ("man",),
+                                                                      topic=("into", "microphone"))),
+    ("the Oval Office meeting", SceneDescription(topic=("oval", "office", "meet"))),  # nothing measured to imply
+    ("the photo of two women and a man", SceneDescription("still", 3, ("woman", "woman", "man"))),
+    ("the meeting of men", SceneDescription("live", 2, ("man", "man"), topic=("meet",))),
 ])
 def test_a_description_in_measured_terms(text: str, expected: SceneDescription) -> None:
     assert describe(text) == expected
@@ -413,3 +426,47 @@ def test_what_the_model_leaves_out_of_a_scene_the_question_still_says(graph: Ent
     assert pitch.ask == "voice_pitch"
     who = plan("Who is talking at 0:30, the man or the woman?", "who_speaks", ref(kind="speaker", time="0:30"))
     assert who.ask == "who_speaks"
+
+
+@pytest.mark.parametrize(("text", "age"), [
+    ("a grey-haired man", "older"), ("the man with white hair", "older"), ("the elderly woman", "older"),
+    ("a young man in a blue sweater", "young"), ("the man in a grey suit", "any"), ("a white T-shirt", "any"),
+])
+def test_how_old_a_description_says_someone_looks(text: str, age: str) -> None:
+    from m3agent.graph.fits import age_named
+    from m3agent.text import words
+
+    assert age_named(words(text.replace("-", " ")))[0] == age
+
+
+def test_age_and_voices_tell_apart_scenes_that_fit_alike(make_store: Callable[[], Any]) -> None:
+    """Two people side by side at 0:00-0:12: described as older, the scene fits only once someone in it is measured
+    older (unmeasured, it is not contradicted); one voice against several ranks dark screens that fit alike."""
+    from m3agent.domain import Clip, EntityAttribute
+
+    store = make_store()
+    ids = build(store)
+    older = describe("the two grey-haired people side by side")
+    assert [(s.start_s, s.end_s) for s in matching_scenes(EntityGraph(store), "v1", older)] == [(0.0, 12.0)]
+    with store.clip(Clip("v1", 2, 60.0, 61.0)) as w:
+        w.add_attribute(EntityAttribute(ids["a"], "v1", 2, "apparent_age", "31", 0.9, 3))
+        w.add_attribute(EntityAttribute(ids["b"], "v1", 2, "apparent_age", "44", 0.9, 3))
+    assert matching_scenes(EntityGraph(store), "v1", older) == [], "both measured under 50: contradicted"
+    young = describe("the two young people side by side")
+    assert [(s.start_s, s.end_s) for s in matching_scenes(EntityGraph(store), "v1", young)] == [(0.0, 12.0)]
+    one = matching_scenes(EntityGraph(store), "v1", describe("the dark screen with a voice"))
+    many = matching_scenes(EntityGraph(store), "v1", describe("the dark screen with three voices"))
+    assert [(s.start_s, s.end_s) for s in one] == [(48.0, 60.0)] and one[0].fit > many[0].fit
+
+
+def test_an_or_between_a_person_and_someone_else_sets_nothing_in_order() -> None:
+    """The model reads "X or someone else" as a choice between two things shown; a yes/no question of one moment
+    with no word of order asks whether X speaks."""
+    asked = plan("At 0:41, is the voice coming from the man in the photo or from someone else?", "which_first",
+                 ref(kind="photo", time="0:41"), ref(kind="person"))
+    assert (asked.ask, asked.other) == ("speaks", None)
+    ordered = plan("Is the man in the photo shown before the dark screen?", "which_first", ref(about="the photo"),
+                   ref(about="the dark screen"))
+    assert ordered.ask == "which_first"
+    first = plan("When is the dark screen first shown?", "which_first", ref(about="the dark screen"))
+    assert first.ask == "which_first", "no moment: left as planned"

@@ -79,28 +79,37 @@ _SUBJECTS = frozenset({"it", "there", "the", "this", "that", "these", "those", "
 """Words that open the subject after an auxiliary: "hey, at 0:26, is it the man who's talking?" turns into a yes/no
 question where "is it" stands, before its "who" (a relative word there, not a question word)."""
 _PERSON_WORDS = frozenset({"who", "whom", "whose"})
+_SCENE_NOUNS = ("scene", "shot", "part", "clip", "segment", "section", "sequence", "frame", "frames", "moment",
+                "bit")
+"""What a part of the video is called when it is named by its place ("the opening clip", "the final shot")."""
+_FIRST_WORDS = ("first", "opening", "very first", "initial", "starting")
+_LAST_WORDS = ("last", "final", "closing", "ending", "very last", "concluding")
 _FIRST_SCENE: tuple[Phrase, ...] = tuple(
-    tuple(p.split()) for p in ("first scene", "first shot", "first part", "opening scene", "opening shot",
-                               "opening part", "at the start", "at the very start", "at the beginning",
-                               "at the very beginning", "video open", "video opens", "video begin",
-                               "video begins", "video start", "video starts", "beginning of the video",
-                               "start of the video", "opening of the video", "beginning of the clip",
-                               "start of the clip", "opens the video", "begins the video", "starts the video",
-                               "opens the clip", "begins the clip", "starts the clip"))
+    tuple(f"{word} {noun}".split()) for word in _FIRST_WORDS for noun in _SCENE_NOUNS) + tuple(
+    tuple(p.split()) for p in ("at the start", "at the very start", "at the beginning", "at the very beginning",
+                               "video open", "video opens", "video begin", "video begins", "video start",
+                               "video starts", "beginning of the video", "start of the video",
+                               "opening of the video", "beginning of the clip", "start of the clip",
+                               "opens the video", "begins the video", "starts the video", "opens the clip",
+                               "begins the clip", "starts the clip"))
 _LAST_SCENE: tuple[Phrase, ...] = tuple(
-    tuple(p.split()) for p in ("last scene", "last shot", "last part", "final scene", "final shot", "final part",
-                               "closing scene", "closing shot", "closing part", "at the end", "at the very end",
-                               "video end", "video ends", "video finish", "video finishes", "video close",
-                               "video closes", "video wrap", "video wraps", "end of the video",
-                               "ending of the video", "close of the video", "end of the clip",
+    tuple(f"{word} {noun}".split()) for word in _LAST_WORDS for noun in _SCENE_NOUNS) + tuple(
+    tuple(p.split()) for p in ("at the end", "at the very end", "video end", "video ends", "video finish",
+                               "video finishes", "video close", "video closes", "video wrap", "video wraps",
+                               "end of the video", "ending of the video", "close of the video", "end of the clip",
                                "ending of the clip", "closes the video", "ends the video", "finishes the video",
                                "closes the clip", "ends the clip", "finishes the clip"))
+"""The first or the last scene, named by an ordinal word and a word for a part of the video, or by the video's
+start or end."""
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("till",), ("as", "of"))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
 _BY_WHEN: tuple[Phrase, ...] = tuple(("by", *p.split()) for p in ("the time", "this point", "that point", "then",
                                                                     "now"))
 """Bounds by a "by" with no clock time after it ("by the time the video reaches 1:34", "by this point"); "by" before
 anything else names who does something ("spoken by the woman in the photo")."""
+_ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at any point", "at any time", "at some point",
+                                                                    "at any stage", "at any moment"))
+"""Words that leave the time open up to a bound ("has it appeared at any point up to 1:17?")."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
                          | {"mark", "point", "reach", "reaches", "reached", "yet"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
@@ -354,7 +363,7 @@ class QuestionReading:
         orders or quotes."""
         if not self.so_far or self.order or self.quotes:
             return ""
-        return " ".join(w for w in _without(self.words, _ALTERNATIVES)
+        return " ".join(w for w in _without(self.words, (*_ALTERNATIVES, *_ANY_TIME))
                         if w not in _FORM_WORDS and w not in _BOUND_WORDS and w not in _SHOWING and not w.isdigit())
 
     def holds(self, word: str) -> bool:

@@ -1,5 +1,6 @@
 """Whether a person fits a description: "a man" / "a woman" (measured apparent gender, else voice register),
-"with glasses" (measured eyewear) and "in a dark suit" (measured clothes colour). An unmeasured person fits: a
+"with glasses" (measured eyewear), "in a dark suit" (measured clothes colour) and "grey-haired" / "young" (measured
+apparent age). An unmeasured person fits: a
 description narrows, it never vetoes. Shared by the resolution of references (:mod:`m3agent.graph.references`)
 and of described scenes (:mod:`m3agent.graph.scenes`); :func:`clothes_named` is the one reading of a clothing
 colour in words.
@@ -8,7 +9,7 @@ colour in words.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from m3agent.graph.values import DESCRIBE_MIN, Role
 from m3agent.perception.attributes.names import UNCERTAIN, Attribute, ClothesColour
@@ -52,6 +53,45 @@ def measured_clothes(graph: EntityGraph, person: Person) -> ClothesColour | None
     description); else None."""
     measured = graph.profile(person).attribute(Attribute.CLOTHES)
     return measured[0] if measured is not None and measured[1] >= DESCRIBE_MIN else None
+
+
+Age = Literal["any", "young", "older"]
+OLDER_FROM = 50
+"""Apparent age from which someone reads as older ("grey-haired", "elderly"): grey hair is common from about 50."""
+YOUNG_BELOW = 40
+"""Apparent age below which someone reads as young ("a young man"); from 40 to 50 neither word contradicts."""
+_AGE_WORDS: dict[str, Age] = {
+    "old": "older", "older": "older", "elderly": "older", "aged": "older", "senior": "older", "grey": "older",
+    "gray": "older", "white": "older", "silver": "older", "balding": "older", "bald": "older",
+    "young": "young", "younger": "young", "youthful": "young", "teen": "young", "teenage": "young",
+    "teenager": "young",
+}  # fmt: skip
+"""Words that say how old someone looks; a hair colour counts only as hair ("grey-haired", "white hair")."""
+_HAIR_COLOURS = frozenset({"grey", "gray", "white", "silver"})
+
+
+def age_named(tokens: Sequence[str]) -> tuple[Age, tuple[int, ...]]:
+    """The age a description names and the positions of its words ("a grey-haired man": older, the words "grey"
+    and "haired"); ``any`` and none when it names no age (a grey suit is no grey hair)."""
+    for i, word in enumerate(tokens):
+        if word in _HAIR_COLOURS:
+            if i + 1 < len(tokens) and tokens[i + 1] in ("haired", "hair"):
+                return "older", (i, i + 1)
+        elif word in _AGE_WORDS:
+            return _AGE_WORDS[word], (i,)
+    return "any", ()
+
+
+def fits_age(graph: EntityGraph, person: Person, age: Age) -> bool | None:
+    """Whether ``person``'s measured apparent age reads as ``age``: True or False when measured (from 40 to 50 an
+    "older" or a "young" description is contradicted: neither word fits there), None when unmeasured."""
+    if age == "any":
+        return True
+    measured = graph.profile(person).attribute(Attribute.APPARENT_AGE)
+    if measured is None or not measured[0].isdigit():
+        return None
+    years = int(measured[0])
+    return years >= OLDER_FROM if age == "older" else years < YOUNG_BELOW
 
 
 def fits_eyewear(graph: EntityGraph, person: Person, wears: str) -> bool:

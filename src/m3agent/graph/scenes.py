@@ -3,10 +3,13 @@ interview about the senate".
 
 No model here can match a picture to words (nothing like CLIP installs offline), so a description is read into
 what perception measured (:class:`SceneDescription`): still picture, live video or a dark screen with nobody on
-it; how many people are on screen; men or women among them (measured apparent gender, else voice register);
-glasses; the colour of someone's clothes; and the remaining content words, looked for in what is said, written
-on screen and detected there. The vocabulary is a table (:data:`_SHOWN`, :data:`_PEOPLE`, :data:`_KINDS`, and
-:mod:`m3agent.graph.fits`' clothing words): it names what perception measures, not one question's wording.
+it (an event or an activity said of people, "the split-screen debate", "the woman talking indoors", unfolds: live
+video); how many people are on screen (a close-up frames one); men or women among them, as many as named
+(measured apparent gender, else voice register); glasses; the colour of someone's clothes; how old someone looks
+("grey-haired", "young": measured apparent age); one voice or several heard (ranks scenes that fit alike); and the
+remaining content words, looked for in what is said, written on screen and detected there. The vocabulary is a
+table (:data:`_SHOWN`, :data:`_PEOPLE`, :data:`_KINDS`, :data:`_UNFOLDING`, and :mod:`m3agent.graph.fits`' clothing
+and age words): it names what perception measures, not one question's wording.
 
 A scene is a run of shots from one detected cut to the next (:meth:`EntityGraph.shots`, ``opens_scene``).
 :func:`matching_scenes` scores every scene against the description and returns those that fit best, in order of
@@ -22,7 +25,10 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from m3agent.graph.fits import (
     CLOTHES_COLOURS,
     GARMENTS,
+    Age,
+    age_named,
     clothes_named,
+    fits_age,
     fits_eyewear,
     fits_gender,
     measured_clothes,
@@ -58,6 +64,16 @@ _FRAME_WORDS = frozenset({"scene", "shot", "part", "screen", "shown", "show", "s
                           "different", "distinct", "separate", "times", "time", "passage", "passages", "moment",
                           "moments", "only", "just", "instance", "instances", "occasion", "occasions"})
 """Words that frame a description rather than say what is in it."""
+_UNFOLDING = frozenset({
+    "debate", "interview", "meeting", "performance", "perform", "performs", "performing", "rally", "concert",
+    "ceremony", "conference", "game", "match", "party", "talking", "speaking", "singing", "dancing", "playing",
+    "walking", "running", "arguing", "laughing", "cooking", "eating", "driving"})
+"""Events and activities, which unfold in time: a scene described by one and by no picture word is live video
+("the split-screen debate", "the woman with glasses talking indoors"); "the photo of a man speaking" stays a
+photo."""
+_CLOSE_UP = (("close", "up"), ("closeup",))
+"""A close-up frames one person."""
+_ONE_VOICE = frozenset({"a", "one", "single", "lone"})
 MIN_FIT = 0.5
 """A scene must fit at least this share of what the description says to be one it may mean."""
 CONTRADICTED = 2.0
@@ -80,6 +96,10 @@ class SceneDescription:
     topic: tuple[str, ...] = ()
     clothes: str = "any"
     """The colour of someone's clothes (:func:`~m3agent.graph.fits.clothes_named`), ``any`` unsaid."""
+    age: Age = "any"
+    """How old someone on screen looks ("a grey-haired man": older; :func:`~m3agent.graph.fits.age_named`)."""
+    voices: int | None = None
+    """How many voices are heard ("with a voice": 1, "with three voices": 3), None unsaid."""
 
     @property
     def pictured(self) -> bool:
@@ -98,7 +118,7 @@ class SceneDescription:
     @property
     def empty(self) -> bool:
         return self.shown == "any" and self.people is None and not self.kinds and not self.glasses and \
-            not self.topic and self.clothes == "any"
+            not self.topic and self.clothes == "any" and self.age == "any" and self.voices is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,20 +144,63 @@ def describe(text: str) -> SceneDescription:
     tokens = words(text.replace("-", " "))
     dark = _dark_screen(tokens)
     named = [k for w in tokens if (k := _lookup(_SHOWN, w))]
-    shown: Shown = "dark" if dark else "still" if "still" in named else named[0] if named else "any"
-    kinds = tuple(g for w in tokens if (g := _lookup(_KINDS, w)))
+    kinds = _kinds(tokens)
     counted = [n for w in tokens if (n := _lookup(_PEOPLE, w))]
-    people = max(counted) if counted else (len(kinds) if len(kinds) > 1 else None)
+    close_up = _phrase_at(tokens, _CLOSE_UP)
+    if not named and _UNFOLDING & set(tokens) and (kinds or counted or close_up):
+        named = ["live"]  # implied, so never the only thing measured: "the Oval Office meeting" is no live scene
+    shown: Shown = "dark" if dark else "still" if "still" in named else named[0] if named else "any"
+    people = max([*counted, len(kinds) if len(kinds) > 1 else 0]) or (1 if close_up else None)
+    voices = _voices(tokens)
     if any(w in ("men", "women") for w in tokens) and people is None:
         people = 2
     clothes = clothes_named(tokens)
+    age, aged = age_named(tokens)
     if dark:  # nobody on screen, however many are heard ("a dark screen with three voices")
-        people, kinds, clothes = 0, (), None
+        people, kinds, clothes, age = 0, (), None, "any"
+    tokens = [w for i, w in enumerate(tokens) if i not in aged and i not in close_up]
     known = set(_SHOWN) | set(_PEOPLE) | set(_KINDS) | _EYEWEAR | _FRAME_WORDS | ((_DARK | _SCREEN) if dark else set())
     known |= (set(CLOTHES_COLOURS) | GARMENTS) if clothes else set()
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
-    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any")
+    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any", age, voices)
+
+
+def _kinds(tokens: list[str]) -> tuple[str, ...]:
+    """The kinds of people named, once per person: "two men" is two men, "men" at least two, "a man and a
+    woman" one of each."""
+    kinds: list[str] = []
+    for i, word in enumerate(tokens):
+        kind = _lookup(_KINDS, word)
+        if kind is None:
+            continue
+        plural = word in _PLURAL_KINDS
+        number = _PEOPLE.get(tokens[i - 1], 0) if i and plural and tokens[i - 1] not in ("split", "both") else 0
+        kinds += [kind] * (number or (2 if plural else 1))
+    return tuple(kinds)
+
+
+_PLURAL_KINDS = frozenset({"men", "women", "boys", "girls", "guys", "gentlemen", "ladies"})
+
+
+def _phrase_at(tokens: list[str], phrases: tuple[tuple[str, ...], ...]) -> tuple[int, ...]:
+    """The positions of the words of the first of ``phrases`` found in ``tokens`` (none found: empty)."""
+    for i in range(len(tokens)):
+        for phrase in phrases:
+            if tuple(tokens[i: i + len(phrase)]) == phrase:
+                return tuple(range(i, i + len(phrase)))
+    return ()
+
+
+def _voices(tokens: list[str]) -> int | None:
+    """How many voices the words say are heard: "a voice" one, "three voices" three; None unsaid."""
+    for i, word in enumerate(tokens):
+        before = tokens[i - 1] if i else ""
+        if word == "voice" and before in _ONE_VOICE:
+            return 1
+        if word == "voices" and (n := _PEOPLE.get(before)) is not None and before not in ("split", "both"):
+            return n
+    return None
 
 
 _PARTS = frozenset({"scene", "shot", "part", "segment", "clip", "section", "passage", "stretch", "moment", "one",
@@ -223,8 +286,8 @@ def fitting_scenes(graph: EntityGraph, video_id: str, description: SceneDescript
     """Every scene of ``video_id`` that fits ``description`` at least :data:`MIN_FIT`, in order of time."""
     if description.empty:
         return []
-    scored = [Scene(group, _fit(graph, group, description)) for group in scenes(graph, video_id)]
-    return [s for s in scored if s.fit >= MIN_FIT]
+    scored = [(group, *_fit(graph, group, description)) for group in scenes(graph, video_id)]
+    return [Scene(group, fit + voices) for group, fit, voices in scored if fit >= MIN_FIT]
 
 
 def two_scenes(graph: EntityGraph, video_id: str, one: SceneDescription, two: SceneDescription
@@ -243,9 +306,10 @@ def two_scenes(graph: EntityGraph, video_id: str, one: SceneDescription, two: Sc
     return x, y
 
 
-def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescription) -> float:
+def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescription) -> tuple[float, float]:
     """The share of the described features the scene shows, a contradicted one counting :data:`CONTRADICTED`
-    times against it."""
+    times against it, and what the number of voices heard adds (only to rank scenes that fit: never to make one
+    fit)."""
     moment = _inside(graph, group[0].video_id, group[0].start_s, group[-1].end_s)
     on_screen = {s.person.character_id: s.person for s in moment.on_screen}
     most = max((len(_inside(graph, s.video_id, s.start_s, s.end_s).on_screen) for s in group), default=0)
@@ -254,18 +318,25 @@ def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescripti
         checks.append(_shown_fits(group, most, wanted.shown))
     if wanted.people is not None:
         checks.append(most == wanted.people)
-    for kind in wanted.kinds:
-        checks.append(any(fits_gender(graph, p, kind) for p in on_screen.values()) if on_screen else False)
+    for kind in dict.fromkeys(wanted.kinds):  # "two men": two people on screen who read as men
+        needed = wanted.kinds.count(kind)
+        checks.append(sum(fits_gender(graph, p, kind) for p in on_screen.values()) >= needed)
     if wanted.glasses:
         checks.append(any(fits_eyewear(graph, p, "glasses") for p in on_screen.values()) if on_screen else False)
     if wanted.clothes != "any":
         checks.append(_clothes_fit(graph, list(on_screen.values()), wanted.clothes))
+    if wanted.age != "any":
+        checks.append(_age_fit(graph, list(on_screen.values()), wanted.age))
+    voices = 0.0  # one voice or several: what diarization tells apart, not three from four
+    if wanted.voices is not None and checks:
+        heard = len({u.person.character_id for u in moment.speaking})
+        voices = TOPIC_WEIGHT * (heard == 1 if wanted.voices == 1 else heard >= 2)
     topic = 0.0
     if wanted.topic:
         said = {stem(w) for u in moment.speaking for w in words(u.text)}
         said |= {stem(w) for s in group for w in words(s.summary)} | {stem(w) for t in moment.scene for w in words(t)}
         topic = sum(w in said for w in wanted.topic) / len(wanted.topic)
-    return _score(checks) + TOPIC_WEIGHT * topic if checks else topic
+    return (_score(checks) + TOPIC_WEIGHT * topic if checks else topic), voices
 
 
 def _inside(graph: EntityGraph, video_id: str, start_s: float, end_s: float) -> Moment:
@@ -284,6 +355,17 @@ def _clothes_fit(graph: EntityGraph, people: list[Person], colour: str) -> bool 
     if colour in measured:
         return True
     return None if None in measured else False
+
+
+def _age_fit(graph: EntityGraph, people: list[Person], age: Age) -> bool | None:
+    """True when someone on screen looks ``age``, False when everyone's age is measured and nobody does (or
+    nobody is there), None when it is not known."""
+    if not people:
+        return False
+    fits = [fits_age(graph, p, age) for p in people]
+    if True in fits:
+        return True
+    return None if None in fits else False
 
 
 def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:

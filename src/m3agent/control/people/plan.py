@@ -51,6 +51,7 @@ class Plan:
         person = reference(reply.person, reading)
         other = reference(reply.other, reading) if reply.other is not None else None
         other = other if other is not None and (other.kind != "none" or other.anchored) else None
+        self.ask, other = _not_in_order(self.ask, other, reading)
         self.ask, person, other = _two_moments(self.ask, person, other, reading)
         self.ask, person, other = _the_voice_of_the_described(self.ask, person, other, reading)
         person, self.other = _moment_of_the_person(person, other)
@@ -111,6 +112,17 @@ def _held_time(written: str, reading: QuestionReading) -> float | None:
     except ValueError:
         return None
     return seconds if seconds in reading.times else None
+
+
+def _not_in_order(ask: Ask, other: Reference | None, reading: QuestionReading) -> tuple[Ask, Reference | None]:
+    """"At 0:41, is the voice coming from the man in the photo or from someone else?" sets nothing in order: a
+    yes/no question of one moment with no word of order and no two things in order is not "which comes first"
+    (the model reads an "or" as a choice between two things shown); it is planned as a recall of that moment, with
+    one reference, for the checks below to read what it asks."""
+    if ask != "which_first" or reading.asks is not Asks.YES_NO or reading.moment is None or reading.order \
+            or reading.order_pair is not None:
+        return ask, other
+    return "recall", None
 
 
 def _two_moments(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading
