@@ -470,3 +470,14 @@ def test_an_or_between_a_person_and_someone_else_sets_nothing_in_order() -> None
     assert ordered.ask == "which_first"
     first = plan("When is the dark screen first shown?", "which_first", ref(about="the dark screen"))
     assert first.ask == "which_first", "no moment: left as planned"
+
+
+def test_a_photo_reference_describes_a_still_and_a_close_up_is_a_scene() -> None:
+    from m3agent.graph.scenes import describe_as
+
+    assert describe("the man talking into a microphone").shown == "live"  # an activity said of a person
+    assert describe_as("the man talking into a microphone", "photo").shown == "still"
+    assert describe_as("the dark screen", "photo").shown == "dark"
+    close = plan("Has the close-up of the grey-haired man with glasses appeared at any point up to 0:55?", "ever_seen",
+                 ref(kind="man", time="0:55", about="the close-up of the grey-haired man with glasses"))
+    assert (close.ask, close.person.kind) == ("when", "none"), "a close-up is a scene, though no topic word is left"

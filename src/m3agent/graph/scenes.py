@@ -19,7 +19,7 @@ time: a described feature the scene contradicts costs more than one it merely la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from m3agent.graph.fits import (
@@ -164,6 +164,13 @@ def describe(text: str) -> SceneDescription:
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
     return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any", age, voices)
+
+
+def describe_as(text: str, kind: str) -> SceneDescription:
+    """:func:`describe` of what a reference of ``kind`` says: a ``photo`` reference's words describe a still picture
+    whatever they say happens in it ("a man speaking into a microphone")."""
+    described = describe(text)
+    return replace(described, shown="still") if kind == "photo" and described.shown != "dark" else described
 
 
 def _kinds(tokens: list[str]) -> tuple[str, ...]:

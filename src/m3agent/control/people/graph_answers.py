@@ -29,7 +29,7 @@ from m3agent.control.people.words import (
 from m3agent.graph.fits import fits_gender, seen_while_heard
 from m3agent.graph.lips import LikelySpeaker, likely_speaker
 from m3agent.graph.references import Reference, Resolved, resolve
-from m3agent.graph.scenes import Scene, describe, matching_scenes, picture_span, two_scenes
+from m3agent.graph.scenes import Scene, describe_as, matching_scenes, picture_span, two_scenes
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.perception.attributes.names import Attribute
@@ -214,7 +214,7 @@ def _which_first(run: _Run) -> GraphAnswer | None:
 def _first_times_of_two_scenes(run: _Run, one: Reference, two: Reference
                                ) -> tuple[tuple[str, float] | None, tuple[str, float] | None]:
     """When each of two described scenes is first shown, never as the same scene (:func:`two_scenes`)."""
-    found = two_scenes(run.graph, run.video_id, describe(one.about), describe(two.about))
+    found = two_scenes(run.graph, run.video_id, describe_as(one.about, one.kind), describe_as(two.about, two.kind))
     if found is None:
         return None, None
     return _shown_first(run, one, found[0]), _shown_first(run, two, found[1])
@@ -505,7 +505,7 @@ def _is_scene(ref: Reference) -> bool:
 
 
 def _scenes_of(run: _Run, ref: Reference) -> list[Scene]:
-    return matching_scenes(run.graph, run.video_id, describe(ref.about))
+    return matching_scenes(run.graph, run.video_id, describe_as(ref.about, ref.kind))
 
 
 def _named(ref: Reference) -> str:

@@ -287,7 +287,7 @@ def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> 
     if person.kind not in _PERSON_KINDS or not about or person.time_s is None:
         return ask, person
     described = describe(about)
-    if described.topic or described.shown != "any":
+    if described.topic or described.pictured:  # what the scene shows: its kind of picture, how many, a close-up
         return "when", replace(person, kind="none", about=about)
     return ask, person
 

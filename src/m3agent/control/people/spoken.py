@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
-from m3agent.graph.scenes import Scene, describe, matching_scenes
+from m3agent.graph.scenes import Scene, describe, describe_as, matching_scenes
 from m3agent.graph.values import span_text
 from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, words
@@ -106,7 +106,7 @@ def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading
     (:attr:`~m3agent.control.reading.QuestionReading.description`: "the dark screen with a voice", "the
     split-screen debate"; not a person's description alone, whose lines are another answerer's)."""
     if plan is not None and plan.person.about.strip() and not plan.person.quote.strip():
-        wanted = describe(plan.person.about)
+        wanted = describe_as(plan.person.about, plan.person.kind)
     else:
         wanted = describe(reading.description)
         if not wanted.pictured:
