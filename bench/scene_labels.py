@@ -82,7 +82,9 @@ def render(rows: list[dict[str, Any]]) -> str:
     ]
     for row in rows:
         s = row["score"]
-        lines.append(f"| {row['label']} | {row['date']} / {str(row['commit'])[:10]} | {row['seeds']} | {s['labels']} | "
+        commit = str(row["commit"])
+        commit = "uncommitted" if commit.startswith("uncommitted") else commit[:10]
+        lines.append(f"| {row['label']} | {row['date']} / {commit} | {row['seeds']} | {s['labels']} | "
                      f"{s['first']} | {s['all']} | {s['none']} |")
     return "\n".join(lines)
 
