@@ -431,6 +431,7 @@ def test_what_the_model_leaves_out_of_a_scene_the_question_still_says(graph: Ent
 @pytest.mark.parametrize(("text", "age"), [
     ("a grey-haired man", "older"), ("the man with white hair", "older"), ("the elderly woman", "older"),
     ("a young man in a blue sweater", "young"), ("the man in a grey suit", "any"), ("a white T-shirt", "any"),
+    ("a 10-year-old boy", "any"), ("the middle-aged woman", "any"),
 ])
 def test_how_old_a_description_says_someone_looks(text: str, age: str) -> None:
     from m3agent.graph.fits import age_named

@@ -1,9 +1,8 @@
 """Whether a person fits a description: "a man" / "a woman" (measured apparent gender, else voice register),
 "with glasses" (measured eyewear), "in a dark suit" (measured clothes colour) and "grey-haired" / "young" (measured
-apparent age). An unmeasured person fits: a
-description narrows, it never vetoes. Shared by the resolution of references (:mod:`m3agent.graph.references`)
-and of described scenes (:mod:`m3agent.graph.scenes`); :func:`clothes_named` is the one reading of a clothing
-colour in words.
+apparent age). An unmeasured person fits: a description narrows, it never vetoes. Shared by the resolution of
+references (:mod:`m3agent.graph.references`) and of described scenes (:mod:`m3agent.graph.scenes`);
+:func:`clothes_named` is the one reading of a clothing colour in words, :func:`age_named` of an age.
 """
 
 from __future__ import annotations
@@ -61,13 +60,15 @@ OLDER_FROM = 50
 YOUNG_BELOW = 40
 """Apparent age below which someone reads as young ("a young man"); from 40 to 50 neither word contradicts."""
 _AGE_WORDS: dict[str, Age] = {
-    "old": "older", "older": "older", "elderly": "older", "aged": "older", "senior": "older", "grey": "older",
-    "gray": "older", "white": "older", "silver": "older", "balding": "older", "bald": "older",
+    "old": "older", "older": "older", "elderly": "older", "senior": "older", "balding": "older", "bald": "older",
     "young": "young", "younger": "young", "youthful": "young", "teen": "young", "teenage": "young",
     "teenager": "young",
 }  # fmt: skip
-"""Words that say how old someone looks; a hair colour counts only as hair ("grey-haired", "white hair")."""
+"""Words that say how old someone looks ("middle-aged" says neither)."""
 _HAIR_COLOURS = frozenset({"grey", "gray", "white", "silver"})
+"""Hair colours that say someone is older, said of hair only ("grey-haired", "white hair"; a grey suit is not)."""
+_OF_YEARS = frozenset({"year", "years", "month", "months"})
+"""Words before "old" that make it an age in years ("a 10-year-old"), not a look."""
 
 
 def age_named(tokens: Sequence[str]) -> tuple[Age, tuple[int, ...]]:
@@ -77,19 +78,20 @@ def age_named(tokens: Sequence[str]) -> tuple[Age, tuple[int, ...]]:
         if word in _HAIR_COLOURS:
             if i + 1 < len(tokens) and tokens[i + 1] in ("haired", "hair"):
                 return "older", (i, i + 1)
-        elif word in _AGE_WORDS:
+        elif word in _AGE_WORDS and not (i and tokens[i - 1] in _OF_YEARS):
             return _AGE_WORDS[word], (i,)
     return "any", ()
 
 
 def fits_age(graph: EntityGraph, person: Person, age: Age) -> bool | None:
-    """Whether ``person``'s measured apparent age reads as ``age``: True or False when measured (from 40 to 50 an
-    "older" or a "young" description is contradicted: neither word fits there), None when unmeasured."""
+    """Whether ``person``'s measured apparent age reads as ``age``: True or False when measured surely enough to
+    describe them (from 40 to 50 an "older" or a "young" description is contradicted: neither word fits there),
+    None otherwise."""
     if age == "any":
         return True
     measured = graph.profile(person).attribute(Attribute.APPARENT_AGE)
-    if measured is None or not measured[0].isdigit():
-        return None
+    if measured is None or measured[1] < DESCRIBE_MIN or not measured[0].isdigit():
+        return None  # unmeasured, or not surely enough to describe (and so to contradict)
     years = int(measured[0])
     return years >= OLDER_FROM if age == "older" else years < YOUNG_BELOW
 
