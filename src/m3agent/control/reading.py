@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from m3agent.graph.fits import clothes_named
 from m3agent.graph.references import Wears
-from m3agent.graph.scenes import names_scene
+from m3agent.graph.scenes import names_scene, person_kind
 from m3agent.text import STOPWORDS, clock_seconds, clock_times, words
 
 
@@ -168,10 +168,9 @@ _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "s
 _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
                         "continues", "continuing", "wrap", "wraps", "conclude", "concludes"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
-_SEXES = {"man": "man", "men": "man", "male": "man", "man's": "man", "guy": "man", "boy": "man",
-          "woman": "woman", "women": "woman", "female": "woman", "woman's": "woman", "girl": "woman",
-          "lady": "woman"}
-"""Words of the two sexes, for a question that offers both ("a man or a woman?", "male or female?")."""
+_SEXES = {"male": "man", "female": "woman"}
+"""Words of the two sexes beside the kinds of people (:func:`~m3agent.graph.scenes.person_kind`), for a question
+that offers both ("a man or a woman?", "male or female?", "a man's or a woman's?")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES | _REQUESTS | _WORDS_SAID | _GIST \
     | _TALK | _CONTINUES | frozenset({"hear", "heard", "hearing", "me", "us", "we", "you", "get", "gets", "goes",
@@ -247,10 +246,10 @@ class QuestionReading:
         word of voice or talk, it asks what the voice sounds like ("is it a man or a woman talking at 1:02?")."""
         tokens = self.words
         for i, word in enumerate(tokens[1:-1], 1):
-            if word != "or" or tokens[i - 1] not in _SEXES:
+            if word != "or" or (before := _sex(tokens[i - 1])) is None:
                 continue
             following = tokens[i + 2] if tokens[i + 1] in _INDEFINITE and i + 2 < len(tokens) else tokens[i + 1]
-            if following in _SEXES and _SEXES[following] != _SEXES[tokens[i - 1]]:
+            if _sex(following) not in (None, before):
                 return True
         return False
 
@@ -404,6 +403,12 @@ def read_question(text: str) -> QuestionReading:
 
 _CONTRACTED = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES
 """Words whose contraction asks as they do ("what's on screen?", "who's talking?", "isn't she there?")."""
+
+
+def _sex(word: str) -> str | None:
+    """``man`` or ``woman`` for a word of either sex ("male", "woman's", "guy"), else None."""
+    plain = word.replace("’", "'").removesuffix("'s")
+    return _SEXES.get(plain) or person_kind(plain)
 
 
 def _uncontracted(tokens: list[str]) -> list[str]:

@@ -152,8 +152,6 @@ def describe(text: str) -> SceneDescription:
     shown: Shown = "dark" if dark else "still" if "still" in named else named[0] if named else "any"
     people = max([*counted, len(kinds) if len(kinds) > 1 else 0]) or (1 if close_up else None)
     voices = _voices(tokens)
-    if any(w in ("men", "women") for w in tokens) and people is None:
-        people = 2
     clothes = clothes_named(tokens)
     age, aged = age_named(tokens)
     if dark:  # nobody on screen, however many are heard ("a dark screen with three voices")
@@ -182,7 +180,7 @@ def _kinds(tokens: list[str]) -> tuple[str, ...]:
         if kind is None:
             continue
         plural = word in _PLURAL_KINDS
-        number = _PEOPLE.get(tokens[i - 1], 0) if i and plural and tokens[i - 1] not in ("split", "both") else 0
+        number = _PEOPLE.get(tokens[i - 1], 0) if i and plural else 0
         kinds += [kind] * (number or (2 if plural else 1))
     return tuple(kinds)
 
@@ -225,6 +223,12 @@ def names_scene(tokens: Sequence[str]) -> bool:
     picture, a screen, people or a kind of person, a part of the video, a clock time; not a thing in a picture ("a
     flag", "a bookshelf")."""
     return any(word in _SCENE_WORDS or stem(word) in _SCENE_WORDS or any(c.isdigit() for c in word) for word in tokens)
+
+
+def person_kind(word: str) -> str | None:
+    """``man`` or ``woman`` for a word naming one or several of them ("gentlemen", "girl"), else None: the one
+    vocabulary of kinds of people, for descriptions and questions alike."""
+    return _lookup(_KINDS, word)
 
 
 def _lookup(table: dict[str, T], word: str) -> T | None:
@@ -353,26 +357,23 @@ def _inside(graph: EntityGraph, video_id: str, start_s: float, end_s: float) -> 
     return graph.at(video_id, start_s + inner, end_s - inner)
 
 
-def _clothes_fit(graph: EntityGraph, people: list[Person], colour: str) -> bool | None:
-    """True when someone on screen is measured in ``colour``, False when everyone is measured and nobody is (or
-    nobody is there), None when it is not known."""
+def _someone_fits(people: list[Person], fits: list[bool | None]) -> bool | None:
+    """True when someone on screen fits (``fits``: per person, None when not measured), False when everyone is
+    measured and nobody does (or nobody is there), None when it is not known."""
     if not people:
         return False
-    measured = [measured_clothes(graph, p) for p in people]
-    if colour in measured:
-        return True
-    return None if None in measured else False
-
-
-def _age_fit(graph: EntityGraph, people: list[Person], age: Age) -> bool | None:
-    """True when someone on screen looks ``age``, False when everyone's age is measured and nobody does (or
-    nobody is there), None when it is not known."""
-    if not people:
-        return False
-    fits = [fits_age(graph, p, age) for p in people]
     if True in fits:
         return True
     return None if None in fits else False
+
+
+def _clothes_fit(graph: EntityGraph, people: list[Person], colour: str) -> bool | None:
+    measured = [measured_clothes(graph, p) for p in people]
+    return _someone_fits(people, [None if m is None else m == colour for m in measured])
+
+
+def _age_fit(graph: EntityGraph, people: list[Person], age: Age) -> bool | None:
+    return _someone_fits(people, [fits_age(graph, p, age) for p in people])
 
 
 def _shown_fits(group: tuple[ShotView, ...], most_on_screen: int, shown: Shown) -> bool | None:
