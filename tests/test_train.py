@@ -66,6 +66,15 @@ def test_the_reward_pays_answers_and_citations_and_charges_format_errors_and_lea
     nothing = reward(weights, answer="", gold="Paris", category=5, cited_evidence=[], gold_evidence=[],
                      format_errors=0)  # fmt: skip
     assert nothing.total == 0.0  # no answer, no search bonus: an empty rollout earns nothing
+    early = reward(weights, answer="7 May 2023", gold="7 May 2023", category=2, cited_evidence=["D1:3"],
+                   gold_evidence=["D1:3"], format_errors=0, rounds_used=1)  # fmt: skip
+    late = reward(weights, answer="7 May 2023", gold="7 May 2023", category=2, cited_evidence=["D1:3"],
+                  gold_evidence=["D1:3"], format_errors=0, rounds_used=weights.rounds)  # fmt: skip
+    assert early.rounds_left == weights.rounds - 1 and early.total == pytest.approx(1.5 + weights.early_answer_weight)
+    assert late.total == pytest.approx(right.total)  # the last round earns no bonus
+    wrong_early = reward(weights, answer="Paris", gold="7 May 2023", category=2, cited_evidence=[],
+                         gold_evidence=["D1:3"], format_errors=0, rounds_used=1)  # fmt: skip
+    assert wrong_early.total == 0.0  # stopping at once is worth nothing to a wrong answer
     assert leaks_internal_id("at CLIP_3") and leaks_internal_id("see [m12]") and not leaks_internal_id("Caroline")
     assert set_f1(["a", "b"], ["b"]) == pytest.approx(2 / 3) and set_f1([], ["a"]) == 0.0
 

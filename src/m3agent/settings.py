@@ -382,6 +382,10 @@ class TrainSettings(BaseModel):
     )
     f1_weight: float = Field(1.0, ge=0, description="reward: token F1 of the answer (LoCoMo scoring)")
     evidence_weight: float = Field(0.5, ge=0, description="reward: F1 of cited memories vs the gold evidence")
+    early_answer_weight: float = Field(
+        0.25, ge=0, description="reward: x answer F1 x the share of rounds left unused (a right answer that stops "
+        "searching when it can earns more; a wrong one earns nothing for stopping)",
+    )
     format_penalty: float = Field(0.25, ge=0, description="reward: subtracted per reply that breaks the schema")
     leak_penalty: float = Field(0.5, ge=0, description="reward: subtracted when the answer shows an internal id")
 

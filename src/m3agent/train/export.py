@@ -166,7 +166,8 @@ def write_card(out: Path, facts: dict[str, Any]) -> Path:
                  f"rounds {train['rounds']}, {train['max_new_tokens']} tokens a reply, temperature "
                  f"{train['temperature']}"]),
              f"- reward: {facts['train']['f1_weight']} x answer F1 + {facts['train']['evidence_weight']} x "
-             f"evidence F1 - {facts['train']['format_penalty']} x format errors - "
+             f"evidence F1 + {facts['train'].get('early_answer_weight', 0.0)} x answer F1 x rounds left unused "
+             f"- {facts['train']['format_penalty']} x format errors - "
              f"{facts['train']['leak_penalty']} x leaked ids (m3agent.train.reward)",
              f"- last {'iteration' if expert else 'steps'}' mean reward {facts.get('final_reward', 'n/a')}, answer "
              f"F1 {facts.get('final_f1', 'n/a')}",

@@ -149,7 +149,7 @@ class Rollout:
         trajectory.reward = reward(
             self.train, answer=answer.text if answer and answer.answered else "", gold=episode.answer,
             category=episode.category, cited_evidence=trajectory.cited_evidence,
-            gold_evidence=episode.evidence, format_errors=trajectory.format_errors,
+            gold_evidence=episode.evidence, format_errors=trajectory.format_errors, rounds_used=trajectory.rounds,
         )  # fmt: skip
         return trajectory
 
