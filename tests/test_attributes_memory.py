@@ -308,3 +308,9 @@ def test_a_recall_question_shows_what_the_described_person_said_first(
     assert described_first(g, "v1", Reference("person"), [later, his]) == [later, his]  # nothing to check
     # "the man with glasses": he is measured without them, so his words go last although he is a man
     assert described_first(g, "v1", Reference("man", wears="glasses"), [his, theirs, later]) == [theirs, later, his]
+    # "in the debate, what does the woman say": the scenes the question describes by content order like a moment;
+    # a moment the plan names wins over them
+    assert described_first(g, "v1", Reference("person"), [his, theirs, later], [(35.0, 45.0)]) == [theirs, his, later]
+    assert described_first(g, "v1", Reference("person"), [later, theirs, his], [(0.0, 5.0), (48.0, 55.0)]) \
+        == [later, his, theirs]
+    assert described_first(g, "v1", Reference("none", scene="first"), [later, his], [(48.0, 55.0)]) == [his, later]

@@ -33,6 +33,7 @@ ASKS = [
     ("By 0:40, has the photo been shown yet?", Asks.YES_NO),
     ("At 1:20, which side is talking?", Asks.WHICH),
     ("How does the video open?", Asks.OTHER),
+    ("In the debate, why does the woman say she could not do it?", Asks.WHY),
     ("Describe the room.", Asks.OTHER),
     ("Finish the line that starts with hello.", Asks.OTHER),
     ("", Asks.OTHER),

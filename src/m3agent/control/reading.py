@@ -37,6 +37,8 @@ class Asks(enum.StrEnum):
     WHERE = "where"
     HOW_MANY = "how_many"
     YES_NO = "yes_no"
+    WHY = "why"
+    """A reason ("why does she say she could not?"): answered from what was said and done, never the words alone."""
     OTHER = "other"
 
 
@@ -55,10 +57,11 @@ _ASKS: tuple[tuple[Phrase, Asks], ...] = (
     (("how",), Asks.OTHER),
     (("what", "time"), Asks.WHEN), (("who",), Asks.WHO), (("whom",), Asks.WHO), (("whose",), Asks.WHO),
     (("when",), Asks.WHEN), (("where",), Asks.WHERE), (("which",), Asks.WHICH), (("what",), Asks.WHAT),
-    (("whether",), Asks.YES_NO),
+    (("why",), Asks.WHY), (("whether",), Asks.YES_NO),
 )  # fmt: skip
 """Question words, longest first at each start; the first one in the question decides ("whether" opens an
-embedded yes-or-no question: "I wonder whether she spoke")."""
+embedded yes-or-no question: "I wonder whether she spoke"; "why does she ..." asks for a reason, not yes or
+no)."""
 _ASKING_IF = frozenset({"wonder", "wondering", "know", "out", "check", "checking", "see", "ask", "asking", "sure",
                         "confirm", "remember", "recall", "tell", "me", "us", "curious", "unsure", "doubt"})
 """Words after which "if" opens an embedded yes-or-no question, as "whether" does ("I'm trying to figure out if she
@@ -267,7 +270,7 @@ class QuestionReading:
     def asks_continuation(self) -> bool:
         """Whether the question asks for the words that follow its quotation ("what is said right after "…"?",
         "how does the sentence end?"), not for who says it or what is shown next."""
-        if not self.quotes or self.asks in (Asks.WHO, Asks.WHEN, Asks.WHERE, Asks.HOW_MANY, Asks.YES_NO):
+        if not self.quotes or self.asks in (Asks.WHO, Asks.WHEN, Asks.WHERE, Asks.HOW_MANY, Asks.YES_NO, Asks.WHY):
             return False
         held = set(self.words)
         return bool(_CONTINUES & held) or (self.order and bool(_WORDS_SAID & set(self._asked_of_quote())))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -250,8 +250,12 @@ def model_answer(run: RunContext, ground: Ground) -> Grounded:
     candidates = list(ground.candidates)
     people = ground.graph if ground.recall else None
     if people is not None and ground.video_id is not None and ground.plan is not None:
+        from m3agent.control.people.spoken import described_scenes
+
         wider = rank_candidates(ground.result, run.question, 2 * run.config.select_k)
-        candidates = described_first(people, ground.video_id, ground.plan.person, wider)[: run.config.select_k]
+        scenes = [(s.start_s, s.end_s) for s in described_scenes(people, ground.video_id, run.reading, ground.plan)]
+        candidates = described_first(people, ground.video_id, ground.plan.person, wider,
+                                     scenes)[: run.config.select_k]  # fmt: skip
     outcome = _ground(run, candidates, Provenance.MODEL, people=people)
     return (_moment_described(run, ground) if outcome.abstained else None) or outcome
 
@@ -278,22 +282,24 @@ ANSWERERS: tuple[Answerer, ...] = (words_said, graph_decision, graph_facts_answe
 """The grounded chain, in order: the first answerer that does not pass decides."""
 
 
-def described_first(graph: EntityGraph, video_id: str, person: Reference, candidates: list[Candidate]
-                    ) -> list[Candidate]:
+def described_first(graph: EntityGraph, video_id: str, person: Reference, candidates: list[Candidate],
+                    scenes: Sequence[tuple[float, float]] = ()) -> list[Candidate]:
     """``candidates`` with the memories of the person a recall question describes first: inside the moment it
-    names ("in the first scene", "at 0:44"), then said by someone who fits "the man" / "the woman" (measured
-    apparent gender, else voice register) and "with glasses" (measured eyewear). Only the order changes: a
-    description the graph cannot check (an unmeasured person, a memory nobody speaks in) keeps its place, so a
-    wrong measurement costs rank, not recall."""
+    names ("in the first scene", "at 0:44"; else inside any of ``scenes``, the scenes the question describes by
+    their content: "in the debate"), then said by someone who fits "the man" / "the woman" (measured apparent
+    gender, else voice register) and "with glasses" (measured eyewear). Only the order changes: a description
+    the graph cannot check (an unmeasured person, a memory nobody speaks in) keeps its place, so a wrong
+    measurement costs rank, not recall."""
     window = window_of(graph, video_id, person)
+    windows = [window] if window is not None else list(scenes)
     gendered = person.kind in ("man", "woman")
-    if window is None and not gendered and person.wears == "any":
+    if not windows and not gendered and person.wears == "any":
         return candidates
 
     def misfit(candidate: Candidate) -> tuple[bool, bool]:
         memory = candidate.hit.memory if candidate.hit is not None else None
-        outside = window is not None and (memory is None or memory.video_id != video_id
-                                          or memory.end_s <= window[0] or memory.start_s >= window[1])
+        outside = bool(windows) and (memory is None or memory.video_id != video_id or not any(
+            memory.end_s > start and memory.start_s < end for start, end in windows))
         speaker = _speaker(candidate.text)
         return outside, speaker is not None and not _fits(graph, speaker, person)
 
