@@ -50,6 +50,22 @@ def test_kept_rollouts_beat_the_greedy_one_or_a_threshold_best_first_without_dup
     assert QuestionRollouts.from_json(rollouts.to_json()) == rollouts, "a rollouts line reads back as written"
 
 
+def test_progress_without_a_terminal_is_a_line_a_question_with_the_time_left(capsys: pytest.CaptureFixture[str]
+                                                                             ) -> None:  # fmt: skip
+    """Under ``nohup`` (stderr a file) a rich bar prints nothing until the iteration's rollouts are all done."""
+    from m3agent.train.expert import _bar
+
+    with _bar(4, 1, 2, True) as advance:
+        advance(QuestionRollouts("q1", _sample(0.0), (_sample(0.5), _sample(0.25)), 1.0))
+        advance(QuestionRollouts("q2", _sample(0.0), (_sample(0.0), _sample(0.25)), 1.0))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("iteration 2: rollouts 2/4 (reward 0.375), about ") and lines[0].endswith(" min left")
+    assert lines[1].startswith("iteration 2: rollouts 3/4 (reward 0.250)")
+    with _bar(4, 0, 1, False) as advance:  # progress off: nothing at all
+        advance(QuestionRollouts("q1", _sample(0.0), (_sample(0.5),), 1.0))
+    assert capsys.readouterr().err == ""
+
+
 def test_an_iteration_samples_with_the_last_policy_that_was_fine_tuned(tmp_path: Path) -> None:
     from m3agent.train.expert import Iteration, latest_trained
 

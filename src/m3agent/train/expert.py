@@ -346,7 +346,9 @@ def _worker(gguf: Path, train: TrainSettings) -> Iterator[LlamaCppChat]:
 
 @contextmanager
 def _bar(total: int, done: int, number: int, show: bool) -> Iterator[Callable[[QuestionRollouts], None]]:
-    """A progress bar over the iteration's questions with the time left (from the questions done in this call)."""
+    """A progress bar over the iteration's questions with the time left (from the questions done in this call);
+    where stderr is no terminal (a run under ``nohup`` writing a log), a plain line a question instead, since a
+    bar there shows nothing until the iteration's rollouts are all done, hours later."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -359,14 +361,22 @@ def _bar(total: int, done: int, number: int, show: bool) -> Iterator[Callable[[Q
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("left"), TimeRemainingColumn())  # fmt: skip
-    bar = Progress(*columns, console=Console(stderr=True), disable=not show)
+    console = Console(stderr=True)
+    bar = Progress(*columns, console=console, disable=not show or not console.is_terminal)
     task = bar.add_task(f"iteration {number}: rollouts", total=total, completed=done)
     rewards: list[float] = []
+    started, finished = time.perf_counter(), done
 
     def advance(result: QuestionRollouts) -> None:
+        nonlocal finished
         rewards.extend(s.reward for s in result.sampled)
-        bar.update(task, advance=1, description=f"iteration {number}: rollouts (reward "
-                   f"{sum(rewards) / len(rewards):.3f})")  # fmt: skip
+        finished += 1
+        mean = sum(rewards) / len(rewards)
+        bar.update(task, advance=1, description=f"iteration {number}: rollouts (reward {mean:.3f})")
+        if show and not console.is_terminal:
+            each = (time.perf_counter() - started) / (finished - done)
+            console.print(f"iteration {number}: rollouts {finished}/{total} (reward {mean:.3f}), about "
+                          f"{each * (total - finished) / 60:.0f} min left", soft_wrap=True, highlight=False)
 
     with bar:
         yield advance
