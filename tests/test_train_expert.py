@@ -246,6 +246,8 @@ def test_one_iteration_samples_keeps_fine_tunes_and_exports(run: Run) -> None:
     assert record["kept"] == 2 == len(chosen), "one kept per question (every rollout eligible at -10)"
     assert record["sft_tokens"] == sum(s.trained_tokens for s in chosen) > 0
     assert record["questions"] == 2 and record["rollouts"] == 5 and record["sft_loss"] is not None
+    assert record["rollout_s"] == pytest.approx(run.planted.seconds + fresh.seconds, abs=0.2), \
+        "the iteration's sampling time counts the planted question's, sampled by an earlier call"
     assert iteration.trained() and iteration.policy.is_file() and iteration.done
     assert (run.folder / "curve.png").stat().st_size > 1000
     assert (run.folder / "adapter" / "adapter_config.json").is_file()

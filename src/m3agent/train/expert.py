@@ -274,9 +274,10 @@ def _iterate(iteration: Iteration, settings: Settings, run_dir: Path, episodes: 
         sft = _fine_tune_and_export(iteration, settings, folder, base, previous, examples, run_dir.name)
         policy = iteration.policy
     held_out, eval_s = _evaluate(iteration, policy, evaluate)
-    record = _record(iteration.number, settings.train, rollouts, examples, rollout_s, sft, held_out, eval_s)
-    record.update(minutes=round((time.perf_counter() - began) / 60, 2), rollout_cpu_s=round(rollout_cpu, 1),
-                  cpu_s=round(cpu_seconds() - cpu, 1))  # fmt: skip
+    sampled_s = sum(q.seconds for q in rollouts)  # every call's, from the checkpoints: a resumed call sampled few
+    record = _record(iteration.number, settings.train, rollouts, examples, sampled_s, sft, held_out, eval_s)
+    record.update(minutes=round((time.perf_counter() - began - rollout_s + sampled_s) / 60, 2),
+                  rollout_cpu_s=round(rollout_cpu, 1), cpu_s=round(cpu_seconds() - cpu, 1))  # fmt: skip
     append_step(run_dir, record)
     (iteration.folder / RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
     plot(run_dir)
