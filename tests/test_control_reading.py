@@ -59,6 +59,11 @@ ASKS = [
     ("Hey, do you remember who speaks at 0:10?", Asks.WHO),
     ("At 1:20, which side is talking?", Asks.WHICH),
     ("The voice at 0:30 - when was it first heard?", Asks.WHEN),
+    # a relative "which" in a request describes what is asked about; it asks nothing
+    ("Please describe the segment with which the video begins.", Asks.OTHER),
+    ("Tell me about the part in which she sings.", Asks.OTHER),
+    ("Tell me which side is talking at 1:20.", Asks.WHICH),
+    ("At 1:20, in which part of the screen is she?", Asks.WHICH),
     # a count asked without "how many"
     ("I need the number of times the screen went dark up to 0:40.", Asks.HOW_MANY),
     ("Number of people visible at 0:10?", Asks.HOW_MANY),
@@ -305,6 +310,11 @@ def test_talked_about_is_a_gist_question() -> None:
     ("Does the photo of a couple appear after the dark screen, or is it the other way around?",
      ("the photo of a couple", "the dark screen")),  # the other answer offered: not part of what is ordered
     ("Is the debate shown before the photo of two men or vice versa?", ("the debate", "the photo of two men")),
+    # an earlier or later point, moment or stage; a lead-in before the question proper; "yes or no" offered
+    ("In the running order, does the dark screen appear at an earlier point than the photo of a couple?",
+     ("the dark screen", "the photo of a couple")),
+    ("Is the photo of two men shown at a later stage than the debate?", ("the photo of two men", "the debate")),
+    ("was the photo shown earlier than the debate, yes or no?", ("the photo", "the debate")),
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair
@@ -348,3 +358,14 @@ def test_a_bounded_description_leaves_out_the_bound_the_showing_and_the_other_an
         "black screen voice only segments"
     assert read_question("Has the photo of a couple appeared at any point up to 1:17?").bounded_description == \
         "photo a couple"  # the words of bounds ("by the time", "as of") go too
+
+
+@pytest.mark.parametrize(("question", "way"), [
+    ("Does the woman, on screen at 1:37, reappear at any later point?", "after"),
+    ("The voice at 0:25: had we heard it earlier, and when?", "before"),
+    ("Is the man at 0:10 seen again?", None),  # no way in time
+    ("Is the man first seen at 0:10 seen again later?", "after"),  # "first" looks no way
+    ("Is the man at 0:10 seen before or after 0:40?", None),  # both ways
+])
+def test_which_way_a_question_of_seeing_again_looks(question: str, way: str | None) -> None:
+    assert read_question(question).again_way == way

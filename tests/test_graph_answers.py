@@ -87,6 +87,23 @@ def test_same_person_and_seen_again_are_decided_by_the_graph(graph: tuple[Entity
                                        ref(kind="voice", time="0:51")))
     assert other is not None and other.text.startswith("No, two different people")
     assert "an unseen speaker" in other.text
+    q = "Same person at 0:03 and 0:42? Yes or no."  # two bare moments: whoever is there at each
+    moments = graph_answer(g, "v1", plan(q, "same_person", ref(time="0:03"), ref(time="0:42")))
+    assert moments is not None and moments.text.startswith("Yes, the same person")
+
+
+def test_seen_again_planned_with_no_way_looks_the_way_the_question_does(
+        graph: tuple[EntityGraph, dict[str, int]]) -> None:
+    g, _ = graph
+    q = "Does the person on the left, who is on screen at 0:40, reappear at any later point, and if so, when?"
+    later = plan(q, "seen_again", ref(kind="person", place="left", time="0:40"), sense="seen")
+    assert later.direction == "after"
+    answer = graph_answer(g, "v1", later)
+    assert answer is not None and answer.text.startswith("No: the person on the left")  # 0:01-0:05 is earlier
+    q = "The person on the left at 0:40 - had we seen them earlier?"
+    assert plan(q, "seen_again", ref(kind="person", place="left", time="0:40")).direction == "before"
+    q = "Is the man first seen at 0:40 seen at other times?"  # "first" looks no way
+    assert plan(q, "seen_again", ref(kind="man", time="0:40")).direction == "any"
 
 
 def test_order_counts_and_voices(graph: tuple[EntityGraph, dict[str, int]]) -> None:

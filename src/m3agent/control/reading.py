@@ -126,14 +126,18 @@ _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow
 _LATER = frozenset({"after", "later", "next", "following", "follows"})
 _EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
-_ORDER_JOINTS: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
-    "before or after", "after or before", "prior to", "at an earlier time than", "at a later time than",
-    "earlier time than", "later time than", "earlier than",
-    "later than", "ahead of", "before", "after"))
-"""Words that set two things in order ("is A shown before B?", "A prior to B?"), longest first."""
+_ORDER_POINTS = ("time", "point", "stage", "moment")
+_ORDER_JOINTS: tuple[Phrase, ...] = (
+    *(tuple(p.split()) for p in ("before or after", "after or before", "prior to")),
+    *(tuple(f"at {article} {word} {point} than".split()) for article, word in (("an", "earlier"), ("a", "later"))
+      for point in _ORDER_POINTS),
+    *(tuple(f"{word} {point} than".split()) for word in ("earlier", "later") for point in _ORDER_POINTS),
+    *(tuple(p.split()) for p in ("earlier than", "later than", "ahead of", "before", "after")))
+"""Words that set two things in order ("is A shown before B?", "A prior to B?", "does A appear at an earlier point
+than B?"), longest first."""
 _ALTERNATIVES: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
     "or is it the other way around", "or is it the other way round", "or the other way around",
-    "or the other way round", "or is it the reverse", "or the reverse", "or vice versa", "or not"))
+    "or the other way round", "or is it the reverse", "or the reverse", "or vice versa", "or not", "yes or no"))
 """Words that offer the other answer ("does A come after B, or is it the other way around?"): of asking, not of
 what the question sets in order."""
 _CLAUSE_MARKS = (":", ";", " - ", "–", "—", "?", "!", ". ")
@@ -308,6 +312,15 @@ class QuestionReading:
         held = self._order_words()
         return bool(_EARLIER & held) and not _LATER & held
 
+    @property
+    def again_way(self) -> str | None:
+        """Which way in time a question of seeing someone again looks: ``"after"`` ("does she reappear at any later
+        point?"), ``"before"`` ("had we heard that voice earlier?"), or None when it says neither or both. "first"
+        counts for neither ("the man first seen at 0:10": when he is, not which way the question looks)."""
+        held = self._order_words() - {"first"}
+        later, earlier = bool(_LATER & held), bool(_EARLIER & held)
+        return None if later == earlier else "after" if later else "before"
+
     def _order_words(self) -> set[str]:
         """The question's words, without a "next" that means beside ("the man next to the door"), with "before"
         for a phrase that looks back ("leading up to")."""
@@ -329,6 +342,9 @@ class QuestionReading:
         for clause in text.split("|"):
             tokens = _without(_located(tuple(words(clause))), _ALTERNATIVES)
             joints = _found(tokens, _ORDER_JOINTS)
+            if joints:
+                tokens = tokens[_question_proper(tokens[:joints[0][0]]):]
+                joints = _found(tokens, _ORDER_JOINTS)
             if len(joints) != 1:
                 continue
             at, length = joints[0]
@@ -438,6 +454,8 @@ def _asks(tokens: Phrase) -> Asks:
     if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
         return Asks.YES_NO
     for start in range(len(tokens)):
+        if _relative(tokens, start):
+            continue
         if tokens[start] == "if" and start and tokens[start - 1] in _ASKING_IF:
             return Asks.YES_NO
         if start and tokens[start] in _AUXILIARIES and start + 1 < len(tokens) and tokens[start + 1] in _SUBJECTS:
@@ -448,6 +466,28 @@ def _asks(tokens: Phrase) -> Asks:
             if tokens[start: start + len(phrase)] == phrase:
                 return asks
     return Asks.YES_NO if _AUXILIARIES & set(tokens) else Asks.OTHER
+
+
+def _question_proper(tokens: Phrase) -> int:
+    """Where the question proper begins after a lead-in ("in the video's running order, does A come before B?"):
+    at an auxiliary followed by a subject, past the first word; 0 when there is none."""
+    return next((i for i in range(1, len(tokens) - 1) if tokens[i] in _AUXILIARIES and tokens[i + 1] in _SUBJECTS), 0)
+
+
+_RELATIVES = frozenset({"which", "whom", "whose"})
+_PREPOSITIONS = frozenset({"with", "in", "at", "on", "during", "by", "from", "to", "of", "through", "for"})
+_DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those"})
+
+
+def _relative(tokens: Phrase, at: int) -> bool:
+    """Whether the word at ``at`` is a relative pronoun of a request ("Please describe the segment with which the
+    video begins", "tell me about the part in which she sings"): "which", "whom" or "whose" after a preposition
+    that follows a noun phrase opened by a determiner, in a question that opens with a request verb. It describes
+    what the request asks about; it asks nothing itself."""
+    opening = tokens[1:] if tokens[:1] == ("please",) else tokens
+    if not opening or opening[0] not in _REQUESTS or tokens[at] not in _RELATIVES or at < 3:
+        return False
+    return tokens[at - 1] in _PREPOSITIONS and bool(_DETERMINERS & set(tokens[max(0, at - 4): at - 1]))
 
 
 def _found(tokens: Phrase, phrases: tuple[Phrase, ...]) -> list[tuple[int, int]]:

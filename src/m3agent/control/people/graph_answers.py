@@ -150,7 +150,7 @@ def _beyond(here: list[Appearance], picture: tuple[float, float] | None) -> list
 
 
 def _same_person(run: _Run) -> GraphAnswer | None:
-    first, second = run.resolve(run.plan.person), run.resolve(run.plan.other)
+    first, second = run.resolve(_someone(run.plan.person)), run.resolve(_someone(run.plan.other))
     if first is None or second is None or first.person is None or second.person is None:
         return None
     one = who(run.graph, first.person, first.sighting)
@@ -158,6 +158,14 @@ def _same_person(run: _Run) -> GraphAnswer | None:
         apps = run.graph.appearances(first.person, run.video_id)
         return run.answer("same_yes", who=one, sense="seen or heard", spans=run.spans_of(apps))
     return run.answer("same_no", who=one, other=who(run.graph, second.person, second.sighting))
+
+
+def _someone(ref: Reference | None) -> Reference | None:
+    """A bare moment of a same-person question as the person there ("same person at 0:04 and 0:31?": whoever is
+    seen, else heard, at each time); any other reference as it is."""
+    if ref is None or ref.kind != "none" or ref.quote.strip():
+        return ref
+    return replace(ref, kind="person")
 
 
 def _when(run: _Run) -> GraphAnswer | None:

@@ -322,8 +322,9 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     person" with one person named asks whether they were seen or heard before (or after), as the question's order
     words say, or, in a yes/no question with no order word that speaks of talking, whether they are the one
     speaking; "when" in a yes/no question of the person at one moment, one way in time, is whether they are seen or
-    heard again that way; "seen again" in a question that asks of no other time is whether a voice is ever seen, or
-    whether anyone is there."""
+    heard again that way; "seen again" with no way in time planned looks the one way the question's words do
+    ("reappear at any later point?"); "seen again" in a question that asks of no other time is whether a voice is
+    ever seen, or whether anyone is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks_sex and reading.names_voice and ask in ("who_speaks", "speaks", "recall", "seen_again"):
         return "voice_pitch", direction  # "tell me if it's a man or a woman talking at 1:02": the voice's kind
@@ -353,6 +354,9 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return _neighbour_way(reading)
     if ask == "when" and _asks_again_one_way(person, reading):  # "was the voice at 0:26 heard earlier?"
         return "seen_again", "before" if reading.asks_earlier else "after"
+    if ask == "seen_again" and direction == "any" and len(reading.times) == 1 and not reading.so_far \
+            and reading.again_way is not None:  # "does she, on screen at 1:37, reappear at any later point?"
+        return ask, "before" if reading.again_way == "before" else "after"
     if ask == "seen_again" and not reading.asks_again and len(reading.times) == 1 and other is None:
         if person.heard and not person.quote:  # "speaker at 1:28 visible on screen anywhere?"
             return "ever_seen", direction
