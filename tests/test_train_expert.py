@@ -372,3 +372,26 @@ def test_held_out_scores_compare_the_loops_and_grounded_answers_and_resume(run: 
     assert first["models"]["grounded"] == first["models"]["before"]
     again = before_after(the_plan, NAME)
     assert again == first and {s: (folder / f"{s}.jsonl").read_text() for s in kept} == kept, "nothing answered again"
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_scores_added_afterwards_put_the_held_out_f1_on_the_runs_curve(run: Run) -> None:
+    """A run trained without held-out answers and scored afterwards: the untrained loop's F1 is iteration 0 of its
+    curve and the trained loop's its last iteration; the iteration's own numbers stay."""
+    from m3agent.train.catalogue import run_dir
+    from m3agent.train.curve import CURVE, read_steps
+    from m3agent.train.session import add_scores, before_after, plan
+
+    folder = run_dir(run.settings.resolved_cache_dir(), NAME)
+    trained = [s for s in read_steps(folder) if s.get("iteration")]
+    assert trained and all(s.get("held_out_f1") is None for s in trained)
+    scores = before_after(plan(run.settings, data=run.data, max_held_out=1), NAME)
+    add_scores(run.settings, NAME, scores)
+    add_scores(run.settings, NAME, scores)  # twice: nothing recorded twice
+    steps = read_steps(folder)
+    assert [s["iteration"] for s in steps] == [0, 1]
+    assert steps[0]["held_out_f1"] == scores["before"]["mean"] and steps[1]["held_out_f1"] == scores["after"]["mean"]
+    assert {k: v for k, v in steps[1].items() if not k.startswith("held_out")} == \
+        {k: v for k, v in trained[-1].items() if not k.startswith("held_out")}
+    assert (folder / CURVE).is_file()

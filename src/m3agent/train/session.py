@@ -233,7 +233,7 @@ class _Answers:
 
 
 def add_scores(settings: Settings, name: str, scores: dict[str, Any]) -> None:
-    """Record held-out scores in the trained model's facts and card."""
+    """Record held-out scores in the trained model's facts and card, and in the run's curve."""
     from m3agent.train.export import write_card
 
     out = model_path(settings.resolved_cache_dir(), name)
@@ -242,6 +242,27 @@ def add_scores(settings: Settings, name: str, scores: dict[str, Any]) -> None:
     facts["scores"] = scores
     facts_file.write_text(json.dumps(facts, indent=2), encoding="utf-8")
     write_card(out, facts)
+    _curve_with_scores(run_dir(settings.resolved_cache_dir(), name), scores)
+
+
+def _curve_with_scores(run: Path, scores: dict[str, Any]) -> None:
+    """The held-out F1 of the untrained loop (iteration 0) and of the trained one (the last iteration) in an expert
+    iteration run's record and curve, where the iterations measured none themselves (a run trained with
+    ``eval_questions`` 0 and scored afterwards): the plot beside the run then shows what training did."""
+    from m3agent.train.curve import append_step, plot, read_steps
+
+    steps = read_steps(run)
+    iterations = [s for s in steps if s.get("iteration")]
+    if not iterations:
+        return  # a GRPO run's steps, or nothing trained yet
+    held = {int(s["iteration"]) for s in steps if s.get("iteration") is not None and s.get("held_out_f1") is not None}
+    if 0 not in held:
+        append_step(run, {"step": 0, "iteration": 0, "method": "expert", "held_out_f1": scores["before"]["mean"],
+                          "held_out_questions": scores["questions"]})  # fmt: skip
+    last = iterations[-1]
+    if int(last["iteration"]) not in held:
+        append_step(run, {**last, "held_out_f1": scores["after"]["mean"], "held_out_questions": scores["questions"]})
+    plot(run)
 
 
 def _ingest_episodes(store: MemoryStore, embedder: Embedder, settings: Settings, the_plan: Plan,
