@@ -169,7 +169,7 @@ def write_card(out: Path, facts: dict[str, Any]) -> Path:
              f"evidence F1 + {facts['train'].get('early_answer_weight', 0.0)} x answer F1 x rounds left unused "
              f"- {facts['train']['format_penalty']} x format errors - "
              f"{facts['train']['leak_penalty']} x leaked ids (m3agent.train.reward)",
-             f"- last {'iteration' if expert else 'steps'}' mean reward {facts.get('final_reward', 'n/a')}, answer "
+             f"- the last {'iteration' if expert else 'step'}'s mean reward {facts.get('final_reward', 'n/a')}, answer "
              f"F1 {facts.get('final_f1', 'n/a')}",
              "", "## Scores", "", "```json", json.dumps(facts.get("scores") or {}, indent=2), "```", ""]  # fmt: skip
     card.write_text("\n".join(lines), encoding="utf-8")
@@ -179,7 +179,8 @@ def write_card(out: Path, facts: dict[str, Any]) -> Path:
 def _expert_lines(facts: dict[str, Any]) -> list[str]:
     """The card's account of an expert iteration run: its settings, then one line per iteration."""
     train = facts["train"]
-    lines = [f"- {facts['steps']} iterations of {facts['train_episodes']} questions x {train['samples']} sampled "
+    count = f"{facts['steps']} iteration{'s' if facts['steps'] != 1 else ''}"
+    lines = [f"- {count} of {facts['train_episodes']} questions x {train['samples']} sampled "
              f"rollouts (and a greedy one); rounds {train['rounds']}, {train['max_new_tokens']} tokens a reply, "
              f"temperature {train['temperature']}; kept: the best {train['keep_per_question']} a question with "
              f"reward >= {train['keep_min_reward']}" + (" beating the greedy rollout" if train["keep"] == "beat_greedy"
