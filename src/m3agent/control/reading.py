@@ -20,6 +20,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 from m3agent.graph.fits import clothes_named
 from m3agent.graph.references import Wears
@@ -313,7 +314,7 @@ class QuestionReading:
         return bool(_EARLIER & held) and not _LATER & held
 
     @property
-    def again_way(self) -> str | None:
+    def again_way(self) -> Literal["after", "before"] | None:
         """Which way in time a question of seeing someone again looks: ``"after"`` ("does she reappear at any later
         point?"), ``"before"`` ("had we heard that voice earlier?"), or None when it says neither or both. "first"
         counts for neither ("the man first seen at 0:10": when he is, not which way the question looks)."""
@@ -342,13 +343,10 @@ class QuestionReading:
         for clause in text.split("|"):
             tokens = _without(_located(tuple(words(clause))), _ALTERNATIVES)
             joints = _found(tokens, _ORDER_JOINTS)
-            if joints:
-                tokens = tokens[_question_proper(tokens[:joints[0][0]]):]
-                joints = _found(tokens, _ORDER_JOINTS)
             if len(joints) != 1:
                 continue
             at, length = joints[0]
-            left, right = _describing(tokens[:at]), _describing(tokens[at + length:])
+            left, right = _describing(tokens[_question_proper(tokens[:at]):at]), _describing(tokens[at + length:])
             if left and right:
                 return left, right
         return None
@@ -458,7 +456,7 @@ def _asks(tokens: Phrase) -> Asks:
             continue
         if tokens[start] == "if" and start and tokens[start - 1] in _ASKING_IF:
             return Asks.YES_NO
-        if start and tokens[start] in _AUXILIARIES and start + 1 < len(tokens) and tokens[start + 1] in _SUBJECTS:
+        if start and _opens_question(tokens, start):
             return _asks(tokens[start:])  # the question proper begins here, after a lead-in ("hey, at 0:26, is it")
         if any(tokens[start: start + len(phrase)] == phrase for phrase in _COUNTING):
             return Asks.HOW_MANY
@@ -468,10 +466,15 @@ def _asks(tokens: Phrase) -> Asks:
     return Asks.YES_NO if _AUXILIARIES & set(tokens) else Asks.OTHER
 
 
+def _opens_question(tokens: Phrase, at: int) -> bool:
+    """Whether an auxiliary followed by a subject stands at ``at``: where a yes/no question proper begins."""
+    return tokens[at] in _AUXILIARIES and at + 1 < len(tokens) and tokens[at + 1] in _SUBJECTS
+
+
 def _question_proper(tokens: Phrase) -> int:
     """Where the question proper begins after a lead-in ("in the video's running order, does A come before B?"):
-    at an auxiliary followed by a subject, past the first word; 0 when there is none."""
-    return next((i for i in range(1, len(tokens) - 1) if tokens[i] in _AUXILIARIES and tokens[i + 1] in _SUBJECTS), 0)
+    at the first auxiliary followed by a subject past the first word; 0 when there is none."""
+    return next((i for i in range(1, len(tokens)) if _opens_question(tokens, i)), 0)
 
 
 _RELATIVES = frozenset({"which", "whom", "whose"})

@@ -356,7 +356,7 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return "seen_again", "before" if reading.asks_earlier else "after"
     if ask == "seen_again" and direction == "any" and len(reading.times) == 1 and not reading.so_far \
             and reading.again_way is not None:  # "does she, on screen at 1:37, reappear at any later point?"
-        return ask, "before" if reading.again_way == "before" else "after"
+        return ask, reading.again_way
     if ask == "seen_again" and not reading.asks_again and len(reading.times) == 1 and other is None:
         if person.heard and not person.quote:  # "speaker at 1:28 visible on screen anywhere?"
             return "ever_seen", direction
