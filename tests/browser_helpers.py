@@ -43,8 +43,21 @@ def shot(browser: WebDriver, name: str) -> Path:
 
 
 def wait(browser: WebDriver, condition: Any, timeout: float = 30) -> Any:
-    """Poll ``condition``; elements that vanish while the page reloads are looked up again."""
-    return WebDriverWait(browser, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
+    """Poll ``condition``; elements that vanish while the page reloads are looked up again, whichever way
+    Chromium reports the vanishing (see ``_torn_down``)."""
+    def polled(driver: WebDriver) -> Any:
+        try:
+            return condition(driver)
+        except WebDriverException as error:
+            if _torn_down(error):
+                return False
+            raise
+    return WebDriverWait(browser, timeout).until(polled)
+
+
+def _torn_down(error: WebDriverException) -> bool:
+    """Whether ``error`` says only that the node queried belongs to a page being replaced."""
+    return isinstance(error, StaleElementReferenceException) or "does not belong to the document" in str(error)
 
 
 def gone(element: Any) -> Any:
@@ -54,10 +67,8 @@ def gone(element: Any) -> Any:
     def condition(_: WebDriver) -> bool:
         try:
             element.is_enabled()
-        except StaleElementReferenceException:
-            return True
         except WebDriverException as error:
-            if "does not belong to the document" in str(error):
+            if _torn_down(error):
                 return True
             raise
         return False
