@@ -472,3 +472,31 @@ def test_text_rejected_where_nothing_changed_is_not_read_again() -> None:
     reader.add(Frame(8.0, other), shot_start=True)
     assert model.reads == 2, "changed pixels under the box are read again"
     assert reader.finish() == ()
+
+
+def test_a_cut_in_a_clips_first_second_is_kept_and_a_dark_opening_second_is_no_shot_of_its_own() -> None:
+    from m3agent.perception.scene.shots import detect_shots
+
+    red, blue, dark = (200, 40, 40), (30, 60, 210), (16, 16, 16)
+    later = [Frame(30.0 + f.time_s, f.image) for f in colour_frames([red] + [blue] * 7)]
+    shots = detect_shots(later, Clip("v", 1, 30.0, 34.0), threshold=0.35)
+    assert [(s.start_s, s.end_s, s.cut) for s in shots] == [(30.0, 30.5, False), (30.5, 34.0, True)], \
+        "a clip's start is no cut: the piece that opens half a second in is its own shot"
+    opening = detect_shots(colour_frames([dark] * 2 + [red] * 6), Clip("v", 0, 0.0, 4.0), threshold=0.35)
+    assert [(s.start_s, s.cut) for s in opening] == [(0.0, False)], "a video that fades in is one shot"
+    flash = colour_frames([red] * 3 + [blue] * 2 + [red] * 3)
+    shots = detect_shots(flash, Clip("v", 0, 0.0, 4.0), threshold=0.35)
+    assert [(s.start_s, s.cut) for s in shots] == [(0.0, False), (1.5, True)], "a cut 1 s after the last is dropped"
+
+
+def test_a_cut_on_a_clips_first_frame_is_seen_against_the_previous_clips_last_frame() -> None:
+    from m3agent.perception.scene.shots import detect_shots
+
+    red, blue = (200, 40, 40), (30, 60, 210)
+    clip = Clip("v", 1, 30.0, 32.0)
+    frames = tuple(Frame(30.0 + f.time_s, f.image) for f in colour_frames([blue] * 4))
+    previous_red, previous_blue = colour_frames([red], seed=1)[0], colour_frames([blue], seed=1)[0]
+    cut = detect_shots(frames, clip, threshold=0.35, before=previous_red)
+    assert [(s.start_s, s.end_s, s.cut) for s in cut] == [(30.0, 32.0, True)] and cut[0].change > 0.35
+    same = detect_shots(frames, clip, threshold=0.35, before=previous_blue)
+    assert [(s.start_s, s.cut) for s in same] == [(30.0, False)], "the previous clip's shot goes on"

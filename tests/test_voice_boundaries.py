@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m3agent.domain import Clip, ClipMedia
+from m3agent.domain import Clip, ClipMedia, Frame
 from m3agent.perception.audio.diarize import Diarization, SpeakerTurn
 from m3agent.perception.audio.voices import after_context
 from m3agent.pipeline import _with_context
@@ -32,16 +32,19 @@ def test_after_context_keeps_the_clip_part_and_reports_the_carried_speaker() -> 
     assert same.turns == turns and none == ()
 
 
-def test_each_clip_gets_the_previous_clips_tail() -> None:
+def test_each_clip_gets_the_previous_clips_tail_and_last_frame() -> None:
     def clip(index: int) -> ClipMedia:
         audio = np.arange(index * 10, index * 10 + 10, dtype=np.float32)
-        return ClipMedia(Clip("v", index, index * 10.0, index * 10.0 + 10.0), (), audio, audio_rate=1)
+        frames = tuple(Frame(index * 10.0 + t, np.full((4, 4, 3), index, np.uint8)) for t in (0.0, 5.0))
+        return ClipMedia(Clip("v", index, index * 10.0, index * 10.0 + 10.0), frames, audio, audio_rate=1)
 
     out = list(_with_context(iter([clip(0), clip(1), clip(3)]), 4.0))
-    assert out[0].context_audio is None
+    assert out[0].context_audio is None and out[0].context_frame is None
     assert list(out[1].context_audio) == [6.0, 7.0, 8.0, 9.0]
-    assert out[2].context_audio is None  # clip 2 is missing: its tail is not known
-    assert all(m.context_audio is None for m in _with_context(iter([clip(0), clip(1)]), 0.0))
+    assert out[1].context_frame is not None and out[1].context_frame.time_s == 5.0
+    assert out[2].context_audio is None and out[2].context_frame is None  # clip 2 is missing: its tail is unknown
+    no_audio = list(_with_context(iter([clip(0), clip(1)]), 0.0))
+    assert all(m.context_audio is None for m in no_audio) and no_audio[1].context_frame is not None
 
 
 def _speech(media_dir: Path) -> tuple[np.ndarray, np.ndarray]:

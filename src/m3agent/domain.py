@@ -361,7 +361,8 @@ class ClipMedia:
     ``None`` for a live or growing source, which cannot be read twice.
     ``context_audio`` is the audio just before ``clip.start_s`` (the previous clip's last seconds, same rate),
     which the diarizer hears with the clip so a voice that runs over the boundary stays one speaker; ``None``
-    for a first clip.
+    for a first clip. ``context_frame`` is the previous clip's last sampled frame, against which a cut on this
+    clip's first frame is seen; ``None`` for a first clip.
     """
 
     clip: Clip
@@ -373,6 +374,7 @@ class ClipMedia:
     problems: tuple[str, ...] = ()
     source: VideoSource | None = None
     context_audio: Any | None = None
+    context_frame: Frame | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

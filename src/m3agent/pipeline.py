@@ -182,14 +182,17 @@ def _first_missing(done: set[int]) -> int:
 
 def _with_context(clips: Iterator[ClipMedia], seconds: float) -> Iterator[ClipMedia]:
     """``clips``, each with the last ``seconds`` of the previous clip's audio as ``context_audio`` (voices across
-    a clip boundary); the tail is sliced from the clip decoded just before, so a resumed run that starts one clip
-    early gives every clip the context an uninterrupted run gives it."""
+    a clip boundary) and its last frame as ``context_frame`` (a cut on the boundary); both are taken from the clip
+    decoded just before, so a resumed run that starts one clip early gives every clip the context an
+    uninterrupted run gives it."""
     previous: ClipMedia | None = None
     for media in clips:
-        if seconds > 0 and previous is not None and previous.audio is not None \
-                and previous.clip.index == media.clip.index - 1:
-            tail = previous.audio[max(0, len(previous.audio) - round(seconds * previous.audio_rate)) :]
-            media = dataclasses.replace(media, context_audio=tail)
+        if previous is not None and previous.clip.index == media.clip.index - 1:
+            if seconds > 0 and previous.audio is not None:
+                tail = previous.audio[max(0, len(previous.audio) - round(seconds * previous.audio_rate)) :]
+                media = dataclasses.replace(media, context_audio=tail)
+            if previous.frames:
+                media = dataclasses.replace(media, context_frame=previous.frames[-1])
         previous = media
         yield media
 

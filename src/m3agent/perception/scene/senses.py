@@ -76,7 +76,7 @@ def _reason(exc: Exception) -> str:
 def _shots(media: ClipMedia, cfg: SensesSettings) -> tuple[Shot, ...]:
     from m3agent.perception.scene.shots import detect_shots
 
-    return detect_shots(media.frames, media.clip, cfg.shot_threshold)
+    return detect_shots(media.frames, media.clip, cfg.shot_threshold, before=media.context_frame)
 
 
 def _texts(media: ClipMedia, shots: tuple[Shot, ...], cfg: SensesSettings) -> tuple[ScreenText, ...]:
