@@ -30,7 +30,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
-HEADING = "## Shot boundaries on the generated dev episodes"
+HEADING = "Shot boundaries on the generated dev episodes"
 SHORT_S = 1.5
 
 
@@ -92,7 +92,7 @@ def write_section(result: dict[str, Any], command: str) -> None:
         f"{', '.join(str(r['seed']) for r in result['episodes'])}): **{t['found']} of {t['boundaries']}** piece "
         f"boundaries found (recall {t['recall']}); missed: {missed}; {t['inside']} cuts inside pieces (camera "
         f"cuts of one recording among them); {t['short']} of {t['shots']} shots shorter than {SHORT_S:g} s.", "",
-        "The rule before the twentieth session (cuts at least 1.0 s apart, a clip's start counted as a cut) "
+        "The rule before 2026-12-01 (cuts at least 1.0 s apart, a clip's start counted as a cut) "
         "found 170 of 182 boundaries of the then 22 cached dev episodes, with 25 cuts inside pieces and 3 short "
         "shots: a cut in a clip's first second was dropped (a dark screen and the recording after it became one "
         "shot), a cut on a clip's first frame was never seen, and a recording that opens on a dark second (the "
