@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from m3agent.control.reading import Asks, Scene, has_phrase, read_question
+from m3agent.control.reading import Asks, Scene, has_phrase, placed_in_front, read_question
 from m3agent.control.retrieval.query import Intent, parse_query
 
 ASKS = [
@@ -318,6 +318,33 @@ def test_talked_about_is_a_gist_question() -> None:
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair
+
+
+@pytest.mark.parametrize(("question", "shown"), [
+    ("What is the talk in the photo of a grey-haired man with a red tie before a flag about?",
+     "What is the talk in the photo of a grey-haired man with a red tie in front of a flag about?"),
+    ("Before 0:30, was the woman Before a bookshelf shown before a dark screen?",
+     "Before 0:30, was the woman in front of a bookshelf shown before a dark screen?"),
+    ("Is the photo shown before a dark screen?", "Is the photo shown before a dark screen?"),
+    ("The man's beforehand remark, before a flag?", "The man's beforehand remark, in front of a flag?"),
+])
+def test_the_model_is_shown_a_placing_before_as_in_front_of(question: str, shown: str) -> None:
+    """The plan's model reads a "before" that places someone ("a red tie before a flag") as an order in time; it is
+    shown the question as the reading reads it, every other word as written."""
+    assert placed_in_front(question) == shown
+
+
+@pytest.mark.parametrize(("question", "later"), [
+    ("What does the video cut to after the segment at 0:45?", True),
+    ("I'm trying to remember what the video cuts to once the segment at 0:45 is over.", True),
+    ("What does it move on to at 1:10?", True),
+    ("Once the scene at 0:30 ends, what comes on?", True),
+    ("How many times does the video cut to a dark screen?", False),  # a thing named: a count, not what comes next
+    ("Is the man shown once the whole time?", False),  # "once" with nothing ending: one time
+])
+def test_moving_on_and_once_over_look_forward(question: str, later: bool) -> None:
+    reading = read_question(question)
+    assert reading.order is later and reading.asks_later is later and not reading.asks_earlier
 
 
 def test_leading_up_to_looks_back_and_bounds_nothing() -> None:

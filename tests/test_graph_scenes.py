@@ -344,6 +344,13 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
     ("What precedes the scene at 0:35?", "which_first", ref(time="0:35"), "before"),
     ("How many voices can be heard in the scene at 0:49?", "count_so_far", ref(time="0:49"), "count_people"),
     ("Up to 0:49, how many voices have been heard?", "count_so_far", ref(time="0:49"), "count_so_far"),
+    ("Do you recall whether the speaker at 0:05 is anyone you see in the video?", "recall",
+     ref(kind="voice", time="0:05"), "ever_seen"),
+    ("Does the voice at 0:05 belong to someone who is ever on camera?", "recall", ref(kind="voice", time="0:05"),
+     "ever_seen"),
+    ("Do you recall what the speaker at 0:05 says?", "recall", ref(kind="voice", time="0:05"), "recall"),
+    ("Is the speaker at 0:05 seen again later?", "recall", ref(kind="voice", time="0:05"), "recall"),
+    ("What does the video cut to once the segment at 0:45 is over?", "recall", ref(time="0:45"), "after"),
 ])
 def test_the_operation_the_questions_form_leaves(question: str, ask: str, person: dict[str, str],
                                                  wanted: str) -> None:

@@ -122,6 +122,15 @@ _LEADING_UP: tuple[Phrase, ...] = (
     ("ahead", "of"))
 """What comes just before ("the segment leading up to the one at 0:57", "the scene just ahead of the one at 1:53"):
 an order looking back, not a bound."""
+_GOING_ON: tuple[Phrase, ...] = (
+    *((verb, "to") for verb in ("cut", "cuts", "switch", "switches", "transition", "transitions")),
+    *((verb, "on", "to") for verb in ("move", "moves", "go", "goes")))
+"""What comes next ("what does the video cut to at the end of the segment at 0:45?", "what it moves on to"): an
+order looking forward."""
+_ENDED = frozenset({"over", "ends", "ended", "finishes", "finished", "done", "wraps", "closes", "closed", "stops",
+                    "stopped"})
+"""Words that say a part is over, which a "once" before them turns into what comes after it ("once the segment at
+0:45 is over"); "once" alone counts ("shown once")."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "precede",
                           "precedes", "preceding", "prior"})
 _LATER = frozenset({"after", "later", "next", "following", "follows"})
@@ -170,6 +179,11 @@ about what is shown."""
 _VOICE = frozenset({"voice", "voices", "spoken", "heard"})
 """Words of what is heard: with a person described, whether that person is the one heard ("are the words heard at
 1:00 spoken by the woman in the photo?")."""
+_SEEING = frozenset({"see", "sees", "seen", "saw", "visible", "appear", "appears", "appeared", "show", "shows",
+                     "shown", "camera", "screen"})
+"""Words of being seen ("anyone you see", "does she appear", "on camera")."""
+_ANY_ONE = frozenset({"anyone", "anybody", "someone", "somebody", "ever", "anywhere", "somewhere"})
+"""Words that leave who or when open ("is the speaker anyone we see?", "ever on camera", "anywhere in the video")."""
 _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "seen", "happening", "happens",
                         "going", "picture", "frame", "display", "displayed", "view"})
 """Words asking what the picture holds ("what's on screen at 0:51?", "what is shown at 1:20?", "what do we see?")."""
@@ -240,6 +254,14 @@ class QuestionReading:
     def names_voice(self) -> bool:
         """Whether the question speaks of talking or of a voice ("is the voice we hear coming from her?")."""
         return self.names_talk or bool(_VOICE & set(self.words))
+
+    @property
+    def asks_ever_seen(self) -> bool:
+        """Whether a yes/no question asks if someone is seen anywhere at all ("is the speaker at 0:05 anyone you
+        see in the video?", "does the voice at 1:17 ever show up on camera?"): a word of seeing and a word of any
+        time or anyone, none of returning."""
+        held = set(self.words)
+        return self.asks is Asks.YES_NO and bool(_SEEING & held) and bool(_ANY_ONE & held) and not self.asks_again
 
     @property
     def asks_gist(self) -> bool:
@@ -330,6 +352,8 @@ class QuestionReading:
             held.discard("next")
         if _has_any(self.words, _LEADING_UP):
             held.add("before")
+        if _looks_on(self.words):
+            held.add("after")
         return held
 
     @property
@@ -412,10 +436,19 @@ def read_question(text: str) -> QuestionReading:
     return QuestionReading(
         text, tokens, asks, times, quotes, scene,
         bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or bounded_before or _bound_by(tokens)),
-        any(w in _ORDER_WORDS for w in ordering) or _has_any(tokens, _LEADING_UP), _occurrence(tokens),
+        any(w in _ORDER_WORDS for w in ordering) or _has_any(tokens, _LEADING_UP) or _looks_on(tokens),
+        _occurrence(tokens),
         "glasses" if _EYEWEAR & set(tokens) else "any",
         _has_any(tokens, _CHARACTER_OF), bool(_DISTINCT & set(tokens)),
         clothes_named(words(_QUOTED.sub(" ", text))) or "any")  # fmt: skip
+
+
+def _looks_on(tokens: Phrase) -> bool:
+    """Whether the words ask what comes next without an order word: a verb of moving on (:data:`_GOING_ON`) with
+    no thing named right after it ("what does it cut to?", not "how often does it cut to a dark screen?"), or
+    "once" with a word of ending within the next eight ("once the segment at 0:45 is over")."""
+    moving_on = any(not _DETERMINERS & set(tokens[i + n: i + n + 1]) for i, n in _found(tokens, _GOING_ON))
+    return moving_on or any(w == "once" and _ENDED & set(tokens[i + 1: i + 9]) for i, w in enumerate(tokens))
 
 
 _CONTRACTED = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES
@@ -510,19 +543,51 @@ _INDEFINITE = frozenset({"a", "an"})
 
 
 def _located(tokens: Phrase) -> Phrase:
-    """``tokens`` with "in front of" for a "before" that places someone in front of a thing ("a man in a red tie
-    before a flag"): one right after a word that is not of showing, with "a" or "an" after it, whose next words (up
-    to three, to the next word of showing) name no picture, screen, person, part of the video or time
-    (:func:`~m3agent.graph.scenes.names_scene`). Such a "before" sets nothing in order; "is the photo shown
-    before a dark screen?", "before a woman speaks", "before the debate" and "before 0:22" still do."""
+    """``tokens`` with "in front of" for each "before" that places someone in front of a thing
+    (:func:`_placing_befores`): what it means, so that a description read back says it."""
+    placing = _placing_befores(tokens)
     kept: list[str] = []
     for i, word in enumerate(tokens):
-        if word == "before" and i and tokens[i - 1] not in _SHOWING and tokens[i + 1: i + 2] \
-                and tokens[i + 1] in _INDEFINITE and not names_scene(_noun_after(tokens, i + 2)):
-            kept += ["in", "front", "of"]  # what it means, so that a description read back says it
-            continue
-        kept.append(word)
+        kept += ["in", "front", "of"] if i in placing else [word]
     return tuple(kept)
+
+
+def _placing_befores(tokens: Phrase) -> frozenset[int]:
+    """The positions of the words "before" that place someone in front of a thing ("a man in a red tie before a
+    flag"): one right after a word that is not of showing, with "a" or "an" after it, whose next words (up to
+    three, to the next word of showing) name no picture, screen, person, part of the video or time
+    (:func:`~m3agent.graph.scenes.names_scene`). Such a "before" sets nothing in order; "is the photo shown before
+    a dark screen?", "before a woman speaks", "before the debate" and "before 0:22" still do."""
+    return frozenset(i for i, word in enumerate(tokens)
+                     if word == "before" and i and tokens[i - 1] not in _SHOWING and tokens[i + 1: i + 2]
+                     and tokens[i + 1] in _INDEFINITE and not names_scene(_noun_after(tokens, i + 2)))
+
+
+def placed_in_front(text: str) -> str:
+    """``text`` with "in front of" for each "before" of it that places someone in front of a thing (as
+    :func:`read_question` reads it), the rest as written: the question as the model is shown it, so that it does
+    not read "a red tie before a flag" as an order in time."""
+    tokens = tuple(words(text))
+    placing = [n for n, i in enumerate(i for i, w in enumerate(tokens) if w == "before")
+               if i in _placing_befores(tokens)]
+    if not placing:
+        return text
+    out, start, ordinal, lower = [], 0, 0, text.lower()
+    while (at := lower.find("before", start)) >= 0:
+        end = at + len("before")
+        whole = (not at or not _in_word(lower[at - 1])) and (end == len(text) or not _in_word(lower[end]))
+        if whole:
+            out.append(text[start:at] + ("in front of" if ordinal in placing else text[at:end]))
+            ordinal += 1
+        else:
+            out.append(text[start:end])
+        start = end
+    return "".join(out) + text[start:]
+
+
+def _in_word(char: str) -> bool:
+    """Whether ``char`` belongs to a word as :func:`~m3agent.text.words` reads words."""
+    return char.isalnum() or char in "'’"
 
 
 def _noun_after(tokens: Phrase, start: int) -> Phrase:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from m3agent.control.reading import Asks, QuestionReading, Scene, read_question
+from m3agent.control.reading import Asks, QuestionReading, Scene, placed_in_front, read_question
 from m3agent.control.replies import Ask, Direction, PlanRef, PlanReply
 from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Kind, Reference
@@ -81,7 +81,7 @@ def write_plan(run: RunContext) -> Plan | None:
         return None
     prompts = load_prompt_set(PLAN_PROMPT)
     messages = [{"role": "system", "content": prompts.render("system")},
-                {"role": "user", "content": prompts.render("user", question=run.question)}]
+                {"role": "user", "content": prompts.render("user", question=placed_in_front(run.question))}]
     try:
         reply = run.call(messages, prompts.schema, max_tokens=PLAN_MAX_TOKENS)
         return Plan(PlanReply.read(reply), run.reading, reply.text)
@@ -362,6 +362,9 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
             return "ever_seen", direction
         if _anybody(person):  # "at 0:59, can you see a person?"
             return "anyone_there", direction
+    if ask == "recall" and reading.asks_ever_seen and len(reading.times) == 1 and other is None and person.heard \
+            and not person.quote:  # "do you recall whether the speaker at 0:05 is anyone you see?"
+        return "ever_seen", direction
     if ask == "same_person" and other is None and len(reading.times) < 2 and person.kind != "none":
         way: Direction = "before" if reading.asks_earlier else "after" if reading.asks_later else "any"
         if way == "any" and reading.names_talk and reading.asks is Asks.YES_NO:
