@@ -30,7 +30,7 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("the screen goes black", SceneDescription("dark", 0)),
     ("the woman with dark hair pulled back",
      SceneDescription("any", None, ("woman",), topic=("dark", "hair", "pull", "back"))),
-    ("the split-screen TV interview", SceneDescription("live", 2, (), topic=("interview",))),
+    ("the split-screen TV interview", SceneDescription("live", 2, (), topic=("interview",), split=True)),
     ("different still photos", SceneDescription("still")),
     ("dark-screen passages", SceneDescription("dark", 0)),
     ("the woman with glasses talking indoors", SceneDescription("live", None, ("woman",), True, ("indoor",))),
@@ -489,3 +489,14 @@ def test_a_photo_reference_describes_a_still_and_a_close_up_is_a_scene() -> None
     close = plan("Has the close-up of the grey-haired man with glasses appeared at any point up to 0:55?", "ever_seen",
                  ref(kind="man", time="0:55", about="the close-up of the grey-haired man with glasses"))
     assert (close.ask, close.person.kind) == ("when", "none"), "a close-up is a scene, though no topic word is left"
+
+
+def test_a_split_screen_is_said_of_its_shot_and_read_from_a_description() -> None:
+    from m3agent.control.people.words import shot_kind
+    from m3agent.graph.values import ShotView
+
+    split = ShotView("v", 0, 0.0, 13.0, True, "a split screen; on screen <face_1>", (), kind="live", split_screen=True)
+    assert shot_kind(split) == "live video, a split screen"
+    assert shot_kind(ShotView("v", 1, 13.0, 20.0, True, "", (), kind="still")) == "a still picture"
+    assert describe("the split-screen debate").split and describe("the split-screen debate").people == 2
+    assert not describe("the photo of two men").split

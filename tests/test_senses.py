@@ -104,6 +104,18 @@ def test_scene_memories_name_spans_and_summarise_each_shot() -> None:
     assert [(m.start_s, m.end_s, m.entity_ids) for m in summaries] == [(30.0, 47.0, (7,)), (47.0, 60.0, (4,))]
 
 
+def test_a_split_screen_is_said_first_in_its_shots_summary_and_read_back() -> None:
+    from m3agent.memorize.scene_memories import read_shot_summary, scene_memories, shows_split_screen
+
+    senses = ClipSenses(shots=(Shot(0.0, 13.0, cut=False, split_screen=True), Shot(13.0, 30.0, cut=True)))
+    voices = (VoiceSegment(0, 1.0, 5.0, "I was a senator.", entity_id=7),
+              VoiceSegment(0, 14.0, 20.0, "Good morning.", entity_id=8))
+    summaries = [m for m in scene_memories(Clip("v", 0, 0.0, 30.0), senses, (), voices) if m.text.startswith("Shot")]
+    assert summaries[0].text == "Shot 0:00–0:13: a split screen; speaking <voice_7>."
+    bodies = [read_shot_summary(m) for m in summaries]
+    assert [shows_split_screen(b[1]) for b in bodies if b is not None] == [True, False]
+
+
 def test_people_whose_faces_were_seen_get_no_object_memory() -> None:
     from m3agent.memorize.scene_memories import scene_memories
 
@@ -500,3 +512,22 @@ def test_a_cut_on_a_clips_first_frame_is_seen_against_the_previous_clips_last_fr
     assert [(s.start_s, s.end_s, s.cut) for s in cut] == [(30.0, 32.0, True)] and cut[0].change > 0.35
     same = detect_shots(frames, clip, threshold=0.35, before=previous_blue)
     assert [(s.start_s, s.cut) for s in same] == [(30.0, False)], "the previous clip's shot goes on"
+
+
+def test_two_pictures_side_by_side_are_a_split_screen_and_one_picture_is_not() -> None:
+    from m3agent.perception.scene.shots import detect_shots, seam_column
+
+    rng = np.random.default_rng(3)
+
+    def side_by_side(k: int) -> Frame:
+        image = np.empty((180, 320, 3), np.int16)
+        image[:, :160], image[:, 160:] = (90, 80, 70), (200, 190, 150)  # two studios, one seam down the middle
+        image += rng.integers(-6, 7, image.shape)
+        return Frame(k * 0.5, np.clip(image, 0, 255).astype(np.uint8))
+
+    split = tuple(side_by_side(k) for k in range(6))
+    assert all(abs((seam_column(f.image) or 0) - 159) <= 1 for f in split)
+    shots = detect_shots(split, Clip("v", 0, 0.0, 3.0), threshold=0.35)
+    assert [s.split_screen for s in shots] == [True]
+    whole = detect_shots(colour_frames([(200, 40, 40)] * 6), Clip("v", 0, 0.0, 3.0), threshold=0.35)
+    assert [s.split_screen for s in whole] == [False] and seam_column(colour_frames([(9, 9, 9)])[0].image) is None

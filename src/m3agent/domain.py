@@ -413,6 +413,7 @@ class Shot:
     end_s: float
     cut: bool
     change: float = 0.0  # frame-difference score at the start boundary (0 when not a cut)
+    split_screen: bool = False  # two pictures side by side, a seam down the middle in most of its frames
 
 
 @dataclass(frozen=True, slots=True)

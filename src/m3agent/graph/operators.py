@@ -34,7 +34,7 @@ from m3agent.graph.values import (
 )
 from m3agent.media.frames import scaled_size
 from m3agent.memorize.scene_memories import PROVENANCE as SCENE_PROVENANCE
-from m3agent.memorize.scene_memories import read_shot_summary
+from m3agent.memorize.scene_memories import read_shot_summary, shows_split_screen
 from m3agent.perception.attributes.place import box_horizontal, depth_place, main_face_height, yardstick
 
 if TYPE_CHECKING:
@@ -251,7 +251,8 @@ class EntityGraph:
             for i, r in enumerate(rows):
                 kind, confidence = shot_kind(records, r.start_s, r.end_s)
                 views.append(ShotView(video_id, i, r.start_s, r.end_s, r.opens, r.body,
-                                      self._persons_of(set(r.entities)), r.memory_ids, kind, confidence))
+                                      self._persons_of(set(r.entities)), r.memory_ids, kind, confidence,
+                                      shows_split_screen(r.body)))
             self._shots[video_id] = views
         return self._shots[video_id]
 

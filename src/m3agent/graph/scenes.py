@@ -100,6 +100,8 @@ class SceneDescription:
     """How old someone on screen looks ("a grey-haired man": older; :func:`~m3agent.graph.fits.age_named`)."""
     voices: int | None = None
     """How many voices are heard ("with a voice": 1, "with three voices": 3), None unsaid."""
+    split: bool = False
+    """It says a split screen ("the split-screen debate")."""
 
     @property
     def pictured(self) -> bool:
@@ -161,7 +163,8 @@ def describe(text: str) -> SceneDescription:
     known |= (set(CLOTHES_COLOURS) | GARMENTS) if clothes else set()
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
-    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any", age, voices)
+    return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any", age, voices,
+                            "split" in tokens)
 
 
 def describe_as(text: str, kind: str) -> SceneDescription:
@@ -329,6 +332,8 @@ def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescripti
         checks.append(_shown_fits(group, most, wanted.shown))
     if wanted.people is not None:
         checks.append(most == wanted.people)
+    if wanted.split and any(s.split_screen for s in graph.shots(group[0].video_id)):  # else never measured
+        checks.append(any(s.split_screen for s in group))
     for kind in dict.fromkeys(wanted.kinds):  # "two men": two people on screen who read as men
         needed = wanted.kinds.count(kind)
         checks.append(sum(fits_gender(graph, p, kind) for p in on_screen.values()) >= needed)

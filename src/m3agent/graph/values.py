@@ -109,7 +109,8 @@ class Utterance:
 class ShotView:
     """A shot of a video in order (``index`` from 0); ``opens_scene`` when it starts at a detected cut. ``kind``
     says whether it shows a still picture (``still``: a photo, a slide, a title card) or ``live`` video, with
-    ``kind_confidence`` (``uncertain`` when measured but undecided, ``None`` when not measured)."""
+    ``kind_confidence`` (``uncertain`` when measured but undecided, ``None`` when not measured);
+    ``split_screen`` when its summary says two pictures stand side by side."""
 
     video_id: str
     index: int
@@ -121,13 +122,14 @@ class ShotView:
     memory_ids: tuple[int, ...] = ()  # the shot summaries it was read from (the evidence of an answer about it)
     kind: str | None = None
     kind_confidence: float = 0.0
+    split_screen: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"video_id": self.video_id, "index": self.index, "start_s": round(self.start_s, 2),
                 "end_s": round(self.end_s, 2), "span": span_text(self.start_s, self.end_s),
                 "opens_scene": self.opens_scene, "summary": self.summary,
                 "people": [p.label for p in self.people], "kind": self.kind,
-                "kind_confidence": round(self.kind_confidence, 3)}
+                "kind_confidence": round(self.kind_confidence, 3), "split_screen": self.split_screen}
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,8 @@ from m3agent.text import clock
 PROVENANCE = "scene-senses/1"
 SHOT_HEAD = "Shot "
 OPENING = " (after a scene change)"
+SPLIT_SCREEN = "a split screen"
+"""How a shot summary opens for a split screen (:attr:`~m3agent.domain.Shot.split_screen`)."""
 PERSON = "person"
 PLURALS = {PERSON: "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
 SUMMARY_ITEMS = 4
@@ -124,7 +126,7 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
                                  for o in senses.objects if inside(o.start_s, o.end_s)
                                  and not _faces_cover(o, tracks)))[:OBJECT_ITEMS]
     sounds = list(dict.fromkeys(s.label.lower() for s in senses.sounds if inside(s.start_s, s.end_s)))
-    parts = []
+    parts = [SPLIT_SCREEN] if shot.split_screen else []
     if faces:
         parts.append("on screen " + ", ".join(_seen(e, seen[e], frame) for e in faces))
     if speakers:
@@ -161,3 +163,8 @@ def read_shot_summary(memory: Memory) -> tuple[bool, str] | None:
         return None
     head, _, body = memory.text.partition(": ")
     return head.endswith(OPENING), body.rstrip(".")
+
+
+def shows_split_screen(body: str) -> bool:
+    """Whether a shot summary's body (:func:`read_shot_summary`) says the shot is a split screen."""
+    return body == SPLIT_SCREEN or body.startswith(SPLIT_SCREEN + "; ")

@@ -13,6 +13,7 @@ from m3agent.control.people.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.fits import seen_while_heard
 from m3agent.graph.values import DESCRIBE_MIN, Role, span_text
+from m3agent.memorize.scene_memories import SPLIT_SCREEN
 from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.place import PLACE_WORDS
 
@@ -173,7 +174,9 @@ def _share_inside(start: float, end: float, shot: ShotView) -> float:
 
 
 def shot_kind(shot: ShotView) -> str:
-    return KIND_TEXT.get(shot.kind or "", "video")
+    """``live video`` / ``a still picture`` / ``video``, and ``, a split screen`` where it is one."""
+    kind = KIND_TEXT.get(shot.kind or "", "video")
+    return f"{kind}, {SPLIT_SCREEN}" if shot.split_screen else kind
 
 
 def sighting_place(s: Sighting) -> str:

@@ -19,6 +19,7 @@ The 7 it misses are a dark screen followed by another (only the voice changes).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from m3agent.domain import Clip, Frame, Shot
@@ -28,6 +29,12 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 MIN_SHOT_S = 1.5
+SEAM_SIZE = (320, 180)  # the frame is looked at this size for a seam
+SEAM_BAND = (0.4, 0.6)  # a split screen's seam lies in the middle fifth of the width
+SEAM_EDGE = 12.0  # a grey step (0-255) between neighbouring columns that counts as an edge in a row
+SEAM_ROWS = 0.7  # the share of rows with an edge at one column that makes it a seam
+SEAM_FRAMES = 0.5  # the share of a shot's frames with a seam that makes it a split screen
+SEAM_DRIFT_PX = 3.0  # a seam stays put: its column varies at most this much (at SEAM_SIZE) over the shot
 SAME_VIEW = 0.1  # signatures closer than this show the same view (talking heads 2 s apart: 0.07-0.1)
 THUMB = (64, 36)
 BINS = (8, 4, 4)
@@ -43,6 +50,7 @@ def detect_shots(frames: Sequence[Frame], clip: Clip, threshold: float, before: 
     if not frames:
         return (Shot(clip.start_s, clip.end_s, cut=False),)
     signatures = [signature(f.image) for f in frames]
+    seams = [seam_column(f.image) for f in frames]
     change = distance(signature(before.image), signatures[0]) if before is not None else 0.0
     opening = change if change >= threshold else None
     cuts: list[tuple[float, float]] = []
@@ -53,7 +61,10 @@ def detect_shots(frames: Sequence[Frame], clip: Clip, threshold: float, before: 
         if change >= threshold and frame.time_s - last >= MIN_SHOT_S:
             cuts.append((frame.time_s, change))
             last = frame.time_s
-    return _tile(clip, opening, cuts)
+    shots = _tile(clip, opening, cuts)
+    return tuple(replace(s, split_screen=split_screen([c for f, c in zip(frames, seams, strict=True)
+                                                        if s.start_s <= f.time_s < s.end_s]))
+                 for s in shots)
 
 
 def _tile(clip: Clip, opening: float | None, cuts: list[tuple[float, float]]) -> tuple[Shot, ...]:
@@ -62,6 +73,30 @@ def _tile(clip: Clip, opening: float | None, cuts: list[tuple[float, float]]) ->
     ends = [t for t, _ in cuts] + [clip.end_s]
     pairs = zip(starts, ends, strict=True)
     return tuple(Shot(start, end, cut, round(change, 3)) for (start, cut, change), end in pairs)
+
+
+def seam_column(image: Any) -> float | None:
+    """The column (at :data:`SEAM_SIZE`) of a vertical seam through the middle of an RGB ``uint8`` frame, or None:
+    a column of the middle fifth where at least :data:`SEAM_ROWS` of the rows step by :data:`SEAM_EDGE` or more
+    in grey. Two pictures side by side meet in such a line from top to bottom; an object's edge covers a part
+    of the height, and a camera's picture rarely has one straight down its middle. On the 14 recordings of the
+    episode catalogue the two split screens reach 0.89 and 0.91 of the rows, the others at most 0.46."""
+    import cv2
+    import numpy as np
+
+    grey = cv2.cvtColor(cv2.resize(np.asarray(image), SEAM_SIZE, interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2GRAY)
+    steps = np.abs(np.diff(grey.astype(np.float32), axis=1)) >= SEAM_EDGE
+    low, high = (int(steps.shape[1] * f) for f in SEAM_BAND)
+    share = steps[:, low:high].mean(axis=0)
+    best = int(np.argmax(share))
+    return float(low + best) if share[best] >= SEAM_ROWS else None
+
+
+def split_screen(seams: Sequence[float | None]) -> bool:
+    """Whether a shot whose frames have these seams (:func:`seam_column`) is a split screen: most frames have one,
+    and it stays in one place."""
+    found = [c for c in seams if c is not None]
+    return bool(seams) and len(found) >= SEAM_FRAMES * len(seams) and max(found) - min(found) <= SEAM_DRIFT_PX
 
 
 def signature(image: Any) -> npt.NDArray[np.float32]:

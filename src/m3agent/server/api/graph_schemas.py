@@ -79,6 +79,8 @@ class ShotOut(BaseModel):
         None, description="still picture (a photo, a slide, a title card) or live video, measured at ingest; "
         "null: not measured")
     kind_confidence: float = Field(0.0, description="confidence of kind, 0 to 1 (0 when uncertain or unmeasured)")
+    split_screen: bool = Field(False, description="two pictures side by side (a seam down the middle), measured at "
+                               "ingest")
 
 
 class MomentOut(BaseModel):
