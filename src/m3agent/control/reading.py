@@ -130,7 +130,7 @@ order looking forward."""
 _ENDED = frozenset({"over", "ends", "ended", "finishes", "finished", "done", "wraps", "closes", "closed", "stops",
                     "stopped"})
 """Words that say a part is over, which a "once" before them turns into what comes after it ("once the segment at
-0:45 is over"); "once" alone counts ("shown once")."""
+0:45 is over"); "once" with no such word is a count ("shown once")."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "precede",
                           "precedes", "preceding", "prior"})
 _LATER = frozenset({"after", "later", "next", "following", "follows"})
@@ -568,8 +568,8 @@ def placed_in_front(text: str) -> str:
     :func:`read_question` reads it), the rest as written: the question as the model is shown it, so that it does
     not read "a red tie before a flag" as an order in time."""
     tokens = tuple(words(text))
-    placing = [n for n, i in enumerate(i for i, w in enumerate(tokens) if w == "before")
-               if i in _placing_befores(tokens)]
+    positions = _placing_befores(tokens)
+    placing = {n for n, i in enumerate(i for i, w in enumerate(tokens) if w == "before") if i in positions}
     if not placing:
         return text
     out, start, ordinal, lower = [], 0, 0, text.lower()
