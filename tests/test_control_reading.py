@@ -67,6 +67,13 @@ ASKS = [
     # a count asked without "how many"
     ("I need the number of times the screen went dark up to 0:40.", Asks.HOW_MANY),
     ("Number of people visible at 0:10?", Asks.HOW_MANY),
+    ("Count the people in the frame at 0:10.", Asks.HOW_MANY),
+    ("What's the head count at 0:10?", Asks.HOW_MANY),
+    ("What is the total of different photos?", Asks.HOW_MANY),
+    ("What number of voices can be heard at 0:10?", Asks.HOW_MANY),
+    ("What is the man counting at 0:10?", Asks.WHAT),  # no noun of a count after "what"
+    # "read" and "transcribe" make a request of "could you ..."
+    ("Could you read back what is said at 0:10?", Asks.WHAT),
 ]
 
 
@@ -204,6 +211,7 @@ def test_phrases_are_whole_words_in_order() -> None:
     ("Which line do we hear at 0:40?", True, 40.0),
     ("Which sentences are spoken near 2:05?", True, 125.0),
     ("Which speaker says hello at 0:30?", False, 30.0),  # a who-question in "which" form
+    ("Can you read back the line at 0:30?", True, 30.0),
 ])
 def test_words_said_and_the_one_moment(question: str, words: bool, moment: float | None) -> None:
     reading = read_question(question)
@@ -226,6 +234,7 @@ def test_words_said_and_the_one_moment(question: str, words: bool, moment: float
     ('What is heard right before the voice that says "we will win"?', False),
     ('Right after she says "we will win", what do we see?', False),
     ('"we will ..." - what follows in that sentence?', True),
+    ('She opens with "we will" - what are the remaining words?', True),
 ])
 def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
     assert read_question(question).asks_continuation is continues
@@ -252,6 +261,10 @@ def test_which_way_an_order_question_asks(question: str, later: bool) -> None:
     ("What is the photo about?", False),  # not about speech
     ('What is "we will win" about?', False),  # a quotation
     ("Who is talking about the budget?", False),
+    ("What's the talk at 1:20 concerning?", True),
+    ("During the debate, what is he going on about?", True),
+    ("Summary of the spoken content at 1:20?", True),
+    ("What's going on at 1:20?", False),  # what happens, not what is said
 ])
 def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> None:
     assert read_question(question).asks_gist is gist
@@ -347,10 +360,29 @@ def test_moving_on_and_once_over_look_forward(question: str, later: bool) -> Non
     assert reading.order is later and reading.asks_later is later and not reading.asks_earlier
 
 
+def test_later_words_and_words_read_back() -> None:
+    assert read_question("Is the woman at 0:10 seen again further into the video?").again_way == "after"
+    assert read_question("Does the man at 0:10 turn up afterwards?").again_way == "after"
+    assert not read_question("Can you read back the line at 0:30?").asks_again  # repeating words, not returning
+    assert read_question("Does the man at 0:10 come back?").asks_again
+
+
+def test_the_last_thing_shown_and_a_bound_from_the_start() -> None:
+    assert read_question("Tell me about the last thing shown.").scene is Scene.LAST
+    assert read_question("What do we see as the video draws to a close?").scene is Scene.LAST
+    assert read_question("What is the first thing on screen?").scene is Scene.FIRST
+    start = read_question("From the start to 1:05, how many times is the screen dark?")
+    assert start.so_far and start.moment is None
+    mark = read_question("Before the 1:05 mark, had the photo been shown?")
+    assert mark.so_far and not mark.order
+
+
 def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
     led = read_question("What did the video show in the segment leading up to the one at 0:57?")
     assert led.order and led.asks_earlier and not led.asks_later and not led.so_far
     assert read_question("What was shown up to 0:57?").so_far
+    into = read_question("Which scene leads into the one at 0:57?")
+    assert into.order and into.asks_earlier and not into.asks_later and not into.so_far
     ahead = read_question("Which scene came just ahead of the one at 1:53?")
     assert ahead.order and ahead.asks_earlier and not ahead.asks_later
 
@@ -376,6 +408,17 @@ def test_a_question_names_what_is_heard(question: str, voice: bool) -> None:
 ])
 def test_a_question_that_offers_both_sexes(question: str, sex: bool) -> None:
     assert read_question(question).asks_sex is sex
+
+
+@pytest.mark.parametrize(("question", "offered"), [
+    ("At 1:14, is it a photo or video?", True),
+    ("Is the picture at 1:14 moving or frozen?", True),
+    ("At 1:14, is a live video or a still photo shown?", True),
+    ("Is the photo shown before or after the video?", False),  # an order, not a kind of picture
+    ("Is the photo of a man or a woman?", False),
+])
+def test_a_question_that_offers_a_still_picture_and_live_video(question: str, offered: bool) -> None:
+    assert read_question(question).asks_still_or_live is offered
 
 
 def test_a_bounded_description_leaves_out_the_bound_the_showing_and_the_other_answer() -> None:

@@ -41,6 +41,8 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("times the picture went dark with only a voice", SceneDescription("dark", 0, voices=1)),
     ("voice-only moments with a blank frame", SceneDescription("dark", 0)),
     ("a photo of a dark night", SceneDescription("still", topic=("dark", "night"))),
+    ("voice-over-black moments", SceneDescription("dark", 0)),  # "over black": a film's dark screen
+    ("the photo over a dark table", SceneDescription("still", topic=("dark", "table"))),
     # how old someone looks: a hair colour said of hair, or an age word; a grey suit is a garment's colour
     ("the photo of a grey-haired man with a red tie", SceneDescription("still", None, ("man",), topic=("red", "tie"),
                                                                       age="older")),
@@ -349,7 +351,10 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
     ("Does the voice at 0:05 belong to someone who is ever on camera?", "recall", ref(kind="voice", time="0:05"),
      "ever_seen"),
     ("Do you recall what the speaker at 0:05 says?", "recall", ref(kind="voice", time="0:05"), "recall"),
-    ("Is the speaker at 0:05 seen again later?", "recall", ref(kind="voice", time="0:05"), "recall"),
+    ("Is the speaker at 0:05 seen again later?", "recall", ref(kind="voice", time="0:05"), "seen_again"),
+    ("The man on the left is on screen at 0:34. Is there another scene with him later?", "recall",
+     ref(kind="man", place="left", time="0:34"), "seen_again"),
+    ("At 1:14, is the picture a photo or video?", "recall", ref(time="1:14"), "still_or_live"),
     ("What does the video cut to once the segment at 0:45 is over?", "recall", ref(time="0:45"), "after"),
 ])
 def test_the_operation_the_questions_form_leaves(question: str, ask: str, person: dict[str, str],
@@ -360,10 +365,21 @@ def test_the_operation_the_questions_form_leaves(question: str, ask: str, person
     assert plan(question, ask, person).ask == wanted
 
 
+def test_a_question_of_looks_is_of_someone_seen_whatever_kind_the_model_wrote() -> None:
+    looks = plan("What does the right person at 1:02 look like?", "appearance",
+                 ref(kind="speaker", place="right", time="1:02"))
+    assert (looks.ask, looks.person.kind, looks.person.place) == ("appearance", "person", "right")
+    voice = plan("What does the voice at 1:02 sound like?", "appearance", ref(kind="voice", time="1:02"))
+    assert voice.person.kind == "voice", "a voice named: the voice"
+
+
 def test_whether_one_person_talks_at_two_moments_is_the_same_person() -> None:
     asked = plan("Is it one person talking both at 0:04 and at 1:36?", "speaks", ref(kind="person", time="0:04"),
                  ref(kind="speaker", time="1:36"))
     assert asked.ask == "same_person"
+    offered = plan("0:04 and 1:36: one speaker or two different ones?", "speaks", ref(kind="speaker", time="0:04"),
+                   ref(kind="speaker", time="1:36"))
+    assert offered.ask == "same_person"
     assert (asked.person.kind, asked.person.time_s, asked.other and asked.other.kind,
             asked.other and asked.other.time_s) == ("speaker", 4.0, "speaker", 96.0)
     one = plan("At 1:36, is it the woman in red who is talking?", "speaks", ref(kind="woman", time="1:36"))
@@ -379,7 +395,7 @@ def test_whether_the_voice_is_the_described_persons_is_whether_they_speak() -> N
     said = plan("At 1:00, is the voice saying something about money?", "recall", ref(kind="voice", time="1:00"))
     assert said.ask == "recall", "no one described: what the voice says"
     again = plan("Is the voice at 1:00 the woman's we heard earlier?", "recall", ref(kind="voice", time="1:00"))
-    assert again.ask == "recall", "another time asked about: not whether she speaks then"
+    assert (again.ask, again.direction) == ("seen_again", "before"), "another time asked about: whether heard then"
 
 
 def test_a_question_of_what_speech_is_about_recalls_it_whatever_the_order_the_model_read() -> None:

@@ -24,7 +24,7 @@ from typing import Literal
 
 from m3agent.graph.fits import clothes_named
 from m3agent.graph.references import Wears
-from m3agent.graph.scenes import names_scene, person_kind
+from m3agent.graph.scenes import names_scene, person_kind, shown_by
 from m3agent.text import STOPWORDS, clock_seconds, clock_times, words
 
 
@@ -67,14 +67,19 @@ _ASKING_IF = frozenset({"wonder", "wondering", "know", "out", "check", "checking
                         "confirm", "remember", "recall", "tell", "me", "us", "curious", "unsure", "doubt"})
 """Words after which "if" opens an embedded yes-or-no question, as "whether" does ("I'm trying to figure out if she
 spoke", "let me know if", "not sure if"); elsewhere "if" is a condition ("if so, when?") and decides nothing."""
-_COUNTING: tuple[Phrase, ...] = (("number", "of"),)
-"""Words that ask for a count as "how many" does ("the number of times the screen went dark"); not question
-words, so not words of asking elsewhere ("the photo of a couple")."""
+_COUNTING: tuple[Phrase, ...] = (("number", "of"), ("count", "the"), ("count", "how"), ("count", "of"),
+                                  ("head", "count"), ("headcount",))
+"""Words that ask for a count as "how many" does ("the number of times the screen went dark", "count the people
+at 0:40", "what's the head count at 1:05?"); not question words, so not words of asking elsewhere ("the photo of a
+couple")."""
 _REQUESTS = frozenset({"tell", "give", "describe", "say", "show", "remind", "let", "know", "remember", "recall",
                        "explain", "list", "name", "summarise", "summarize", "help", "quote", "repeat", "finish",
-                       "complete"})
+                       "complete", "transcribe"})
 """Verbs that turn "could you ... me" into a request whose embedded question is the one asked ("Could you tell me
 what the video ends on?" asks what, not yes or no)."""
+_ASKING_VERBS = _REQUESTS | {"read"}
+"""Verbs that make "could you ..." a request: the requests and "read" ("can you read back the line at 1:05?"), which
+stays a word of what is asked about elsewhere ("what books has she read?")."""
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
                           "will", "would", "should", "shall", "may", "might", "must"})
 """A question opening with one of these asks yes or no, whatever question word follows."""
@@ -85,11 +90,15 @@ question where "is it" stands, before its "who" (a relative word there, not a qu
 _PERSON_WORDS = frozenset({"who", "whom", "whose"})
 _SCENE_NOUNS = ("scene", "shot", "part", "clip", "segment", "section", "sequence", "frame", "frames", "moment",
                 "bit")
+_THING_SHOWN = ("shown", "seen", "on", "in", "you", "we", "visible", "displayed")
+"""Words after "the first / last thing" that make it a thing shown ("the last thing shown", "the first thing you
+see"), not a thing said ("the last thing said")."""
 """What a part of the video is called when it is named by its place ("the opening clip", "the final shot")."""
 _FIRST_WORDS = ("first", "opening", "very first", "initial", "starting")
 _LAST_WORDS = ("last", "final", "closing", "ending", "very last", "concluding")
 _FIRST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(f"{word} {noun}".split()) for word in _FIRST_WORDS for noun in _SCENE_NOUNS) + tuple(
+    tuple(f"{word} thing {shown}".split()) for word in _FIRST_WORDS for shown in _THING_SHOWN) + tuple(
     tuple(p.split()) for p in ("at the start", "at the very start", "at the beginning", "at the very beginning",
                                "video open", "video opens", "video begin", "video begins", "video start",
                                "video starts", "beginning of the video", "start of the video",
@@ -98,30 +107,34 @@ _FIRST_SCENE: tuple[Phrase, ...] = tuple(
                                "begins the clip", "starts the clip"))
 _LAST_SCENE: tuple[Phrase, ...] = tuple(
     tuple(f"{word} {noun}".split()) for word in _LAST_WORDS for noun in _SCENE_NOUNS) + tuple(
+    tuple(f"{word} thing {shown}".split()) for word in _LAST_WORDS for shown in _THING_SHOWN) + tuple(
     tuple(p.split()) for p in ("at the end", "at the very end", "video end", "video ends", "video finish",
                                "video finishes", "video close", "video closes", "video wrap", "video wraps",
                                "end of the video", "ending of the video", "close of the video", "end of the clip",
                                "ending of the clip", "closes the video", "ends the video", "finishes the video",
-                               "closes the clip", "ends the clip", "finishes the clip"))
-"""The first or the last scene, named by an ordinal word and a word for a part of the video, or by the video's
-start or end."""
-_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("till",), ("as", "of"))
-"""Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00")."""
+                               "closes the clip", "ends the clip", "finishes the clip", "to a close", "to an end"))
+"""The first or the last scene, named by an ordinal word and a word for a part of the video ("the last thing
+shown"), or by the video's start or end ("as the video draws to a close")."""
+_SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("till",), ("as", "of"),
+                                *(("from", "the", start, "to") for start in ("start", "beginning", "outset")))
+"""Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00",
+"from the start to 1:05")."""
 _BY_WHEN: tuple[Phrase, ...] = tuple(("by", *p.split()) for p in ("the time", "this point", "that point", "then",
                                                                     "now"))
 """Bounds by a "by" with no clock time after it ("by the time the video reaches 1:34", "by this point"); "by" before
 anything else names who does something ("spoken by the woman in the photo")."""
-_ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at any point", "at any time", "at some point",
-                                                                    "at any stage", "at any moment"))
+_ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at all", "at any point", "at any time",
+                                                                    "at some point", "at any stage", "at any moment"))
 """Words that leave the time open up to a bound ("has it appeared at any point up to 1:17?")."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
                          | {"mark", "point", "reach", "reaches", "reached", "yet"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
 _LEADING_UP: tuple[Phrase, ...] = (
     *((verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran")),
+    *((verb, "into") for verb in ("lead", "leads", "leading", "led")),
     ("ahead", "of"))
-"""What comes just before ("the segment leading up to the one at 0:57", "the scene just ahead of the one at 1:53"):
-an order looking back, not a bound."""
+"""What comes just before ("the segment leading up to the one at 0:57", "the scene that leads into the one at 1:05",
+"the scene just ahead of the one at 1:53"): an order looking back, not a bound."""
 _GOING_ON: tuple[Phrase, ...] = (
     *((verb, "to") for verb in ("cut", "cuts", "switch", "switches", "transition", "transitions")),
     *((verb, "on", "to") for verb in ("move", "moves", "go", "goes")))
@@ -133,7 +146,8 @@ _ENDED = frozenset({"over", "ends", "ended", "finishes", "finished", "done", "wr
 0:45 is over"); "once" with no such word is a count ("shown once")."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "precede",
                           "precedes", "preceding", "prior"})
-_LATER = frozenset({"after", "later", "next", "following", "follows"})
+_LATER = frozenset({"after", "later", "next", "following", "follows", "afterwards", "afterward", "further",
+                    "subsequently", "thereafter"})
 _EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
 _ORDER_POINTS = ("time", "point", "stage", "moment")
@@ -158,6 +172,8 @@ _SHOWING = frozenset({"video", "clip", "footage", "show", "shows", "showed", "sh
 _AGAIN = frozenset({"again", "back", "return", "returns", "returned", "reappear", "reappears", "reappeared",
                     "recur", "recurs", "recurring", "another", "anymore", "still"})
 """Words asking whether someone is seen or heard once more ("does she come back?", "seen again later?")."""
+_READ_BACK: tuple[Phrase, ...] = tuple((verb, "back") for verb in ("read", "play", "say", "repeat", "quote"))
+"""A "back" of repeating words, not of returning ("can you read back the line at 1:05?")."""
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
 _DISTINCT = frozenset({"different", "distinct", "unique", "repeats"})  # "not counting repeats": each one once
@@ -169,13 +185,16 @@ _WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "w
                         "sentences", "utter", "utters", "uttered", "uttering", "quote", "verbatim", "exact"})
 """Words asking for what was said word for word ("what is said at 1:20", "the line at 0:40"), not for its gist."""
 _GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed", "discussing", "discussion",
-                   "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered"})
+                   "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered", "concerning",
+                   "regarding"})
 """Words asking what speech is about: a summary, not the words."""
 _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "conversation", "discussion", "discuss",
                    "discussed", "discussing", "speaker", "speakers", "speaking", "say", "says", "saying", "said",
-                   "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks"})
+                   "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks", "spoken"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
+_TALK_PHRASES: tuple[Phrase, ...] = tuple((verb, "on", "about") for verb in ("go", "goes", "going", "went", "gone"))
+"""Phrases naming speech whose words alone do not ("what is he going on about?")."""
 _VOICE = frozenset({"voice", "voices", "spoken", "heard"})
 """Words of what is heard: with a person described, whether that person is the one heard ("are the words heard at
 1:00 spoken by the woman in the photo?")."""
@@ -190,6 +209,9 @@ _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "s
 _CONTINUES = frozenset({"end", "ends", "ending", "finish", "finishes", "complete", "completes", "rest", "continue",
                         "continues", "continuing", "wrap", "wraps", "conclude", "concludes"})
 """Words asking how a quoted line goes on ("how does the sentence end?", "finish the line")."""
+_REMAINING = frozenset({"remaining", "remainder"})
+"""Words asking for the rest of a quoted line as :data:`_CONTINUES` do ("what are the remaining words?"), but also
+words of what a question is about ("the remaining money"), so not words of asking."""
 _SEXES = {"male": "man", "female": "woman"}
 """Words of the two sexes beside the kinds of people (:func:`~m3agent.graph.scenes.person_kind`), for a question
 that offers both ("a man or a woman?", "male or female?", "a man's or a woman's?")."""
@@ -247,8 +269,9 @@ class QuestionReading:
 
     @property
     def names_talk(self) -> bool:
-        """Whether the question speaks of talking or a speaker ("is she the one doing the talking?")."""
-        return bool(_TALK & set(self.words))
+        """Whether the question speaks of talking or a speaker ("is she the one doing the talking?", "what are they
+        going on about?")."""
+        return bool(_TALK & set(self.words)) or _has_any(self.words, _TALK_PHRASES)
 
     @property
     def names_voice(self) -> bool:
@@ -284,6 +307,21 @@ class QuestionReading:
         return False
 
     @property
+    def asks_still_or_live(self) -> bool:
+        """Whether the question offers a still picture and live video as its answers ("a photo or video?", "is the
+        image moving or frozen?"): an "or" with a word of one kind of picture within two words before it and of
+        the other within three after ("shown before or after the video" offers two times)."""
+        tokens = self.words
+        for i, word in enumerate(tokens):
+            if word != "or":
+                continue
+            before = {shown_by(w) for w in tokens[max(0, i - 2): i]} - {None}
+            after = {shown_by(w) for w in tokens[i + 1: i + 4]} - {None}
+            if before | after == {"still", "live"} and before and after and before != after:
+                return True
+        return False
+
+    @property
     def asks_shown(self) -> bool:
         """Whether the question asks only what the picture holds at its moment ("What's on screen at 0:51?", "What
         is shown at 1:20?"): a "what" question of one moment with a word of showing, no talk, no quotation and no
@@ -300,7 +338,8 @@ class QuestionReading:
         if not self.quotes or self.asks in (Asks.WHO, Asks.WHEN, Asks.WHERE, Asks.HOW_MANY, Asks.YES_NO, Asks.WHY):
             return False
         held = set(self.words)
-        return bool(_CONTINUES & held) or (self.order and bool(_WORDS_SAID & set(self._asked_of_quote())))
+        return bool((_CONTINUES | _REMAINING) & held) \
+            or (self.order and bool(_WORDS_SAID & set(self._asked_of_quote())))
 
     def _asked_of_quote(self) -> Phrase:
         """The question's words outside its first quotation and the anchor that leads to it: from the last order
@@ -325,8 +364,18 @@ class QuestionReading:
     @property
     def asks_again(self) -> bool:
         """Whether the question asks about another time someone is seen or heard: a word of returning or an order
-        word ("is she seen again?", "does he come back?", "had we heard them before?")."""
-        return self.order or bool((_AGAIN | _LATER | _EARLIER) & set(self.words))
+        word ("is she seen again?", "does he come back?", "had we heard them before?"), not the "before" of a bound
+        ("before the 1:18 mark, had the video shown the close-up?")."""
+        held = set(self._unbounded()) - ({"back"} if _has_any(self.words, _READ_BACK) else set())
+        return self.order or bool((_AGAIN | _LATER | _EARLIER) & held)
+
+    def _unbounded(self) -> Phrase:
+        """The words without a "before" that bounds the question's one clock time from the start (a yes/no or
+        how-many question, :func:`_without_bound_before`); a time written twice ("before 1:05, had the speaker at
+        1:05 been heard?") is a moment looked back from, and keeps it."""
+        if self.so_far and len(self.times) == 1 and self.asks in (Asks.YES_NO, Asks.HOW_MANY):
+            return _without_bound_before(self.words)
+        return self.words
 
     @property
     def asks_earlier(self) -> bool:
@@ -347,7 +396,7 @@ class QuestionReading:
     def _order_words(self) -> set[str]:
         """The question's words, without a "next" that means beside ("the man next to the door"), with "before"
         for a phrase that looks back ("leading up to")."""
-        held = set(self.words)
+        held = set(self._unbounded())
         if has_phrase(self.words, ("next", "to")):
             held.discard("next")
         if _has_any(self.words, _LEADING_UP):
@@ -403,7 +452,7 @@ class QuestionReading:
         orders or quotes."""
         if not self.so_far or self.order or self.quotes:
             return ""
-        return " ".join(w for w in _without(self.words, (*_ALTERNATIVES, *_ANY_TIME))
+        return " ".join(w for w in _without(_without_bound_before(self.words), (*_ALTERNATIVES, *_ANY_TIME))
                         if w not in _FORM_WORDS and w not in _BOUND_WORDS and w not in _SHOWING and not w.isdigit())
 
     def holds(self, word: str) -> bool:
@@ -476,7 +525,7 @@ def _asks(tokens: Phrase) -> Asks:
     """The first question word's kind (``tokens``: the question's words outside its quotations); a question
     opening with an auxiliary, or holding one and no question word ("Up to 0:50, did the video show ...?"), asks
     yes or no. A request ("Could you tell me what ...", "Do you remember who ...") asks its embedded question."""
-    if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and tokens[2] in _REQUESTS:
+    if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and tokens[2] in _ASKING_VERBS:
         rest = tokens[4:] if tokens[3:4] in (("me",), ("us",)) else tokens[3:]
         if rest[:1] in (("if",), ("whether",)):
             return Asks.YES_NO
@@ -491,12 +540,25 @@ def _asks(tokens: Phrase) -> Asks:
             return Asks.YES_NO
         if start and _opens_question(tokens, start):
             return _asks(tokens[start:])  # the question proper begins here, after a lead-in ("hey, at 0:26, is it")
-        if any(tokens[start: start + len(phrase)] == phrase for phrase in _COUNTING):
+        if any(tokens[start: start + len(phrase)] == phrase for phrase in _COUNTING) or _what_count(tokens, start):
             return Asks.HOW_MANY
         for phrase, asks in _ASKS:
             if tokens[start: start + len(phrase)] == phrase:
                 return asks
     return Asks.YES_NO if _AUXILIARIES & set(tokens) else Asks.OTHER
+
+
+_TOTALS = frozenset({"number", "total", "count", "headcount", "tally"})
+"""Nouns of a count, which a "what" before them turns into "how many" ("what's the total of distinct photos?")."""
+
+
+def _what_count(tokens: Phrase, at: int) -> bool:
+    """Whether a "what" at ``at`` asks for a count: a noun of a count after it, past a verb "be" and a determiner
+    ("what's the head count at 1:05?", "what is the total number of photos?")."""
+    if tokens[at] != "what":
+        return False
+    rest = [w for w in tokens[at + 1: at + 4] if w not in ("is", "was", "the", "s", "head")]
+    return bool(rest) and rest[0] in _TOTALS
 
 
 def _opens_question(tokens: Phrase, at: int) -> bool:
@@ -617,17 +679,21 @@ def _without_bound_before(tokens: Phrase) -> Phrase:
     yes/no or a how-many question: "has the photo been on screen at any point before 0:22?", "before 0:36, how many
     times does the screen go dark?" bound what they ask from the start, as "by 0:22" does (a "what" question asks
     for the neighbour: "what is shown before 0:22?")."""
-    padded = ("", *tokens, "")
+    padded = ("", *tokens, "", "")
     return tuple(w for i, w in enumerate(tokens)
-                 if not (w == "before" and padded[i + 2].isdigit() and padded[i] not in _JUST))
+                 if not (w == "before" and _clock_at(padded, i + 2) and padded[i] not in _JUST))
+
+
+def _clock_at(padded: Phrase, at: int) -> bool:
+    """Whether a clock time stands at ``at``, after a "the" or not ("0:22", "the 0:22 mark")."""
+    return padded[at].isdigit() or (padded[at] == "the" and padded[at + 1].isdigit())
 
 
 def _bound_by(tokens: Phrase) -> bool:
     """Whether a "by" bounds the question up to a time: a clock time follows it ("by 1:05", "by the 0:44 mark"), or
     it is one of :data:`_BY_WHEN`."""
     padded = (*tokens, "", "")
-    clock_after = any(w == "by" and (padded[i + 1].isdigit() or (padded[i + 1] == "the" and padded[i + 2].isdigit()))
-                      for i, w in enumerate(tokens))
+    clock_after = any(w == "by" and _clock_at(padded, i + 1) for i, w in enumerate(tokens))
     return clock_after or _has_any(tokens, _BY_WHEN)
 
 

@@ -272,7 +272,7 @@ class EntityGraph:
                 continue
             written, body = read
             opens = next((r.cut for r in stored.get(m.clip_index, ()) if abs(r.start_s - m.start_s) < SAME_SHOT_S),
-                         written)
+                         written) or (bool(rows) and _cut_between(records, rows[-1].end_s, m.start_s))
             if rows and not opens and abs(rows[-1].end_s - m.start_s) < 0.05:
                 rows[-1] = rows[-1].joined(m, body)
             else:
@@ -396,6 +396,14 @@ class EntityGraph:
         return sorted((m for m in self.store.memories(video_id, flt=flt)
                        if m.provenance == SCENE_PROVENANCE and m.start_s <= end_s and m.end_s >= start_s),
                       key=lambda m: (m.start_s, m.end_s))
+
+
+def _cut_between(records: Sequence[ShotRecord], end_s: float, start_s: float) -> bool:
+    """Whether a stored cut falls in the gap between one summarised shot's end and the next one's start: a shot
+    part with nobody and nothing in it has no summary ("a cut half a second before a clip's end to a dark screen"),
+    and its cut opens the scene the next summary continues."""
+    return start_s - end_s > SAME_SHOT_S and any(
+        r.cut and end_s - SAME_SHOT_S < r.start_s < start_s for r in records)
 
 
 def merge_spans(spans: Iterable[tuple[float, float]], gap: float = MERGE_GAP_S) -> list[tuple[float, float]]:

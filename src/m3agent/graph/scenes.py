@@ -43,7 +43,7 @@ T = TypeVar("T")
 Shown = Literal["any", "still", "live", "dark"]
 _SHOWN: dict[str, Shown] = {
     "photo": "still", "photograph": "still", "picture": "still", "still": "still", "image": "still",
-    "portrait": "still", "snapshot": "still", "slide": "still",
+    "portrait": "still", "snapshot": "still", "slide": "still", "frozen": "still", "static": "still",
     "video": "live", "footage": "live", "live": "live", "moving": "live", "recording": "live",
 }  # fmt: skip
 """What kind of picture a word says is on screen."""
@@ -62,7 +62,8 @@ _FRAME_WORDS = frozenset({"scene", "shot", "part", "screen", "shown", "show", "s
                           "front", "while", "voice", "talking", "speaking", "speaks", "talks", "says", "heard",
                           "goes", "gone", "went", "turns", "becomes", "include", "includes",
                           "different", "distinct", "separate", "times", "time", "passage", "passages", "moment",
-                          "moments", "only", "just", "instance", "instances", "occasion", "occasions"})
+                          "moments", "only", "just", "instance", "instances", "occasion", "occasions", "over",
+                          "stretch", "stretches"})
 """Words that frame a description rather than say what is in it."""
 _UNFOLDING = frozenset({
     "debate", "interview", "meeting", "performance", "perform", "performs", "performing", "rally", "concert",
@@ -234,6 +235,11 @@ def person_kind(word: str) -> str | None:
     return _lookup(_KINDS, word)
 
 
+def shown_by(word: str) -> Shown | None:
+    """The kind of picture ``word`` names ("photos": still, "footage": live), or None."""
+    return _lookup(_SHOWN, word)
+
+
 def _lookup(table: dict[str, T], word: str) -> T | None:
     """``word``'s entry in ``table``, as written or stemmed ("photos" is a photo)."""
     return table.get(word, table.get(stem(word)))
@@ -247,9 +253,12 @@ _SCENE_WORDS = frozenset(_SHOWN) | frozenset(_KINDS) | frozenset(_PEOPLE) | _SCR
 
 def _dark_screen(tokens: list[str]) -> bool:
     """Whether the words say the screen is dark: a dark word right before "screen" (or "picture", "frame"), or
-    within three words after it ("dark hair" is no dark screen)."""
+    within three words after it ("dark hair" is no dark screen), or right after an "over" ("a voice over black",
+    "voice-over-black moments")."""
     for i, w in enumerate(tokens):
         if w in _SCREEN and ((i and tokens[i - 1] in _DARK) or _DARK & set(tokens[i + 1: i + 4])):
+            return True
+        if w in _DARK and i and tokens[i - 1] == "over":
             return True
     return False
 
@@ -296,12 +305,24 @@ def _best(fitting: list[Scene]) -> list[Scene]:
     return [s for s in fitting if s.fit >= best - 1e-9]
 
 
-def fitting_scenes(graph: EntityGraph, video_id: str, description: SceneDescription) -> list[Scene]:
-    """Every scene of ``video_id`` that fits ``description`` at least :data:`MIN_FIT`, in order of time."""
+def fitting_scenes(graph: EntityGraph, video_id: str, description: SceneDescription, *,
+                   voices: bool = True) -> list[Scene]:
+    """Every scene of ``video_id`` that fits ``description`` at least :data:`MIN_FIT`, in order of time; ``voices``:
+    the number of voices heard ranks them too."""
     if description.empty:
         return []
     scored = [(group, *_fit(graph, group, description)) for group in scenes(graph, video_id)]
-    return [Scene(group, fit + voices) for group, fit, voices in scored if fit >= MIN_FIT]
+    return [Scene(group, fit + (heard if voices else 0.0)) for group, fit, heard in scored if fit >= MIN_FIT]
+
+
+def counted_scenes(graph: EntityGraph, video_id: str, description: SceneDescription,
+                   before: float | None = None) -> list[Scene]:
+    """The scenes a count of ``description`` counts (those starting ``before`` a bound, when given): every one that
+    fits best on what is measured and said. The number of voices heard, which picks out the one scene a question
+    means, does not rank them: "how many stretches of a dark screen with a voice?" counts the dark screen where
+    diarization heard two voices too."""
+    fitting = fitting_scenes(graph, video_id, description, voices=False)
+    return _best([s for s in fitting if before is None or s.start_s < before])
 
 
 def two_scenes(graph: EntityGraph, video_id: str, one: SceneDescription, two: SceneDescription

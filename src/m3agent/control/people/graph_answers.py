@@ -29,7 +29,7 @@ from m3agent.control.people.words import (
 from m3agent.graph.fits import fits_gender, seen_while_heard
 from m3agent.graph.lips import LikelySpeaker, likely_speaker
 from m3agent.graph.references import Reference, Resolved, resolve
-from m3agent.graph.scenes import Scene, describe_as, matching_scenes, picture_span, two_scenes
+from m3agent.graph.scenes import Scene, counted_scenes, describe_as, matching_scenes, picture_span, two_scenes
 from m3agent.graph.values import Role, span_text
 from m3agent.llm.prompts import load_prompt_set
 from m3agent.perception.attributes.names import Attribute
@@ -548,7 +548,7 @@ def _count_described(run: _Run, bound: float | None) -> GraphAnswer | None:
     """How many times a described scene is shown (up to ``bound``); "different" ones count once per distinct set
     of people on screen (a photo shown twice is one photo)."""
     ref = run.plan.person
-    found = [s for s in _scenes_of(run, ref) if bound is None or s.start_s < bound]
+    found = counted_scenes(run.graph, run.video_id, describe_as(ref.about, ref.kind), bound)
     if not found:  # never shown at all: the memories may know better; not by a bound: zero, the window cited
         if bound is None:
             return None

@@ -64,6 +64,7 @@ class Plan:
         self.ask, self.person = _described_so_far(self.ask, self.person, reading)
         self.person = _counted_as_described(self.ask, self.person, reading)
         self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
+        self.person = _seen_for_looks(self.ask, self.person, reading)
         if self.ask in ("after", "before") and self.person.time_s is not None and self.person.kind == "none":
             self.person = replace(self.person, about="")  # the moment is its time, not the model's words for it
         self.raw = raw
@@ -129,9 +130,11 @@ def _two_moments(ask: Ask, person: Reference, other: Reference | None, reading: 
                  ) -> tuple[Ask, Reference, Reference | None]:
     """"Is it one person talking both at 0:04 and at 1:36?" asks whether the people at two moments are one: whether
     someone speaks relates one moment, so a yes/no plan of it with a reference at each of two different times the
-    question holds asks the same person (of the voices heard then, when the question speaks of talking)."""
+    question holds asks the same person (of the voices heard then, when the question speaks of talking); so does
+    the same plan of a question that offers its answers without asking yes or no ("0:45 and 1:05: one speaker or
+    two?")."""
     if ask != "speaks" or other is None or person.time_s is None or other.time_s is None \
-            or person.time_s == other.time_s or reading.asks is not Asks.YES_NO:
+            or person.time_s == other.time_s or reading.asks not in (Asks.YES_NO, Asks.OTHER):
         return ask, person, other
     if reading.names_voice:
         person, other = replace(person, kind="speaker"), replace(other, kind="speaker")
@@ -321,13 +324,16 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     word is its neighbour after or before it, and a neighbour lies the way the question's order words look; "same
     person" with one person named asks whether they were seen or heard before (or after), as the question's order
     words say, or, in a yes/no question with no order word that speaks of talking, whether they are the one
-    speaking; "when" in a yes/no question of the person at one moment, one way in time, is whether they are seen or
-    heard again that way; "seen again" with no way in time planned looks the one way the question's words do
+    speaking; "when" or a recall in a yes/no question of the person at one moment, one way in time, is whether they
+    are seen or heard again that way; a question offering a photo or video as its answers asks which is on screen;
+    "seen again" with no way in time planned looks the one way the question's words do
     ("reappear at any later point?"); "seen again" in a question that asks of no other time is whether a voice is
     ever seen, or whether anyone is there."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks_sex and reading.names_voice and ask in ("who_speaks", "speaks", "recall", "seen_again"):
         return "voice_pitch", direction  # "tell me if it's a man or a woman talking at 1:02": the voice's kind
+    if reading.asks_still_or_live and reading.moment is not None and ask in ("recall", "scene", "appearance"):
+        return "still_or_live", direction  # "what kind of picture is on at 1:14: a photo or video?"
     if reading.asks_shown and ask in (*_YES_NO_ASKS, "recall"):
         return "scene", direction  # "what's on screen at 0:51?": the shot at that moment, put into words
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
@@ -352,7 +358,7 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     if ask in ("after", "before") and reading.asks_later != reading.asks_earlier \
             and (ask == "after") != reading.asks_later:  # "the scene just ahead of the one at 1:53" looks back
         return _neighbour_way(reading)
-    if ask == "when" and _asks_again_one_way(person, reading):  # "was the voice at 0:26 heard earlier?"
+    if ask in ("when", "recall") and _asks_again_one_way(person, reading):  # "was the voice at 0:26 heard earlier?"
         return "seen_again", "before" if reading.asks_earlier else "after"
     if ask == "seen_again" and direction == "any" and len(reading.times) == 1 and not reading.so_far \
             and reading.again_way is not None:  # "does she, on screen at 1:37, reappear at any later point?"
@@ -371,6 +377,14 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
             return "speaks", direction  # "is she the one doing the talking?": the same person as the speaker
         return "seen_again", way
     return ask, direction
+
+
+def _seen_for_looks(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
+    """"What does the right person at 1:02 look like?" asks of someone seen: a reference the model wrote as a
+    speaker or a voice, in a question of looks or place that speaks of no voice or talking, is the person seen."""
+    if ask not in ("appearance", "position") or not person.heard or person.quote or reading.names_voice:
+        return person
+    return replace(person, kind="person")
 
 
 def _neighbour_way(reading: QuestionReading) -> tuple[Ask, Direction]:
