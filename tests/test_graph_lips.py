@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from m3agent.graph.lips import LIKELY_MARGIN, likely_speaker, sampling_interval, video_lip_sync
+from m3agent.graph.lips import LIKELY_MARGIN, LIKELY_MIN_R, likely_speaker, sampling_interval, video_lip_sync
 from m3agent.graph.values import Person
 from m3agent.identity.linking import LipSync
 
@@ -23,7 +23,7 @@ def test_the_face_whose_lips_move_with_the_voice_clearly_more_is_the_likely_spea
     likely = likely_speaker(sync(left=-0.2, right=0.35), VOICE, [LEFT, RIGHT])
     assert likely is not None and likely.person == RIGHT and likely.r == 0.35 and likely.runner_up == (LEFT, -0.2)
     assert likely_speaker(sync(left=0.3, right=0.3 - LIKELY_MARGIN / 2), VOICE, [LEFT, RIGHT]) is None  # alike
-    assert likely_speaker(sync(left=0.05, right=-0.3), VOICE, [LEFT, RIGHT]) is None  # under the floor
+    assert likely_speaker(sync(left=LIKELY_MIN_R - 0.01, right=-0.3), VOICE, [LEFT, RIGHT]) is None  # under the floor
     assert likely_speaker(sync(right=0.5), VOICE, [LEFT, RIGHT]) is None  # one face watched: no comparison
     assert likely_speaker({}, VOICE, [LEFT, RIGHT]) is None
 
