@@ -90,10 +90,10 @@ question where "is it" stands, before its "who" (a relative word there, not a qu
 _PERSON_WORDS = frozenset({"who", "whom", "whose"})
 _SCENE_NOUNS = ("scene", "shot", "part", "clip", "segment", "section", "sequence", "frame", "frames", "moment",
                 "bit")
+"""What a part of the video is called when it is named by its place ("the opening clip", "the final shot")."""
 _THING_SHOWN = ("shown", "seen", "on", "in", "you", "we", "visible", "displayed")
 """Words after "the first / last thing" that make it a thing shown ("the last thing shown", "the first thing you
 see"), not a thing said ("the last thing said")."""
-"""What a part of the video is called when it is named by its place ("the opening clip", "the final shot")."""
 _FIRST_WORDS = ("first", "opening", "very first", "initial", "starting")
 _LAST_WORDS = ("last", "final", "closing", "ending", "very last", "concluding")
 _FIRST_SCENE: tuple[Phrase, ...] = tuple(
