@@ -387,6 +387,17 @@ def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
     assert ahead.order and ahead.asks_earlier and not ahead.asks_later
 
 
+@pytest.mark.parametrize(("question", "whether"), [
+    ("When, if ever, is the speaker at 0:40 seen on screen?", True),
+    ("When, if ever, before 1:22 do we hear the speaker who talks at 1:22?", True),
+    ("Was the voice at 0:26 heard earlier?", True),
+    ("When is the speaker at 0:40 first seen?", False),
+    ("When does she ever smile?", False),
+])
+def test_a_when_that_allows_never_asks_whether(question: str, whether: bool) -> None:
+    assert read_question(question).asks_whether is whether
+
+
 @pytest.mark.parametrize(("question", "voice"), [
     ("Is the voice at 0:40 a man's?", True),
     ("Are the words at 1:00 spoken by the woman in the photo?", True),

@@ -199,6 +199,9 @@ def test_an_operation_the_question_rules_out_is_replaced() -> None:
     heard_before = plan("Was the voice at 0:26 already heard earlier in the video, and when?", "when",
                         ref(kind="speaker", time="0:26"))
     assert (heard_before.ask, heard_before.direction) == ("seen_again", "before")
+    if_ever = plan("When, if ever, before 1:22 do we hear the speaker who talks at 1:22?", "when",
+                   ref(kind="speaker", time="1:22"))
+    assert (if_ever.ask, if_ever.direction) == ("seen_again", "before")  # whether, then when; one moment twice
     when_heard = plan("When is the voice at 0:26 heard?", "when", ref(kind="speaker", time="0:26"))
     assert when_heard.ask == "when"  # not a yes/no question
     by_then = plan("By 0:40, has the man at 0:10 been seen before?", "when", ref(kind="man", time="0:10"))

@@ -126,6 +126,8 @@ anything else names who does something ("spoken by the woman in the photo")."""
 _ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at all", "at any point", "at any time",
                                                                     "at some point", "at any stage", "at any moment"))
 """Words that leave the time open up to a bound ("has it appeared at any point up to 1:17?")."""
+_IF_EVER: Phrase = ("if", "ever")
+"""A "when" that allows never ("when, if ever, is she seen again?"): it asks whether, then when."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
                          | {"mark", "point", "reach", "reaches", "reached", "yet"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
@@ -279,12 +281,18 @@ class QuestionReading:
         return self.names_talk or bool(_VOICE & set(self.words))
 
     @property
+    def asks_whether(self) -> bool:
+        """Whether the question asks if something happened: a yes/no question, or a "when" question that allows
+        it never did ("when, if ever, do we hear that speaker before 1:22?": whether, and when)."""
+        return self.asks is Asks.YES_NO or (self.asks is Asks.WHEN and has_phrase(self.words, _IF_EVER))
+
+    @property
     def asks_ever_seen(self) -> bool:
         """Whether a yes/no question asks if someone is seen anywhere at all ("is the speaker at 0:05 anyone you
         see in the video?", "does the voice at 1:17 ever show up on camera?"): a word of seeing and a word of any
         time or anyone, none of returning."""
         held = set(self.words)
-        return self.asks is Asks.YES_NO and bool(_SEEING & held) and bool(_ANY_ONE & held) and not self.asks_again
+        return self.asks_whether and bool(_SEEING & held) and bool(_ANY_ONE & held) and not self.asks_again
 
     @property
     def asks_gist(self) -> bool:

@@ -394,9 +394,10 @@ def _neighbour_way(reading: QuestionReading) -> tuple[Ask, Direction]:
 
 def _asks_again_one_way(person: Reference, reading: QuestionReading) -> bool:
     """Whether a yes/no question asks if the person at one moment is seen or heard again one way in time ("was the
-    speaker at 0:26 heard earlier, and when?"): not when they are (a "when" question), not what came by then."""
-    return reading.asks is Asks.YES_NO and person.kind != "none" and person.time_s is not None \
-        and len(reading.times) == 1 and not reading.so_far and reading.asks_earlier != reading.asks_later
+    speaker at 0:26 heard earlier, and when?", "when, if ever, before 1:22 is the speaker at 1:22 heard?": the same
+    time twice is one moment): not when they are (a plain "when" question), not what came by then."""
+    return reading.asks_whether and person.kind != "none" and person.time_s is not None \
+        and len(set(reading.times)) == 1 and not reading.so_far and reading.asks_earlier != reading.asks_later
 
 
 def _anybody(person: Reference) -> bool:
