@@ -74,6 +74,10 @@ ASKS = [
     ("What is the man counting at 0:10?", Asks.WHAT),  # no noun of a count after "what"
     # "read" and "transcribe" make a request of "could you ..."
     ("Could you read back what is said at 0:10?", Asks.WHAT),
+    # "walk me through" makes a request; "walk" alone does not
+    ("Can you walk me through what's shown around 0:44?", Asks.WHAT),
+    ("Can you walk to the door?", Asks.YES_NO),
+    ("Tally up the people who are visible at 0:10.", Asks.HOW_MANY),
 ]
 
 
@@ -265,6 +269,8 @@ def test_which_way_an_order_question_asks(question: str, later: bool) -> None:
     ("During the debate, what is he going on about?", True),
     ("Summary of the spoken content at 1:20?", True),
     ("What's going on at 1:20?", False),  # what happens, not what is said
+    ("Sum up the talking in the dark screen with a voice.", True),
+    ("Sum up the picture at 1:20.", False),  # not about speech
 ])
 def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> None:
     assert read_question(question).asks_gist is gist
@@ -328,6 +334,7 @@ def test_talked_about_is_a_gist_question() -> None:
      ("the dark screen", "the photo of a couple")),
     ("Is the photo of two men shown at a later stage than the debate?", ("the photo of two men", "the debate")),
     ("was the photo shown earlier than the debate, yes or no?", ("the photo", "the debate")),
+    ("Does the photo of a couple come earlier in the video than the debate?", ("the photo of a couple", "the debate")),
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair

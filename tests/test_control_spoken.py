@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from m3agent.control import Answer, answer_question
-from m3agent.control.people.spoken import following, speech_lines, spoken
+from m3agent.control.people.spoken import following, speech_lines, spoken, transcript_lines
 from m3agent.control.reading import read_question
 from m3agent.control.steps import Provenance
 from m3agent.domain import (
@@ -24,6 +25,7 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.graph.operators import EntityGraph
+from m3agent.memorize.scene_memories import screen_line
 from m3agent.memorize.speech_line import says_line
 from test_control_select import scripted
 from test_graph_answers import GROUNDED, plan, plan_reply, ref
@@ -139,6 +141,31 @@ def test_the_words_after_a_quotation_the_recogniser_wrote_in_another_order() -> 
     assert found.text.startswith(f'On screen at 0:09: "{CAPTIONS[0]}" After it: "{CAPTIONS[1]}"')
     last = following(shown, "senator you could have done")
     assert last is not None and not last.on_screen, "nothing follows the last caption: the speech heard answers"
+
+
+def _shown(start: float, end: float, text: str) -> Memory:
+    return Memory(kind=MemoryKind.EPISODIC, text=screen_line(start, end, text), video_id="v1", clip_index=0,
+                  start_s=start, end_s=end)
+
+
+def test_a_caption_the_recogniser_heard_too_little_of_is_read_on_screen(make_store: Callable[[], Any]) -> None:
+    """The recogniser wrote "center to you could have done" where the caption reads "you could have done it if you
+    were an effective": too few of its words for the caption to be merged into the line, so it stays a line of text
+    of its own. The words after it, and the words at its moment, are read there too; a logo of two words is not."""
+    split = [_said(5.7, "Because I was a senator. Oh really? I will be the president. If"),
+             _shown(10.0, 11.0, CAPTIONS[0]), _said(10.8, "center to you could have done."),
+             _shown(12.0, 13.0, CAPTIONS[1]), _shown(0.0, 13.0, "Original video")]
+    found = following(sorted(split, key=lambda m: m.start_s), "you could have done it if you were an effective")
+    assert found is not None and found.on_screen and found.said == CAPTIONS[1]
+    store = make_store()
+    store.add_video(Video("v1", "/v1.mp4", 20.0))
+    with store.clip(Clip("v1", 0, 0.0, 20.0)) as w:
+        for m in split:
+            w.add_memory(replace(m, embedding=_random(m.text)))
+    assert [m.start_s for m in transcript_lines(store, "v1", None)] == [5.7, 10.0, 10.8, 12.0], "no logo"
+    at = spoken(store, EntityGraph(store), "v1", read_question("What words are spoken at 0:10?"), None)
+    assert at is not None and f'On screen 0:10–0:11: "{CAPTIONS[0]}"' in at.text and "center to you" in at.text
+    assert "Original video" not in at.text
 
 
 def test_the_grounded_chain_quotes_the_lines_without_a_model_answer(make_store: Callable[[], Any]) -> None:

@@ -161,6 +161,8 @@ def test_two_things_set_in_order_are_two_scenes(graph: EntityGraph) -> None:
 def test_an_operation_the_question_rules_out_is_replaced() -> None:
     ended = plan("Could you tell me what the video finishes on?", "when", ref())
     assert ended.ask == "scene" and ended.person.scene == "last"
+    how = plan("How does the video end?", "when", ref())
+    assert how.ask == "scene" and how.person.scene == "last"
     last = plan("Do you remember what's on screen in the very last scene of the video?", "recall", ref())
     assert last.ask == "scene" and last.person.scene == "last"
     talk = plan("What do they talk about in the last scene?", "recall", ref())
@@ -238,6 +240,13 @@ def test_plain_recalls_the_question_form_reads_as_order_or_neighbour(graph: Enti
                      other)
         assert (asked.ask, asked.person.about, asked.other and asked.other.about) == \
             ("which_first", "the dark screen with a voice", "the two people side by side"), ask
+    earlier = plan("Does the dark screen with a voice come earlier in the video than the two people side by side?",
+                   "seen_again", ref(about="the dark screen with a voice"))
+    assert (earlier.ask, earlier.person.about, earlier.other and earlier.other.about) == \
+        ("which_first", "the dark screen with a voice", "the two people side by side"), "no word of returning"
+    again = plan("Is the man on the left seen again after the dark screen with a voice?", "seen_again",
+                 ref(kind="man", place="left"))
+    assert again.ask == "seen_again", "seen once more: a person, not an order of two things"
     two = plan("Is the man on the left shown before the dark screen with a voice?", "which_first",
                ref(kind="man", place="left"), ref(about="the dark screen with a voice"))
     assert two.person.kind == "man" and two.person.place == "left", "the model's two references stay"

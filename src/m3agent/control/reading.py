@@ -68,7 +68,7 @@ _ASKING_IF = frozenset({"wonder", "wondering", "know", "out", "check", "checking
 """Words after which "if" opens an embedded yes-or-no question, as "whether" does ("I'm trying to figure out if she
 spoke", "let me know if", "not sure if"); elsewhere "if" is a condition ("if so, when?") and decides nothing."""
 _COUNTING: tuple[Phrase, ...] = (("number", "of"), ("count", "the"), ("count", "how"), ("count", "of"),
-                                  ("head", "count"), ("headcount",))
+                                  ("head", "count"), ("headcount",), ("tally", "up"), ("tally", "the"))
 """Words that ask for a count as "how many" does ("the number of times the screen went dark", "count the people
 at 0:40", "what's the head count at 1:05?"); not question words, so not words of asking elsewhere ("the photo of a
 couple")."""
@@ -80,6 +80,9 @@ what the video ends on?" asks what, not yes or no)."""
 _ASKING_VERBS = _REQUESTS | {"read"}
 """Verbs that make "could you ..." a request: the requests and "read" ("can you read back the line at 1:05?"), which
 stays a word of what is asked about elsewhere ("what books has she read?")."""
+_GUIDING = frozenset({"walk", "run", "take", "talk", "go"})
+"""Verbs of a request with "me through" ("can you walk me through what's shown at 0:44?"), asking what it embeds;
+without it they ask yes or no ("can you walk?")."""
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
                           "will", "would", "should", "shall", "may", "might", "must"})
 """A question opening with one of these asks yes or no, whatever question word follows."""
@@ -158,9 +161,11 @@ _ORDER_JOINTS: tuple[Phrase, ...] = (
     *(tuple(f"at {article} {word} {point} than".split()) for article, word in (("an", "earlier"), ("a", "later"))
       for point in _ORDER_POINTS),
     *(tuple(f"{word} {point} than".split()) for word in ("earlier", "later") for point in _ORDER_POINTS),
+    *(tuple(f"{word} {filler} than".split()) for word in ("earlier", "later")
+      for filler in ("in the video", "in the clip", "on", "on in the video")),
     *(tuple(p.split()) for p in ("earlier than", "later than", "ahead of", "before", "after")))
 """Words that set two things in order ("is A shown before B?", "A prior to B?", "does A appear at an earlier point
-than B?"), longest first."""
+than B?", "does A come earlier in the video than B?"), longest first."""
 _ALTERNATIVES: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
     "or is it the other way around", "or is it the other way round", "or the other way around",
     "or the other way round", "or is it the reverse", "or the reverse", "or vice versa", "or not", "yes or no"))
@@ -195,6 +200,8 @@ _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "
                    "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks", "spoken"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
+_GIST_PHRASES: tuple[Phrase, ...] = tuple((verb, "up") for verb in ("sum", "sums", "summed", "summing"))
+"""Phrases asking what speech is about whose words alone do not ("sum up the talking in the interview")."""
 _TALK_PHRASES: tuple[Phrase, ...] = tuple((verb, "on", "about") for verb in ("go", "goes", "going", "went", "gone"))
 """Phrases naming speech whose words alone do not ("what is he going on about?")."""
 _VOICE = frozenset({"voice", "voices", "spoken", "heard"})
@@ -298,8 +305,8 @@ class QuestionReading:
     def asks_gist(self) -> bool:
         """Whether the question asks what the speech is about ("what is the talk about at 1:20?", "what are they
         discussing?"): a gist word and a word for speech, no quotation."""
-        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and bool(_GIST & set(self.words)) \
-            and self.names_talk
+        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and self.names_talk \
+            and (bool(_GIST & set(self.words)) or _has_any(self.words, _GIST_PHRASES))
 
     @property
     def asks_sex(self) -> bool:
@@ -368,6 +375,13 @@ class QuestionReading:
         tie before a flag"), so the usual reading, "does A come first?", stands."""
         held = self._order_words()
         return bool(_LATER & held) and not _EARLIER & held
+
+    @property
+    def names_return(self) -> bool:
+        """Whether the question has a word of someone seen or heard once more ("again", "come back", "reappear"),
+        not the "back" of repeating words ("read back the line")."""
+        held = set(self.words) - ({"back"} if _has_any(self.words, _READ_BACK) else set())
+        return bool(_AGAIN & held)
 
     @property
     def asks_again(self) -> bool:
@@ -533,8 +547,9 @@ def _asks(tokens: Phrase) -> Asks:
     """The first question word's kind (``tokens``: the question's words outside its quotations); a question
     opening with an auxiliary, or holding one and no question word ("Up to 0:50, did the video show ...?"), asks
     yes or no. A request ("Could you tell me what ...", "Do you remember who ...") asks its embedded question."""
-    if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and tokens[2] in _ASKING_VERBS:
-        rest = tokens[4:] if tokens[3:4] in (("me",), ("us",)) else tokens[3:]
+    guided = tokens[2:3] and tokens[2] in _GUIDING and tokens[3:5] in (("me", "through"), ("us", "through"))
+    if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and (tokens[2] in _ASKING_VERBS or guided):
+        rest = tokens[5:] if guided else tokens[4:] if tokens[3:4] in (("me",), ("us",)) else tokens[3:]
         if rest[:1] in (("if",), ("whether",)):
             return Asks.YES_NO
         embedded = _asks(rest) if rest and rest[0] not in _AUXILIARIES else Asks.OTHER

@@ -34,6 +34,8 @@ from m3agent.text import clock
 
 PROVENANCE = "scene-senses/1"
 SHOT_HEAD = "Shot "
+SCREEN_HEAD = "On screen "
+"""How a memory of on-screen text opens (:func:`screen_line`)."""
 OPENING = " (after a scene change)"
 SPLIT_SCREEN = "a split screen"
 """How a shot summary opens for a split screen (:attr:`~m3agent.domain.Shot.split_screen`)."""
@@ -49,7 +51,7 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
 
     Objects and sounds inside a shot are told only in its summary (with the people there and where they are
     in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own."""
-    out = [_memory(clip, f'On screen {span(t.start_s, t.end_s)}: "{t.text}"', t.start_s, t.end_s, t.confidence)
+    out = [_memory(clip, screen_line(t.start_s, t.end_s, t.text), t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
 
     def unsummarised(start: float, end: float) -> bool:
@@ -65,6 +67,19 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
             if (m := _shot_summary(clip, s, senses, tracks, voices, _Frame(heights, frame_size))) is not None]
     out.sort(key=lambda m: m.start_s)
     return out
+
+
+def screen_line(start: float, end: float, text: str) -> str:
+    """``On screen 0:03–0:09: "…"``: a line of text read on screen that no one says with it."""
+    return f'{SCREEN_HEAD}{span(start, end)}: "{text}"'
+
+
+def read_screen(text: str) -> str | None:
+    """The words of a :func:`screen_line` memory; None for any other memory."""
+    head, sep, rest = text.partition(': "')
+    if not head.startswith(SCREEN_HEAD) or not sep or not rest.endswith('"'):
+        return None
+    return rest[:-1]
 
 
 def span(start: float, end: float) -> str:

@@ -250,7 +250,8 @@ def _in_order(ask: Ask, person: Reference, other: Reference | None, reading: Que
     neighbour of one of them, the scene, when one is shown, or which comes first with one side only). A yes/no
     question asks nothing of what is shown next to a moment; its order words set its two things in order."""
     pair = reading.order_pair
-    if ask not in _ORDERED_ASKS or (ask == "which_first" and other is not None) or pair is None or reading.times \
+    ordered = ask in _ORDERED_ASKS or (ask == "seen_again" and not reading.names_return)
+    if not ordered or (ask == "which_first" and other is not None) or pair is None or reading.times \
             or reading.quotes or reading.asks not in (Asks.YES_NO, Asks.OTHER):
         return ask, person, other
     if any(describe(side).empty for side in pair):
@@ -259,8 +260,9 @@ def _in_order(ask: Ask, person: Reference, other: Reference | None, reading: Que
 
 
 _ORDERED_ASKS = frozenset({"recall", "after", "before", "scene", "when", "which_first"})
-"""Operations a question of two described things in order may be planned as, and is not (who, same person, how
-many and seen again ask something else of them)."""
+"""Operations a question of two described things in order may be planned as, and is not (who, same person and how
+many ask something else of them, as does seen again in a question with a word of returning: "is the man seen again
+after the dark screen?")."""
 
 
 _PERSON_KINDS = frozenset({"man", "woman", "person"})
@@ -338,8 +340,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return "scene", direction  # "what's on screen at 0:51?": the shot at that moment, put into words
     if reading.asks is Asks.WHAT and (ask in _YES_NO_ASKS or (ask == "when" and named)):
         return ("scene" if named else "recall"), direction
-    if ask == "recall" and named and reading.asks in (Asks.WHAT, Asks.OTHER) and not reading.names_talk:
-        return "scene", direction  # "describe the ending of the video": the scene it names, not memories
+    if ask in ("recall", "when") and named and reading.asks in (Asks.WHAT, Asks.OTHER) and not reading.names_talk:
+        return "scene", direction  # "describe the ending of the video", "how does the video end?": the scene
     if ask == "which_first" and other is None and len(reading.times) == 1 and not reading.so_far \
             and reading.asks_later != reading.asks_earlier:  # "which scene follows the one at 1:08?": one moment
         return _neighbour_way(reading)

@@ -8,8 +8,9 @@ with one word of it ("because") or with a neighbouring line. The window is the q
 (:attr:`~m3agent.control.reading.QuestionReading.moment`, widened by :data:`AROUND_S`, or the nearest line within
 :data:`NEAREST_S`) or the scene its plan describes (:func:`~m3agent.graph.scenes.matching_scenes`, at most
 :data:`MAX_SCENES` of them). The lines are the perception writer's speech memories (``At 0:05 <voice_3> says:
-"..."``, with the captions read on screen then), cited as the answer's evidence. No window, or no line in it:
-the question passes to the next answerer.
+"..."``, with the captions read on screen then) and, at an instant, the lines of text read on screen that no
+line quotes as its caption (a caption the recogniser heard too little of to merge), cited as the answer's
+evidence. No window, or no line in it: the question passes to the next answerer.
 
 What a talk at an instant is about (:attr:`~m3agent.control.reading.QuestionReading.asks_gist`) is answered by
 the lines of the shot that holds the instant, the :data:`MAX_LINES` nearest it: the 1.5B, shown the retrieved
@@ -17,7 +18,8 @@ memories, answered with one line ("Why didn't you do it?") or a word of one ("tu
 quoted with their span, say what it is about in the speakers' own words.
 
 The words after a quotation (:attr:`~m3agent.control.reading.QuestionReading.asks_continuation`) are read from
-the video's transcript, the lines' quoted words one after another: a quotation the recogniser cut across two
+the video's transcripts, the lines' quoted words one after another, and the captions and other text read on
+screen in time order: a quotation the recogniser cut across two
 lines is still found, and what follows it runs on into the next line when the first ends
 (:data:`FOLLOWING_WORDS`).
 """
@@ -31,6 +33,8 @@ from m3agent.domain import MemoryKind, SearchFilter
 from m3agent.graph.references import resolve
 from m3agent.graph.scenes import Scene, describe, describe_as, matching_scenes
 from m3agent.graph.values import span_text
+from m3agent.memorize.captions import MIN_WORDS
+from m3agent.memorize.scene_memories import read_screen
 from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, words
 
@@ -85,14 +89,14 @@ def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: Quest
            before_clip: int | None = None) -> Spoken | None:
     """The lines said in the question's window (see the module); None when it names no window or none was said."""
     if reading.asks_continuation:
-        return following(speech_lines(store, video_id, before_clip), reading.quotes[0])
+        return following(transcript_lines(store, video_id, before_clip), reading.quotes[0])
     if reading.asks_gist and reading.moment is not None:
         return talk_at(speech_lines(store, video_id, before_clip), graph, video_id, reading.moment)
     if not reading.asks_words and not reading.asks_gist:
         return None
-    lines = speech_lines(store, video_id, before_clip)
     if reading.moment is not None:
-        return _at(_theirs(lines, graph, video_id, plan), reading.moment)
+        return _at(_theirs(transcript_lines(store, video_id, before_clip), graph, video_id, plan), reading.moment)
+    lines = speech_lines(store, video_id, before_clip)
     found = described_scenes(graph, video_id, reading, plan)
     inside = [m for m in lines if any(m.start_s < s.end_s and m.end_s > s.start_s for s in found)]
     if not inside:
@@ -117,9 +121,18 @@ def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading
 
 def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> list[Memory]:
     """The speech memories of a video (up to ``before_clip``), in time order."""
+    return [m for m in transcript_lines(store, video_id, before_clip) if read_speech(m.text) is not None]
+
+
+def transcript_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> list[Memory]:
+    """The speech memories of a video (up to ``before_clip``) and the lines of text read on screen that no speech
+    memory quotes as its caption (:func:`~m3agent.memorize.scene_memories.read_screen`, at least
+    :data:`~m3agent.memorize.captions.MIN_WORDS` words: a caption the recogniser's words did not hold enough of
+    to be merged into them, not a logo), in time order: what a viewer could hear or read."""
     flt = SearchFilter(video_ids=(video_id,), kinds=(MemoryKind.EPISODIC,))
     return sorted((m for m in store.memories(video_id, flt=flt)
-                   if read_speech(m.text) is not None and (before_clip is None or m.clip_index <= before_clip)),
+                   if (before_clip is None or m.clip_index <= before_clip)
+                   and (read_speech(m.text) is not None or len(words(read_screen(m.text) or "")) >= MIN_WORDS)),
                   key=lambda m: (m.start_s, m.end_s))
 
 
@@ -150,7 +163,10 @@ def following(lines: list[Memory], quotation: str) -> Spoken | None:
     if not wanted:
         return None
     read = [(m, line) for m in lines if (line := read_speech(m.text)) is not None]
-    found = [f for stream in (_caption_stream(read), _speech_stream(read)) if (f := _found(stream, wanted))]
+    shown: list[tuple[Memory, tuple[str, ...]]] = [(m, (text,)) for m in lines
+                                                   if (text := read_screen(m.text)) is not None]
+    captions = sorted([(m, line.captions) for m, line in read] + shown, key=lambda pair: pair[0].start_s)
+    found = [f for stream in (_caption_stream(captions), _speech_stream(read)) if (f := _found(stream, wanted))]
     if not found:
         return None
     best = max(found, key=lambda f: (f.followed, f.share))
@@ -192,16 +208,17 @@ def _speech_stream(read: list[tuple[Memory, SpeechLine]]) -> list[_Word]:
     return [_Word(token, m, i, False) for i, (m, line) in enumerate(read) for token in line.quote.split()]
 
 
-def _caption_stream(read: list[tuple[Memory, SpeechLine]]) -> list[_Word]:
-    """The captions' words in time order; a caption read again with the next line (it stays on screen) once."""
+def _caption_stream(read: list[tuple[Memory, tuple[str, ...]]]) -> list[_Word]:
+    """The words read on screen in time order, each memory's lines (a speech line's captions, or a line of text of
+    its own); a caption read again with the next line (it stays on screen) once."""
     out: list[_Word] = []
     previous: tuple[str, ...] = ()
     taken = 0  # captions taken so far: each is a line of its own
-    for m, line in read:
-        for caption in (c for c in line.captions if c not in previous):
+    for m, captions in read:
+        for caption in (c for c in captions if c not in previous):
             out += [_Word(token, m, taken, True) for token in caption.split()]
             taken += 1
-        previous = line.captions
+        previous = captions
     return out
 
 
@@ -249,12 +266,20 @@ def _sentence_start(stream: list[_Word], start: int) -> int:
 _ENDS = (".", "?", "!")
 
 
+_ANYONE = frozenset({"person", "speaker", "voice"})
+"""Kinds of reference that, with nothing else said of them, describe whoever is there."""
+
+
 def _theirs(lines: list[Memory], graph: EntityGraph, video_id: str, plan: Plan | None) -> list[Memory]:
     """The lines of the person the plan describes ("what does the woman on the left say at 0:40?"), when the graph
-    finds that person and they say something; else every line."""
-    if plan is None or plan.person.kind in ("none", "photo"):
+    finds that person and they say something; else every line. "The speaker" or "someone" at a moment describes
+    no one: every line there is theirs, and the text read on screen with them."""
+    person = plan.person if plan is not None else None
+    if person is None or person.kind in ("none", "photo") or (
+            person.kind in _ANYONE and person.place == "any" and not person.about.strip()
+            and person.wears == "any" and person.dressed == "any"):
         return lines
-    found = resolve(graph, video_id, plan.person)
+    found = resolve(graph, video_id, person)
     voices = set(found.person.voice_ids) if found is not None and found.person is not None else set()
     mine = [m for m in lines if voices & set(m.entity_ids)]
     return mine or lines
