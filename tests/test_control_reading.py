@@ -384,6 +384,16 @@ def test_the_last_thing_shown_and_a_bound_from_the_start() -> None:
     assert mark.so_far and not mark.order
 
 
+@pytest.mark.parametrize(("question", "bound"), [
+    ("At 1:36, have we already been shown the dark screen with a voice? If so, when?", True),
+    ("Has the photo been shown yet at 0:50?", True),
+    ("Is he already talking at 0:10?", False),  # "already" of a moment
+    ("Had the man at 0:10 already been seen before?", False),  # a moment looked back from
+])
+def test_a_perfect_already_or_yet_bounds_the_question(question: str, bound: bool) -> None:
+    assert read_question(question).so_far is bound
+
+
 def test_leading_up_to_looks_back_and_bounds_nothing() -> None:
     led = read_question("What did the video show in the segment leading up to the one at 0:57?")
     assert led.order and led.asks_earlier and not led.asks_later and not led.so_far

@@ -132,7 +132,7 @@ _ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at all", "at a
 _IF_EVER: Phrase = ("if", "ever")
 """A "when" that allows never ("when, if ever, is she seen again?"): it asks whether, then when."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
-                         | {"mark", "point", "reach", "reaches", "reached", "yet"})
+                         | {"mark", "point", "reach", "reaches", "reached", "yet", "already", "been"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
 _LEADING_UP: tuple[Phrase, ...] = (
     *((verb, "up", "to") for verb in ("lead", "leads", "leading", "led", "run", "runs", "running", "ran")),
@@ -506,7 +506,8 @@ def read_question(text: str) -> QuestionReading:
     bounded_before = len(ordering) < len(tokens)  # "has it been shown before 0:22?" bounds as "by 0:22" does
     return QuestionReading(
         text, tokens, asks, times, quotes, scene,
-        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or bounded_before or _bound_by(tokens)),
+        bool(times) and (_has_any(_without(tokens, _LEADING_UP), _SO_FAR) or bounded_before or _bound_by(tokens)
+                         or (asks is Asks.YES_NO and _by_then(tokens))),
         any(w in _ORDER_WORDS for w in ordering) or _has_any(tokens, _LEADING_UP) or _looks_on(tokens),
         _occurrence(tokens),
         "glasses" if _EYEWEAR & set(tokens) else "any",
@@ -710,6 +711,19 @@ def _without_bound_before(tokens: Phrase) -> Phrase:
 def _clock_at(padded: Phrase, at: int) -> bool:
     """Whether a clock time stands at ``at``, after a "the" or not ("0:22", "the 0:22 mark")."""
     return padded[at].isdigit() or (padded[at] == "the" and padded[at + 1].isdigit())
+
+
+def _by_then(tokens: Phrase) -> bool:
+    """Whether a perfect "already" or "yet" bounds the question up to its time ("at 1:36, have we already been shown
+    the dark screen?", "has the photo been shown yet at 0:50?"), not "already" of a moment ("is he already
+    talking at 0:10?"); with a word of order or return the time is a moment looked back from ("had the man at
+    0:10 already been seen before?")."""
+    held = set(tokens)
+    return bool(_BY_THEN & held) and bool(_PERFECT & held) and not (_EARLIER | _LATER | _AGAIN) & held
+
+
+_BY_THEN = frozenset({"already", "yet"})
+_PERFECT = frozenset({"has", "have", "had", "hasn't", "haven't", "hadn't"})
 
 
 def _bound_by(tokens: Phrase) -> bool:
