@@ -230,6 +230,9 @@ _FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES
                                       "go", "going", "being", "there", "content", "course", "recall", "during",
                                       "over", "throughout", "while", "whilst"})
 """Words of how a question asks, not of what it asks about (:attr:`QuestionReading.description`)."""
+_NAMING_FORM_WORDS = _FORM_WORDS - _TALK
+"""The words of asking left out of the two things an order question names: a word for speech there names the
+scene ("the split-screen TV interview", "the woman with glasses talking indoors")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,7 +444,8 @@ class QuestionReading:
             if len(joints) != 1:
                 continue
             at, length = joints[0]
-            left, right = _describing(tokens[_question_proper(tokens[:at]):at]), _describing(tokens[at + length:])
+            left = _describing(tokens[_question_proper(tokens[:at]):at], _NAMING_FORM_WORDS)
+            right = _describing(tokens[at + length:], _NAMING_FORM_WORDS)
             if left and right:
                 return left, right
         return None
@@ -686,9 +690,9 @@ def _noun_after(tokens: Phrase, start: int) -> Phrase:
     return tuple(out)
 
 
-def _describing(tokens: Phrase) -> str:
-    """The words of ``tokens`` that describe what is shown (not of asking or showing)."""
-    kept = [w for w in tokens if w not in _FORM_WORDS and w not in _SHOWING and not any(c.isdigit() for c in w)]
+def _describing(tokens: Phrase, form: frozenset[str] = _FORM_WORDS) -> str:
+    """The words of ``tokens`` that describe what is shown (not of asking, ``form``, or of showing)."""
+    kept = [w for w in tokens if w not in form and w not in _SHOWING and not any(c.isdigit() for c in w)]
     if all(w in STOPWORDS for w in kept):
         return ""
     return " ".join(w for i, w in enumerate(kept) if not i or kept[i - 1] != w)
