@@ -391,8 +391,7 @@ class QuestionReading:
         """Whether the question asks about another time someone is seen or heard: a word of returning or an order
         word ("is she seen again?", "does he come back?", "had we heard them before?"), not the "before" of a bound
         ("before the 1:18 mark, had the video shown the close-up?")."""
-        held = set(self._unbounded()) - ({"back"} if _has_any(self.words, _READ_BACK) else set())
-        return self.order or bool((_AGAIN | _LATER | _EARLIER) & held)
+        return self.order or self.names_return or bool((_LATER | _EARLIER) & set(self._unbounded()))
 
     def _unbounded(self) -> Phrase:
         """The words without a "before" that bounds the question's one clock time from the start (a yes/no or
@@ -552,7 +551,7 @@ def _asks(tokens: Phrase) -> Asks:
     """The first question word's kind (``tokens``: the question's words outside its quotations); a question
     opening with an auxiliary, or holding one and no question word ("Up to 0:50, did the video show ...?"), asks
     yes or no. A request ("Could you tell me what ...", "Do you remember who ...") asks its embedded question."""
-    guided = tokens[2:3] and tokens[2] in _GUIDING and tokens[3:5] in (("me", "through"), ("us", "through"))
+    guided = len(tokens) > 4 and tokens[2] in _GUIDING and tokens[3:5] in (("me", "through"), ("us", "through"))
     if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and (tokens[2] in _ASKING_VERBS or guided):
         rest = tokens[5:] if guided else tokens[4:] if tokens[3:4] in (("me",), ("us",)) else tokens[3:]
         if rest[:1] in (("if",), ("whether",)):

@@ -19,9 +19,8 @@ quoted with their span, say what it is about in the speakers' own words.
 
 The words after a quotation (:attr:`~m3agent.control.reading.QuestionReading.asks_continuation`) are read from
 the video's transcripts, the lines' quoted words one after another, and the captions and other text read on
-screen in time order: a quotation the recogniser cut across two
-lines is still found, and what follows it runs on into the next line when the first ends
-(:data:`FOLLOWING_WORDS`).
+screen in time order: a quotation the recogniser cut across two lines is still found, and what follows it runs on
+into the next line when the first ends (:data:`FOLLOWING_WORDS`).
 """
 
 from __future__ import annotations
