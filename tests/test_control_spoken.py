@@ -227,3 +227,33 @@ def test_a_quotation_is_found_where_its_words_stand_in_its_order() -> None:
     assert found is not None and found.said.startswith("Everyone here today")
     earlier = following(heard, "ask not what your country can do for you")
     assert earlier is not None and earlier.said.startswith("ask what you can do")
+
+
+def test_the_sounds_heard_with_a_talk_say_what_kind_of_talk_it_is(make_store: Callable[[], Any]) -> None:
+    """A talk over music in rhymed words (a shot summary saying ``sounds: music, rapping``): the answer about
+    what is said there names the sounds with the lines, and so does the shot put into words; a talk with no
+    sounds in its shot is headed by its span alone."""
+    from m3agent.control.people.words import shot_content
+    from m3agent.memorize.scene_memories import PROVENANCE
+
+    store = make_store()
+    store.add_video(Video("v1", "/v1.mp4", 40.0, metadata={"width": 1280, "height": 720}))
+    clip = Clip("v1", 0, 0.0, 40.0)
+    with store.clip(clip) as w:
+        voice = w.add_entity(EntityKind.VOICE, [_random("voice")]).id
+        for text, start, end in ((f"Shot 0:00–0:20: speaking <voice_{voice}>; sounds: music, rapping.", 0.0, 20.0),
+                                 (f"Shot 0:20–0:40 (after a scene change): speaking <voice_{voice}>.", 20.0, 40.0)):
+            w.add_memory(Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v1", clip_index=0, start_s=start,
+                                end_s=end, entity_ids=(voice,), provenance=PROVENANCE, embedding=_random(text)))
+        for start, said in ((4.0, "Late nights, bright lights, we write and fight."), (25.0, "Thanks for coming.")):
+            text = says_line(start, f"<voice_{voice}>", said)
+            w.add_memory(Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v1", clip_index=0, start_s=start,
+                                end_s=start + 3.0, entity_ids=(voice,), embedding=_random(text)))
+    graph = EntityGraph(store)
+    talk = spoken(store, graph, "v1", read_question("What is the talk about at 0:05?"), None)
+    assert talk is not None and talk.text.startswith("The talk at 0:04–0:07 (sounds: music, rapping): ")
+    plain = spoken(store, graph, "v1", read_question("What is the talk about at 0:26?"), None)
+    assert plain is not None and plain.text.startswith("The talk at 0:25–0:28: ")
+    first, second = graph.shots("v1")
+    assert shot_content(graph, first).endswith("; sounds: music, rapping")
+    assert "sounds" not in shot_content(graph, second)

@@ -531,3 +531,40 @@ def test_two_pictures_side_by_side_are_a_split_screen_and_one_picture_is_not() -
     assert [s.split_screen for s in shots] == [True]
     whole = detect_shots(colour_frames([(200, 40, 40)] * 6), Clip("v", 0, 0.0, 3.0), threshold=0.35)
     assert [s.split_screen for s in whole] == [False] and seam_column(colour_frames([(9, 9, 9)])[0].image) is None
+
+
+# -- rapping: rhymed words over music ------------------------------------------------------------
+
+
+def test_a_spelled_rhyme_and_the_chains_a_line_holds() -> None:
+    from m3agent.perception.audio.lyrics import rhyme, rhyme_chains
+
+    assert rhyme("smarter") == rhyme("charter") == "arter" and rhyme("harder") == "arder"
+    assert rhyme("cat") is None and rhyme("baby") is None, "one vowel group, or too short a rhyme"
+    assert rhyme_chains("Late nights and bright lights, I write, I fight") == [], \
+        "words of one vowel group are left out: 'night', 'right' and 'light' are said in any talk"
+    assert rhyme_chains("A harder day, a smarter way, a self-starter in charge of the charter") == \
+        [("charter", "smarter", "starter")]
+    assert rhyme_chains("Sometimes, at times, I think of other times.") == [], "a word ending another is no rhyme"
+    assert rhyme_chains("Thank you all for coming, it was a lovely evening with friends.") == []
+
+
+def test_rhymed_words_over_music_are_heard_as_rapping_in_the_shot_summary() -> None:
+    from m3agent.memorize.scene_memories import read_shot_summary, scene_memories, summary_sounds
+
+    lyrics = "A harder day, a smarter way, a self-starter, in charge of the charter."
+    shot = Shot(0.0, 20.0, cut=False)
+    music = SoundEvent("Music", 0.0, 20.0, 0.9)
+
+    def sounds(words: str, *heard: SoundEvent) -> tuple[str, ...]:
+        voices = (VoiceSegment(0, 5.0, 14.0, words, entity_id=3),)
+        memories = scene_memories(Clip("v", 0, 0.0, 30.0), ClipSenses(shots=(shot,), sounds=heard), (), voices)
+        body = read_shot_summary(memories[0])
+        assert body is not None
+        return summary_sounds(body[1])
+
+    assert sounds(lyrics, music) == ("music", "rapping")
+    assert sounds(lyrics) == (), "no music: a line that rhymes is not a song"
+    assert sounds("Welcome back to the show, tonight we have a special guest with us.", music) == ("music",)
+    assert sounds(lyrics, SoundEvent("Music", 12.0, 20.0, 0.9)) == ("music",), "music under a fifth of the words"
+    assert sounds(lyrics, music, SoundEvent("Singing", 5.0, 14.0, 0.5)) == ("music", "singing"), "already sung"

@@ -99,3 +99,10 @@ def test_a_title_is_not_a_name() -> None:
     assert stated_names("<face_2>'s name is Senator") == []
     assert self_names("I'm President of the club") == []
     assert [n for _, n in stated_names("<face_2>'s name is Ann Lee.")] == ["Ann Lee"]
+
+
+def test_stem_drops_the_consonant_a_suffix_doubled() -> None:
+    assert {stem(w) for w in ("rap", "raps", "rapping", "rapped")} == {"rap"}
+    assert stem("stopped") == stem("stop") and stem("planning") == stem("plan") and stem("jogging") == "jog"
+    assert [stem(w) for w in ("calling", "passed", "buzzing", "stuffed", "added", "seeing")] == \
+        ["call", "pass", "buzz", "stuff", "add", "see"]  # the word's own double letters stay

@@ -118,8 +118,9 @@ def day_of(date: str) -> str:
 
 
 def stem(word: str) -> str:
-    """A crude English stem: "drinks"/"drinking"/"drinked" -> "drink", "cities" -> "city"; lower-cased,
-    a trailing "'s" dropped, tags unchanged. Stems only need to agree with each other, not be words."""
+    """A crude English stem: "drinks"/"drinking"/"drinked" -> "drink", "cities" -> "city", "rapping"/"stopped"
+    -> "rap"/"stop"; lower-cased, a trailing "'s" dropped, tags unchanged. Stems only need to agree with each
+    other, not be words."""
     if word.startswith("<"):
         return word
     word = word.lower().removesuffix("'s").removesuffix("’s")
@@ -127,8 +128,17 @@ def stem(word: str) -> str:
         return word[:-3] + "y"
     for suffix, keep in (("ing", 3), ("ed", 3), ("s", 3)):
         if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
-            return word[: -len(suffix)]
+            return _undoubled(word[: -len(suffix)]) if suffix != "s" else word[:-1]
     return word
+
+
+def _undoubled(base: str) -> str:
+    """``rapp`` -> ``rap``: the consonant an "-ing"/"-ed" doubled, dropped again; a doubled l, s, z or f is the
+    word's own ("calling", "passed", "buzzing", "stuffed"), and so is one whose base would keep two letters
+    ("added": "add")."""
+    if len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "aeioulszf":
+        return base[:-1]
+    return base
 
 
 def self_names(text: str) -> list[str]:

@@ -15,7 +15,7 @@ in it. A scene change is the opening of its shot's summary, not a memory of its 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from m3agent import tags
 from m3agent.domain import (
@@ -30,6 +30,7 @@ from m3agent.domain import (
     VoiceSegment,
 )
 from m3agent.memorize.places import largest_heights, place_words
+from m3agent.perception.audio.lyrics import rapping
 from m3agent.text import clock
 
 PROVENANCE = "scene-senses/1"
@@ -37,6 +38,8 @@ SHOT_HEAD = "Shot "
 SCREEN_HEAD = "On screen "
 """How a memory of on-screen text opens (:func:`screen_line`)."""
 OPENING = " (after a scene change)"
+SOUNDS_HEAD = "sounds: "
+"""How the sounds of a shot summary open (:func:`summary_sounds`)."""
 SPLIT_SCREEN = "a split screen"
 """How a shot summary opens for a split screen (:attr:`~m3agent.domain.Shot.split_screen`)."""
 PERSON = "person"
@@ -50,7 +53,9 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
     """Every scene memory of one clip, in time order (embeddings are added by the caller).
 
     Objects and sounds inside a shot are told only in its summary (with the people there and where they are
-    in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own."""
+    in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own. Rapping heard
+    in the voices' words over music (:func:`~m3agent.perception.audio.lyrics.rapping`) is one of the sounds."""
+    senses = replace(senses, sounds=(*senses.sounds, *rapping(voices, senses.sounds)))
     out = [_memory(clip, screen_line(t.start_s, t.end_s, t.text), t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
 
@@ -151,7 +156,7 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     if objects:
         parts.append("objects: " + ", ".join(objects))
     if sounds:
-        parts.append("sounds: " + ", ".join(sounds[:SUMMARY_ITEMS]))
+        parts.append(SOUNDS_HEAD + ", ".join(sounds[:SUMMARY_ITEMS]))
     if not parts:
         return None
     opening = OPENING if shot.cut else ""
@@ -178,6 +183,14 @@ def read_shot_summary(memory: Memory) -> tuple[bool, str] | None:
         return None
     head, _, body = memory.text.partition(": ")
     return head.endswith(OPENING), body.rstrip(".")
+
+
+def summary_sounds(body: str) -> tuple[str, ...]:
+    """The sounds a shot summary's body (:func:`read_shot_summary`) says are heard (``("music", "rapping")``)."""
+    for part in body.split("; "):
+        if part.startswith(SOUNDS_HEAD):
+            return tuple(part.removeprefix(SOUNDS_HEAD).split(", "))
+    return ()
 
 
 def shows_split_screen(body: str) -> bool:

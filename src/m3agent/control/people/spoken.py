@@ -33,7 +33,7 @@ from m3agent.graph.references import resolve
 from m3agent.graph.scenes import Scene, describe, describe_as, matching_scenes
 from m3agent.graph.values import span_text
 from m3agent.memorize.captions import MIN_WORDS
-from m3agent.memorize.scene_memories import read_screen
+from m3agent.memorize.scene_memories import SOUNDS_HEAD, read_screen, summary_sounds
 from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, words
 
@@ -100,7 +100,11 @@ def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: Quest
     inside = [m for m in lines if any(m.start_s < s.end_s and m.end_s > s.start_s for s in found)]
     if not inside:
         return None
-    return _quoted(inside, _talk_heading(found[0].start_s, found[-1].end_s) if reading.asks_gist else "")
+    if not reading.asks_gist:
+        return _quoted(inside, "")
+    sounds = tuple(dict.fromkeys(sound for scene in found for shot in scene.shots
+                                 for sound in summary_sounds(shot.summary)))
+    return _quoted(inside, _talk_heading(found[0].start_s, found[-1].end_s, sounds))
 
 
 def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading, plan: Plan | None) -> list[Scene]:
@@ -144,11 +148,15 @@ def talk_at(lines: list[Memory], graph: EntityGraph, video_id: str, moment: floa
     nearest = sorted(sorted(inside, key=lambda m: _distance(m, moment))[:MAX_LINES], key=lambda m: m.start_s)
     if not nearest:
         return None
-    return Spoken(tuple(nearest), heading=_talk_heading(nearest[0].start_s, nearest[-1].end_s))
+    sounds = summary_sounds(shot.summary) if shot is not None else ()
+    return Spoken(tuple(nearest), heading=_talk_heading(nearest[0].start_s, nearest[-1].end_s, sounds))
 
 
-def _talk_heading(start_s: float, end_s: float) -> str:
-    return f"The talk at {span_text(start_s, end_s)}: "
+def _talk_heading(start_s: float, end_s: float, sounds: tuple[str, ...] = ()) -> str:
+    """``The talk at 0:48–0:57 (sounds: music, rapping): ``: the span, and the sounds heard with the talk, which
+    say what kind of talk it is (a song, a laughing audience)."""
+    heard = f" ({SOUNDS_HEAD}{', '.join(sounds)})" if sounds else ""
+    return f"The talk at {span_text(start_s, end_s)}{heard}: "
 
 
 def following(lines: list[Memory], quotation: str) -> Spoken | None:

@@ -13,7 +13,7 @@ from m3agent.control.people.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.fits import seen_while_heard
 from m3agent.graph.values import DESCRIBE_MIN, Role, span_text
-from m3agent.memorize.scene_memories import SPLIT_SCREEN
+from m3agent.memorize.scene_memories import SOUNDS_HEAD, SPLIT_SCREEN, summary_sounds
 from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.place import PLACE_WORDS
 
@@ -155,8 +155,8 @@ def unseen(graph: EntityGraph, person: Person) -> str:
 
 
 def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> str:
-    """What a shot holds, in words: who is on screen (or nobody) and who says what (its first utterance, or its
-    last with ``last``)."""
+    """What a shot holds, in words: who is on screen (or nobody), who says what (its first utterance, or its
+    last with ``last``) and the sounds heard."""
     inner = min(EDGE_S, (shot.end_s - shot.start_s) / 4)  # the shot's own people, not its neighbours' at the cut
     moment = graph.at(shot.video_id, shot.start_s + inner, shot.end_s - inner)
     seen = ", ".join(who(graph, s.person, s) for s in moment.on_screen)
@@ -165,6 +165,8 @@ def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> s
     parts = [f"on screen {seen}" if seen else "nobody on screen"]
     if said is not None:
         parts.append(f'heard: {who(graph, said.person)} says "{quote(said.text, QUOTE_CHARS)}"')
+    if sounds := summary_sounds(shot.summary):
+        parts.append(SOUNDS_HEAD + ", ".join(sounds))
     return "; ".join(parts)
 
 
