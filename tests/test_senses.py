@@ -568,3 +568,16 @@ def test_rhymed_words_over_music_are_heard_as_rapping_in_the_shot_summary() -> N
     assert sounds("Welcome back to the show, tonight we have a special guest with us.", music) == ("music",)
     assert sounds(lyrics, SoundEvent("Music", 12.0, 20.0, 0.9)) == ("music",), "music under a fifth of the words"
     assert sounds(lyrics, music, SoundEvent("Singing", 5.0, 14.0, 0.5)) == ("music", "singing"), "already sung"
+
+
+def test_a_verse_the_recogniser_cut_into_sentences_is_one_stretch_of_its_voice() -> None:
+    from m3agent.perception.audio.lyrics import rapping, stretches
+
+    verse = (VoiceSegment(0, 5.0, 9.0, "A harder day, a smarter way, a self-starter.", entity_id=3),
+             VoiceSegment(0, 9.5, 12.0, "In charge of the charter.", entity_id=3),
+             VoiceSegment(0, 12.0, 14.0, "Thank you!", entity_id=4),
+             VoiceSegment(0, 20.0, 22.0, "Again.", entity_id=3))
+    assert [(a, b) for a, b, _ in stretches(verse)] == [(5.0, 12.0), (12.0, 14.0), (20.0, 22.0)]
+    heard = rapping(verse, (SoundEvent("Music", 4.0, 13.0, 0.9),))
+    assert [(e.label, e.start_s, e.end_s) for e in heard] == [("Rapping", 5.0, 12.0)]
+    assert rapping(verse[1:], (SoundEvent("Music", 4.0, 13.0, 0.9),)) == (), "one line holds no chain"

@@ -2,10 +2,10 @@
 
 YAMNet scores a rap as ``Speech`` (0.98) over ``Music`` (0.95) and its ``Rapping`` class stays at its floor
 (0.02 on the White House Hamilton clip, the one rap in the shared media), so a performance is remembered as
-someone talking with music behind them. The words tell it apart: lyrics rhyme. A stretch of speech whose words
-hold a rhyme chain (at least :data:`CHAIN` different words sharing a rhyme, none the end of another: "smarter",
-"self-starter", "charter") while music plays under most of it (:data:`MUSIC_SHARE`) is heard as rapping, unless
-the classifier already heard singing there.
+someone talking with music behind them. The words tell it apart: lyrics rhyme. A stretch of one voice whose
+words hold a rhyme chain (at least :data:`CHAIN` different words sharing a rhyme, none the end of another:
+"smarter", "self-starter", "charter") while music plays under most of it (:data:`MUSIC_SHARE`) is heard as
+rapping, unless the classifier already heard singing there.
 
 A rhyme here is spelled, not sounded: the word from its next-to-last vowel group on (``smarter`` -> ``arter``),
 at least :data:`RHYME_LETTERS` letters; words of one vowel group have none ("night", "right" and "light" come
@@ -28,24 +28,40 @@ MUSIC = "music"
 SINGING = frozenset({"singing", "song", "choir", "rapping"})
 """Sound labels (lower-cased) that already say the words are sung."""
 CHAIN = 3
+JOIN_S = 2.0
 MUSIC_SHARE = 0.5
 RHYME_LETTERS = 4
 VOWELS = frozenset("aeiouy")
 
 
 def rapping(voices: Sequence[VoiceSegment], sounds: Sequence[SoundEvent]) -> tuple[SoundEvent, ...]:
-    """A ``Rapping`` event over each voice segment whose words hold a rhyme chain while music plays under at
-    least :data:`MUSIC_SHARE` of it and no singing is heard there; its score is the music's highest."""
+    """A ``Rapping`` event over each stretch of one voice (:func:`stretches`) whose words hold a rhyme chain while
+    music plays under at least :data:`MUSIC_SHARE` of it and no singing is heard there; its score is the
+    music's highest."""
     out = []
-    for voice in voices:
-        music = [s for s in sounds if s.label.lower() == MUSIC and _overlap(s, voice) > 0]
-        sung = any(s.label.lower() in SINGING and _overlap(s, voice) > 0 for s in sounds)
-        length = voice.end_s - voice.start_s
-        if sung or not music or length <= 0 or not rhyme_chains(voice.text):
+    for start, end, text in stretches(voices):
+        music = [s for s in sounds if s.label.lower() == MUSIC and _overlap(s, start, end) > 0]
+        sung = any(s.label.lower() in SINGING and _overlap(s, start, end) > 0 for s in sounds)
+        if sung or not music or end <= start or not rhyme_chains(text):
             continue
-        if sum(_overlap(s, voice) for s in music) >= MUSIC_SHARE * length:
-            out.append(SoundEvent(RAPPING, voice.start_s, voice.end_s, max(s.score for s in music)))
+        if sum(_overlap(s, start, end) for s in music) >= MUSIC_SHARE * (end - start):
+            out.append(SoundEvent(RAPPING, start, end, max(s.score for s in music)))
     return tuple(out)
+
+
+def stretches(voices: Sequence[VoiceSegment]) -> list[tuple[float, float, str]]:
+    """``(start, end, words)`` of each run of one voice's segments in time order, a segment joining the run when
+    it starts within :data:`JOIN_S` of its end: the recogniser cuts a verse into sentences, and a rhyme ends
+    each line."""
+    runs: list[tuple[float, float, str, int | None]] = []
+    for v in sorted((v for v in voices if v.text.strip()), key=lambda v: v.start_s):
+        who = v.entity_id if v.entity_id is not None else v.speaker
+        if runs and runs[-1][3] == who and v.start_s - runs[-1][1] <= JOIN_S:
+            start, _, text, _ = runs[-1]
+            runs[-1] = (start, max(v.end_s, runs[-1][1]), f"{text} {v.text.strip()}", who)
+        else:
+            runs.append((v.start_s, v.end_s, v.text.strip(), who))
+    return [(start, end, text) for start, end, text, _ in runs]
 
 
 def rhyme_chains(text: str) -> list[tuple[str, ...]]:
@@ -73,5 +89,5 @@ def rhyme(word: str) -> str | None:
     return word[starts[-2]:]
 
 
-def _overlap(sound: SoundEvent, voice: VoiceSegment) -> float:
-    return max(0.0, min(sound.end_s, voice.end_s) - max(sound.start_s, voice.start_s))
+def _overlap(sound: SoundEvent, start: float, end: float) -> float:
+    return max(0.0, min(sound.end_s, end) - max(sound.start_s, start))
