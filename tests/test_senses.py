@@ -581,3 +581,13 @@ def test_a_verse_the_recogniser_cut_into_sentences_is_one_stretch_of_its_voice()
     heard = rapping(verse, (SoundEvent("Music", 4.0, 13.0, 0.9),))
     assert [(e.label, e.start_s, e.end_s) for e in heard] == [("Rapping", 5.0, 12.0)]
     assert rapping(verse[1:], (SoundEvent("Music", 4.0, 13.0, 0.9),)) == (), "one line holds no chain"
+
+
+def test_a_sound_running_a_moment_past_a_cut_is_told_in_its_own_shot_only() -> None:
+    from m3agent.memorize.scene_memories import scene_memories
+
+    shots = (Shot(0.0, 10.0, cut=False), Shot(10.0, 20.0, cut=True), Shot(20.0, 21.0, cut=True))
+    senses = ClipSenses(shots=shots, sounds=(SoundEvent("Music", 9.6, 20.4, 0.9),))
+    texts = [m.text for m in scene_memories(Clip("v", 0, 0.0, 30.0), senses, ())]
+    assert texts == ["Shot 0:10–0:20 (after a scene change): sounds: music."], \
+        "0.4 s of music is no sound of the shot before or the one after (half of a 1 s shot is 0.5 s)"

@@ -45,6 +45,8 @@ SPLIT_SCREEN = "a split screen"
 PERSON = "person"
 PLURALS = {PERSON: "people", "bus": "buses", "sheep": "sheep", "sofa": "sofas"}
 SUMMARY_ITEMS = 4
+SOUND_IN_SHOT_S = 1.0
+"""How long a sound must be heard inside a shot for its summary to tell it (:func:`_heard_in`)."""
 OBJECT_ITEMS = 6  # objects are told only here when shots were found: room for a busy scene
 
 
@@ -145,7 +147,7 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     objects = list(dict.fromkeys(_objects_phrase(o).lower().removeprefix("a ").removeprefix("an ")
                                  for o in senses.objects if inside(o.start_s, o.end_s)
                                  and not _faces_cover(o, tracks)))[:OBJECT_ITEMS]
-    sounds = list(dict.fromkeys(s.label.lower() for s in senses.sounds if inside(s.start_s, s.end_s)))
+    sounds = list(dict.fromkeys(s.label.lower() for s in senses.sounds if _heard_in(s.start_s, s.end_s, shot)))
     parts = [SPLIT_SCREEN] if shot.split_screen else []
     if faces:
         parts.append("on screen " + ", ".join(_seen(e, seen[e], frame) for e in faces))
@@ -167,6 +169,14 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
 def _in_shot(start: float, end: float, shot: Shot) -> bool:
     """Whether the span ``start``-``end`` (an instant when equal) falls in ``shot``: the summary tells it."""
     return start < shot.end_s and end >= shot.start_s
+
+
+def _heard_in(start: float, end: float, shot: Shot) -> bool:
+    """Whether a sound from ``start`` to ``end`` is heard in ``shot``: for :data:`SOUND_IN_SHOT_S` of it, or half
+    of a shorter shot. A sound's ends are known to half a second (the classifier's hop) and a voice's to the
+    recogniser's word times, so one that runs a moment past a cut belongs to the next shot alone."""
+    heard = min(end, shot.end_s) - max(start, shot.start_s)
+    return heard >= min(SOUND_IN_SHOT_S, (shot.end_s - shot.start_s) / 2)
 
 
 def _seen(entity: int, observations: Sequence[FaceObservation], frame: _Frame) -> str:
