@@ -591,3 +591,12 @@ def test_a_sound_running_a_moment_past_a_cut_is_told_in_its_own_shot_only() -> N
     texts = [m.text for m in scene_memories(Clip("v", 0, 0.0, 30.0), senses, ())]
     assert texts == ["Shot 0:10–0:20 (after a scene change): sounds: music."], \
         "0.4 s of music is no sound of the shot before or the one after (half of a 1 s shot is 0.5 s)"
+
+
+def test_a_sound_no_shot_hears_for_a_second_is_a_memory_of_its_own() -> None:
+    from m3agent.memorize.scene_memories import scene_memories
+
+    shots = (Shot(0.0, 10.0, cut=False), Shot(10.0, 20.0, cut=True))
+    senses = ClipSenses(shots=shots, sounds=(SoundEvent("Music", 9.4, 10.6, 0.9),))
+    assert [m.text for m in scene_memories(Clip("v", 0, 0.0, 30.0), senses, ())] == \
+        ["Music is heard 0:09–0:10."], "0.6 s in each shot: told on its own, not lost"

@@ -128,7 +128,8 @@ def stem(word: str) -> str:
         return word[:-3] + "y"
     for suffix, keep in (("ing", 3), ("ed", 3), ("s", 3)):
         if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
-            return _undoubled(word[: -len(suffix)]) if suffix != "s" else word[:-1]
+            base = word[: -len(suffix)]
+            return base if suffix == "s" else _undoubled(base)
     return word
 
 

@@ -55,8 +55,9 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
     """Every scene memory of one clip, in time order (embeddings are added by the caller).
 
     Objects and sounds inside a shot are told only in its summary (with the people there and where they are
-    in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own. Rapping heard
-    in the voices' words over music (:func:`~m3agent.perception.audio.lyrics.rapping`) is one of the sounds."""
+    in a ``frame_size`` picture); outside every shot (no shot stage), each is a memory of its own, and so is a
+    sound no shot hears for long enough (:func:`_heard_in`). Rapping heard in the voices' words over music
+    (:func:`~m3agent.perception.audio.lyrics.rapping`) is one of the sounds."""
     senses = replace(senses, sounds=(*senses.sounds, *rapping(voices, senses.sounds)))
     out = [_memory(clip, screen_line(t.start_s, t.end_s, t.text), t.start_s, t.end_s, t.confidence)
            for t in senses.texts]
@@ -68,7 +69,7 @@ def scene_memories(clip: Clip, senses: ClipSenses, tracks: Sequence[FaceTrack],
                     o.end_s, o.score) for o in senses.objects
             if not _faces_cover(o, tracks) and unsummarised(o.start_s, o.end_s)]
     out += [_memory(clip, f"{s.label.capitalize()} is heard {span(s.start_s, s.end_s)}.", s.start_s, s.end_s,
-                    s.score) for s in senses.sounds if unsummarised(s.start_s, s.end_s)]
+                    s.score) for s in senses.sounds if not any(_heard_in(s.start_s, s.end_s, h) for h in senses.shots)]
     heights = largest_heights(tracks)
     out += [m for s in senses.shots
             if (m := _shot_summary(clip, s, senses, tracks, voices, _Frame(heights, frame_size))) is not None]
@@ -158,7 +159,7 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     if objects:
         parts.append("objects: " + ", ".join(objects))
     if sounds:
-        parts.append(SOUNDS_HEAD + ", ".join(sounds[:SUMMARY_ITEMS]))
+        parts.append(sounds_text(tuple(sounds[:SUMMARY_ITEMS])))
     if not parts:
         return None
     opening = OPENING if shot.cut else ""
@@ -193,6 +194,12 @@ def read_shot_summary(memory: Memory) -> tuple[bool, str] | None:
         return None
     head, _, body = memory.text.partition(": ")
     return head.endswith(OPENING), body.rstrip(".")
+
+
+def sounds_text(sounds: tuple[str, ...]) -> str:
+    """``sounds: music, rapping``: the sounds of a shot as its summary tells them (:func:`summary_sounds` reads
+    them back), and as an answer about the shot repeats them."""
+    return SOUNDS_HEAD + ", ".join(sounds)
 
 
 def summary_sounds(body: str) -> tuple[str, ...]:

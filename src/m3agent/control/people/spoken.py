@@ -33,7 +33,7 @@ from m3agent.graph.references import resolve
 from m3agent.graph.scenes import Scene, describe, describe_as, matching_scenes
 from m3agent.graph.values import span_text
 from m3agent.memorize.captions import MIN_WORDS
-from m3agent.memorize.scene_memories import SOUNDS_HEAD, read_screen, summary_sounds
+from m3agent.memorize.scene_memories import read_screen, sounds_text, summary_sounds
 from m3agent.memorize.speech_line import read_speech
 from m3agent.text import clock, words
 
@@ -155,7 +155,7 @@ def talk_at(lines: list[Memory], graph: EntityGraph, video_id: str, moment: floa
 def _talk_heading(start_s: float, end_s: float, sounds: tuple[str, ...] = ()) -> str:
     """``The talk at 0:48–0:57 (sounds: music, rapping): ``: the span, and the sounds heard with the talk, which
     say what kind of talk it is (a song, a laughing audience)."""
-    heard = f" ({SOUNDS_HEAD}{', '.join(sounds)})" if sounds else ""
+    heard = f" ({sounds_text(sounds)})" if sounds else ""
     return f"The talk at {span_text(start_s, end_s)}{heard}: "
 
 

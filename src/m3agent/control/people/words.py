@@ -13,7 +13,7 @@ from m3agent.control.people.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.fits import seen_while_heard
 from m3agent.graph.values import DESCRIBE_MIN, Role, span_text
-from m3agent.memorize.scene_memories import SOUNDS_HEAD, SPLIT_SCREEN, summary_sounds
+from m3agent.memorize.scene_memories import SPLIT_SCREEN, sounds_text, summary_sounds
 from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.place import PLACE_WORDS
 
@@ -166,7 +166,7 @@ def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> s
     if said is not None:
         parts.append(f'heard: {who(graph, said.person)} says "{quote(said.text, QUOTE_CHARS)}"')
     if sounds := summary_sounds(shot.summary):
-        parts.append(SOUNDS_HEAD + ", ".join(sounds))
+        parts.append(sounds_text(sounds))
     return "; ".join(parts)
 
 
