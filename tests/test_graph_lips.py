@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from m3agent.graph.lips import LIKELY_MARGIN, LIKELY_MIN_R, likely_speaker, sampling_interval, video_lip_sync
+from m3agent.graph.lips import (
+    LIKELY_MARGIN,
+    LIKELY_MIN_R,
+    LISTENER_R,
+    OtherSpeaker,
+    by_elimination,
+    likely_speaker,
+    sampling_interval,
+    video_lip_sync,
+)
 from m3agent.graph.values import Person
 from m3agent.identity.linking import LipSync
 
@@ -52,3 +61,28 @@ def test_the_evidence_is_what_identity_reads_from_the_store(make_store: Callable
     pairs = video_lip_sync(store, "v1")
     assert pairs[(right, voice)].r > 0.5 and pairs[(right, voice)].samples >= 10
     assert pairs.get((left, voice)) is None or pairs[(left, voice)].r < 0.1  # a still mouth says nothing
+
+
+def test_of_two_people_on_screen_the_one_not_ruled_out_speaks() -> None:
+    """:func:`by_elimination`: a listener's lips move against the voice (they talk in its pauses), or the scene's other
+    voice is the other person's; nothing is decided with three people on screen, with both claimed, or when the
+    voice's own lips point at the one ruled out (a voice of theirs cut in two)."""
+    other_voice = Person(4, "<character_4>", "", (), (8,))
+    lips = {**sync(left=-0.05, right=-0.35), (2, 8): LipSync(0.4, 20, 8.0), (1, 8): LipSync(-0.1, 20, 8.0)}
+    listened = by_elimination(sync(left=-0.05, right=-0.35), VOICE, [LEFT, RIGHT], [VOICE])
+    assert listened == OtherSpeaker(LEFT, RIGHT, None, -0.05, -0.35)
+    assert by_elimination(sync(left=-0.3, right=-0.35), VOICE, [LEFT, RIGHT], [VOICE]) is None  # alike
+    assert by_elimination(sync(left=-0.05, right=-LISTENER_R + 0.05), VOICE, [LEFT, RIGHT], [VOICE]) is None
+    claimed = by_elimination({**lips, **sync(left=-0.1, right=-0.15)}, VOICE, [LEFT, RIGHT], [VOICE, other_voice])
+    assert claimed == OtherSpeaker(LEFT, RIGHT, other_voice, -0.1, -0.15)  # the other voice is the right one's
+    own = Person(2, "<character_2>", "", (2,), (9,))  # the right one's own voice heard in the scene
+    assert by_elimination({}, VOICE, [LEFT, own], [own, VOICE]) == OtherSpeaker(LEFT, own, own, None, None)
+    assert by_elimination({**lips, **sync(left=-0.15, right=0.0)}, VOICE, [LEFT, RIGHT], [other_voice]) is None
+    both = Person(1, "<character_1>", "", (1,), (10,))
+    neither = {**lips, **sync(left=-0.1, right=-0.15)}
+    assert by_elimination(neither, VOICE, [both, RIGHT], [VOICE, other_voice, both]) is None  # both claimed
+    listener = by_elimination(lips, VOICE, [both, RIGHT], [VOICE, other_voice, both])
+    assert listener is not None and listener.person == both  # the listener decides before the voices' claims
+    third = Person(5, "<character_5>", "", (5,), ())
+    assert by_elimination(sync(left=-0.05, right=-0.35), VOICE, [LEFT, RIGHT, third], [VOICE]) is None
+    assert by_elimination(sync(left=-0.05, right=-0.35), LEFT, [LEFT, RIGHT], [VOICE]) is None  # a face's own voice

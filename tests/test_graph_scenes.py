@@ -402,6 +402,9 @@ def test_whether_the_voice_is_the_described_persons_is_whether_they_speak() -> N
     asked = plan("At 1:00, is the voice we hear coming from the smiling woman in the photo?", "recall",
                  ref(kind="voice", time="1:00"))
     assert (asked.ask, asked.person.kind, asked.person.time_s) == ("speaks", "photo", 60.0)
+    words = plan("At 1:53, are the words coming from the blonde woman in a striped shirt in the photo, or from "
+                 "somebody else?", "recall", ref(kind="none", time="1:53"))
+    assert (words.ask, words.person.kind, words.person.time_s) == ("speaks", "photo", 113.0)
     man = plan("Is the man in a grey suit talking at 0:40?", "recall", ref(kind="voice", time="0:40"))
     assert (man.ask, man.person.kind) == ("speaks", "man")
     said = plan("At 1:00, is the voice saying something about money?", "recall", ref(kind="voice", time="1:00"))

@@ -204,9 +204,9 @@ _GIST_PHRASES: tuple[Phrase, ...] = tuple((verb, "up") for verb in ("sum", "sums
 """Phrases asking what speech is about whose words alone do not ("sum up the talking in the interview")."""
 _TALK_PHRASES: tuple[Phrase, ...] = tuple((verb, "on", "about") for verb in ("go", "goes", "going", "went", "gone"))
 """Phrases naming speech whose words alone do not ("what is he going on about?")."""
-_VOICE = frozenset({"voice", "voices", "spoken", "heard"})
+_VOICE = frozenset({"voice", "voices", "spoken", "heard", "words"})
 """Words of what is heard: with a person described, whether that person is the one heard ("are the words heard at
-1:00 spoken by the woman in the photo?")."""
+1:00 spoken by the woman in the photo?", "are the words coming from her?")."""
 _SEEING = frozenset({"see", "sees", "seen", "saw", "visible", "appear", "appears", "appeared", "show", "shows",
                      "shown", "camera", "screen"})
 """Words of being seen ("anyone you see", "does she appear", "on camera")."""

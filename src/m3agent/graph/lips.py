@@ -79,3 +79,78 @@ def likely_speaker(sync: PairSync, voice: Person, on_screen: list[Person]) -> Li
     if len(scored) < 2 or scored[0][0] < LIKELY_MIN_R or scored[0][0] - scored[1][0] < LIKELY_MARGIN:
         return None  # one face watched is no comparison (a link needs two as well)
     return LikelySpeaker(scored[0][1], round(scored[0][0], 2), (scored[1][1], round(scored[1][0], 2)))
+
+
+@dataclass(frozen=True, slots=True)
+class OtherSpeaker:
+    """The speaker left of two people on screen: ``person`` speaks, ``other`` does not, either because another voice
+    of the scene is shown to be theirs (``other_voice``: by a link or by their lips) or because their lips move
+    against the voice (``other_r``, at most ``-LISTENER_R``: they talk in its pauses; ``other_voice`` None).
+    ``r`` is the speaker's own lip sync with the voice (None when not measured)."""
+
+    person: Person
+    other: Person
+    other_voice: Person | None
+    r: float | None
+    other_r: float | None
+
+
+LISTENER_R = 0.2
+"""A face whose mouth motion correlates with a voice at ``-LISTENER_R`` or less moves in that voice's pauses: in a
+talk between two people on screen, the one listening. (On the debate's interjections, sampled at 2 fps: the
+listener's r -0.27 to -0.41, the speaker's -0.2 to 0.01.)"""
+
+
+def by_elimination(sync: PairSync, voice: Person, on_screen: list[Person], voices: list[Person]
+                   ) -> OtherSpeaker | None:
+    """Who speaks with ``voice`` (a person heard, with no face of their own) when exactly two people are on screen
+    and one of them is shown not to: their lips move against it (:data:`LISTENER_R`; the speaker's at least
+    :data:`LIKELY_MARGIN` more), or the scene's other ``voices`` are theirs and nobody else's there. Two people
+    talking on camera, whose lips a low frame rate samples too seldom to match the speaker's own. None when more or
+    fewer than two are on screen, when neither is ruled out, or when ``voice``'s own lips move more with the one
+    ruled out than with the one left (a voice of theirs cut in two)."""
+    if voice.face_ids or len(on_screen) != 2:
+        return None
+    first, second = on_screen
+    rs = {p.character_id: _best_r(sync, p, voice) for p in on_screen}
+    for listener, speaker in ((first, second), (second, first)):
+        r, other_r = rs[speaker.character_id], rs[listener.character_id]
+        if -1.0 <= other_r <= -LISTENER_R and r >= other_r + LIKELY_MARGIN:
+            return OtherSpeaker(speaker, listener, None, _shown(r), other_r)
+    claims = _claims(sync, voice, on_screen, voices)
+    if len(claims) != 1:
+        return None
+    claimed_id, other_voice = next(iter(claims.items()))
+    other = next(p for p in on_screen if p.character_id == claimed_id)
+    person = next(p for p in on_screen if p.character_id != claimed_id)
+    if rs[claimed_id] > rs[person.character_id]:
+        return None
+    return OtherSpeaker(person, other, other_voice, _shown(rs[person.character_id]), _shown(rs[claimed_id]))
+
+
+def _claims(sync: PairSync, voice: Person, on_screen: list[Person], voices: list[Person]) -> dict[int, Person]:
+    """The people of ``on_screen`` (by character id) whom another of ``voices`` is shown to belong to: a voice of
+    their own, or one their lips move with."""
+    ids = {p.character_id for p in on_screen}
+    claims: dict[int, Person] = {}
+    for w in voices:
+        if w.character_id == voice.character_id:
+            continue
+        claimed = w if w.character_id in ids else _lips_of(sync, w, on_screen)
+        if claimed is not None:
+            claims.setdefault(claimed.character_id, w)
+    return claims
+
+
+def _lips_of(sync: PairSync, voice: Person, on_screen: list[Person]) -> Person | None:
+    likely = likely_speaker(sync, voice, on_screen) if not voice.face_ids else None
+    return likely.person if likely is not None else None
+
+
+def _best_r(sync: PairSync, person: Person, voice: Person) -> float:
+    rs = [sync[(f, v)].r for f in person.face_ids for v in voice.voice_ids if (f, v) in sync]
+    return max(rs) if rs else float("-inf")
+
+
+def _shown(r: float) -> float | None:
+    return None if r == float("-inf") else round(r, 2)

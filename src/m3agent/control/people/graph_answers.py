@@ -27,7 +27,7 @@ from m3agent.control.people.words import (
     who,
 )
 from m3agent.graph.fits import fits_gender, seen_while_heard
-from m3agent.graph.lips import LikelySpeaker, likely_speaker
+from m3agent.graph.lips import LikelySpeaker, OtherSpeaker, by_elimination, likely_speaker
 from m3agent.graph.references import Reference, Resolved, resolve
 from m3agent.graph.scenes import Scene, counted_scenes, describe_as, matching_scenes, picture_span, two_scenes
 from m3agent.graph.values import Role, span_text
@@ -290,6 +290,11 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
         run.spans.append((said.start_s, said.end_s))
         return run.answer("speaker_likely", who=who(run.graph, likely.person), span=span_text(said.start_s, said.end_s),
                           **_lip_words(run, likely))
+    left = _left_speaker(run, found.person, said.start_s, said.end_s)
+    if left is not None:
+        run.spans.append((said.start_s, said.end_s))
+        return run.answer(_by("speaker", left), who=who(run.graph, left.person),
+                          span=span_text(said.start_s, said.end_s), **_other_words(run, left))
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
@@ -315,6 +320,11 @@ def _speaks(run: _Run) -> GraphAnswer | None:
             run.spans.append((u.start_s, u.end_s))
             return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s),
                               **_lip_words(run, likely))
+        left = _left_speaker(run, u.person, u.start_s, u.end_s) if likely is None else None
+        if left is not None and left.person.character_id == found.person.character_id:
+            run.spans.append((u.start_s, u.end_s))
+            return run.answer(_by("speaks", left), who=person, span=span_text(u.start_s, u.end_s),
+                              **_other_words(run, left))
     others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
 
@@ -327,6 +337,42 @@ def _likely_face(run: _Run, voice: Person, start_s: float, end_s: float) -> Like
     on_screen = {s.person.character_id: s.person for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
     on_screen.pop(voice.character_id, None)
     return likely_speaker(run.graph.lip_sync(run.video_id), voice, list(on_screen.values()))
+
+
+def _left_speaker(run: _Run, voice: Person, start_s: float, end_s: float) -> OtherSpeaker | None:
+    """The person on screen who speaks with ``voice`` from ``start_s`` to ``end_s`` because the live shot's other voice
+    is the only other person's there (:func:`m3agent.graph.lips.by_elimination`), when ``voice`` is heard nowhere
+    in the video but while that person is seen (a narrator over two people is not one of them); else None."""
+    if voice.face_ids:
+        return None
+    shot = run.graph.shot_at(run.video_id, (start_s + end_s) / 2)
+    if shot is None or shot.kind != "live":
+        return None
+    on_screen = {s.person.character_id: s.person for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
+    on_screen.pop(voice.character_id, None)
+    voices = {u.person.character_id: u.person for u in run.graph.heard(run.video_id, shot.start_s, shot.end_s)}
+    left = by_elimination(run.graph.lip_sync(run.video_id), voice, list(on_screen.values()), list(voices.values()))
+    if left is None:
+        return None
+    seen = run.graph.presence(left.person, run.video_id).seen
+    heard = run.graph.presence(voice, run.video_id).speaking
+    alone = all(any(a - SAME_SPAN_S <= (b + c) / 2 <= z + SAME_SPAN_S for a, z in seen) for b, c in heard)
+    return left if alone else None
+
+
+def _by(section: str, left: OtherSpeaker) -> str:
+    """The template of an answer by elimination: ``*_listener`` (the other's lips move against the voice) or
+    ``*_other`` (the scene's other voice is the other's)."""
+    return f"{section}_{'other' if left.other_voice is not None else 'listener'}"
+
+
+def _other_words(run: _Run, left: OtherSpeaker) -> dict[str, str]:
+    """The fields every answer by elimination shows its evidence with: ``other``, and ``other_voice`` or the lip
+    sync of the two (``r``, ``other_r``)."""
+    if left.other_voice is not None:
+        return {"other": who(run.graph, left.other), "other_voice": who(run.graph, left.other_voice)}
+    r = "not measured" if left.r is None else f"{left.r:.2f}"
+    return {"other": who(run.graph, left.other), "r": r, "other_r": f"{left.other_r or 0.0:.2f}"}
 
 
 def _lip_words(run: _Run, likely: LikelySpeaker) -> dict[str, str]:
@@ -350,6 +396,11 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
         seen = _sensed(run.graph.appearances(likely.person, run.video_id), "seen")
         return run.answer("ever_seen_likely", span=span, who=who(run.graph, likely.person), spans=run.spans_of(seen),
                           **_lip_words(run, likely))
+    left = _left_speaker(run, found.person, *((said.start_s, said.end_s) if said else found.window))
+    if left is not None:
+        seen = _sensed(run.graph.appearances(left.person, run.video_id), "seen")
+        return run.answer(_by("ever_seen", left), span=span, who=who(run.graph, left.person), spans=run.spans_of(seen),
+                          **_other_words(run, left))
     seen_meanwhile = seen_while_heard(run.graph, found.person)
     if seen_meanwhile:
         listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)
