@@ -405,6 +405,9 @@ def test_whether_the_voice_is_the_described_persons_is_whether_they_speak() -> N
     words = plan("At 1:53, are the words coming from the blonde woman in a striped shirt in the photo, or from "
                  "somebody else?", "recall", ref(kind="none", time="1:53"))
     assert (words.ask, words.person.kind, words.person.time_s) == ("speaks", "photo", 113.0)
+    apart = plan("Is the speech at 0:14 coming from the smiling woman in a black dress in the photo?", "recall",
+                 ref(kind="speaker", time="0:14"), ref(kind="photo"))
+    assert (apart.ask, apart.person.kind, apart.person.time_s, apart.other) == ("speaks", "photo", 14.0, None)
     man = plan("Is the man in a grey suit talking at 0:40?", "recall", ref(kind="voice", time="0:40"))
     assert (man.ask, man.person.kind) == ("speaks", "man")
     said = plan("At 1:00, is the voice saying something about money?", "recall", ref(kind="voice", time="1:00"))

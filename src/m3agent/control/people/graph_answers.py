@@ -325,7 +325,8 @@ def _speaks(run: _Run) -> GraphAnswer | None:
             run.spans.append((u.start_s, u.end_s))
             return run.answer(_by("speaks", left), who=person, span=span_text(u.start_s, u.end_s),
                               **_other_words(run, left))
-    others = "; ".join(f"{who(run.graph, u.person)} speaks" for u in heard[:2]) or "nobody speaks"
+    speakers = list({u.person.character_id: u.person for u in heard}.values())
+    others = "; ".join(f"{who(run.graph, p)} speaks" for p in speakers[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
 
 

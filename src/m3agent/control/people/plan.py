@@ -145,9 +145,12 @@ def _the_voice_of_the_described(ask: Ask, person: Reference, other: Reference | 
                                 ) -> tuple[Ask, Reference, Reference | None]:
     """"At 1:00, is the voice we hear coming from the smiling woman in the photo?" asks whether the person it describes
     speaks then: a yes/no question of one moment that speaks of a voice or of talking and describes someone seen (a
-    man, a woman, someone in a photo), planned as a recall of what is heard, is whether that person speaks."""
-    if ask != "recall" or other is not None or reading.asks is not Asks.YES_NO or reading.moment is None \
-            or reading.quotes or reading.asks_again or not reading.names_voice:
+    man, a woman, someone in a photo), planned as a recall of what is heard, is whether that person speaks; so is
+    the same plan written as the speaker then and, apart, the person described ("is the speech at 0:14 coming from
+    the woman in the photo?")."""
+    apart = other is not None and person.heard and not other.heard and other.kind != "none"
+    if ask != "recall" or (other is not None and not apart) or reading.asks is not Asks.YES_NO \
+            or reading.moment is None or reading.quotes or reading.asks_again or not reading.names_voice:
         return ask, person, other
     about = reading.described
     described = describe(about)
