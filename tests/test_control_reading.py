@@ -44,6 +44,10 @@ ASKS = [
     ("Could you tell me whether the man at 0:10 is seen again?", Asks.YES_NO),
     ("Can you say if the woman speaks?", Asks.YES_NO),
     ("Could you tell me the rest of it?", Asks.OTHER),
+    # a word of politeness asks nothing
+    ("Could you please give me the words spoken at the 0:48 mark?", Asks.OTHER),
+    ("Can you just tell me who speaks at 0:10?", Asks.WHO),
+    ("Could you please tell me if the man is seen again?", Asks.YES_NO),
     ("I wonder whether she had spoken before 1:00.", Asks.YES_NO),
     ("Could the man on the left be the one speaking?", Asks.YES_NO),
     # "if" after a verb of knowing or asking is "whether"; elsewhere a condition
@@ -142,7 +146,11 @@ def test_times_quotes_and_bounds() -> None:
     bounded = read_question("Has the photo of a couple been on screen at any point before 0:22?")
     assert bounded.so_far and not bounded.order, "before a time, in a yes/no question: a bound, as by is"
     assert read_question("Before 0:36, how many times does the screen go dark?").so_far
-    for neighbour in ("What is shown before 0:22?", "Is anyone on screen right before 0:22?"):
+    prior = read_question("Does the dark screen with a voice show up anywhere in the video prior to 1:47?")
+    assert prior.so_far and not prior.order, "prior to a time bounds as before it does"
+    assert read_question("Is the photo shown prior to the debate?").order_pair == ("the photo", "the debate")
+    for neighbour in ("What is shown before 0:22?", "Is anyone on screen right before 0:22?",
+                      "What is shown just prior to 0:22?", "Is anyone on screen right prior to 0:22?"):
         assert read_question(neighbour).order and not read_question(neighbour).so_far, neighbour
     assert not read_question("What did Ann say about the budget?").anchored
     assert not read_question("What did Ann say about the budget?").order
@@ -340,9 +348,25 @@ def test_talked_about_is_a_gist_question() -> None:
      ("the split screen tv interview", "the dark screen with a voice")),
     ("Is the woman with glasses talking indoors shown before the photo of a couple?",
      ("the woman with glasses talking indoors", "the photo of a couple")),
+    # the passive names the later thing first; "in the video" after what is named is no part of it
+    ("Is the rap performance preceded by the photo of a man in the video?",
+     ("the rap performance", "the photo of a man")),
+    ("Is the debate followed by the photo of a couple?", ("the debate", "the photo of a couple")),
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair
+
+
+@pytest.mark.parametrize(("question", "later"), [
+    ("Is the rap performance preceded by the photo of a man?", True),  # A after B
+    ("Is the debate followed by the photo of a couple?", False),  # A before B
+    ("Was the photo of a couple followed by the debate, or the other way around?", False),
+])
+def test_an_order_in_the_passive_asks_the_other_way(question: str, later: bool) -> None:
+    reading = read_question(question)
+    assert (reading.asks_later, reading.asks_earlier) == (later, not later)
+    assert read_question("What followed the photo at 0:20?").asks_later
+    assert read_question("What preceded the photo at 0:20?").asks_earlier
 
 
 @pytest.mark.parametrize(("question", "shown"), [
@@ -472,3 +496,21 @@ def test_a_bounded_description_leaves_out_the_bound_the_showing_and_the_other_an
 ])
 def test_which_way_a_question_of_seeing_again_looks(question: str, way: str | None) -> None:
     assert read_question(question).again_way == way
+
+
+@pytest.mark.parametrize(("question", "place"), [
+    ("at 1:02, can you describe the right person? hair, clothes, that kind of thing", "right"),
+    ("Describe the man on the left at 0:10.", "left"),
+    ("At 1:51, describe the person in the right part of the picture.", "right"),
+    ("Who is in the background at 0:05?", "background"),
+    ("the person in the middle at 0:10, who is it?", "centre"),
+    ("What does the right-hand side person wear at 0:10?", "right"),
+    # offered as answers, of time, or of being correct: no one place
+    ("Is the left or the right person speaking at 1:00?", None),
+    ("Split screen at 0:48: left or right speaking?", None),
+    ("What is shown right after 0:20?", None),
+    ("What is in the middle of the video?", None),
+    ("Is that right? Who talks at 0:10?", None),
+])
+def test_the_one_place_a_question_puts_someone_at(question: str, place: str | None) -> None:
+    assert read_question(question).place == place

@@ -500,3 +500,12 @@ def test_of_two_people_talking_the_voice_no_face_is_linked_to_is_the_one_not_lis
     still, _ = _two_talking(make_store("still"), "still")
     unsure = graph_answer(still, "v1", plan("Who is speaking at 1:01?", "who_speaks", ref(kind="speaker", time="1:01")))
     assert unsure is not None and not unsure.text.startswith("Most likely")
+
+
+def test_the_place_the_question_names_picks_the_person_the_plan_left_unplaced() -> None:
+    looks = plan("at 1:02, can you describe the right person? hair, clothes", "appearance", ref(time="1:02"))
+    assert (looks.person.kind, looks.person.place) == ("person", "right")
+    both = plan("Is the left or the right person speaking at 1:00?", "who_speaks", ref(time="1:00"))
+    assert both.person.place == "any", "two places offered: none chosen"
+    scene = plan("What is on screen on the right at 0:10?", "scene", ref(time="0:10"))
+    assert scene.person.kind == "none", "a scene asked of: no person"

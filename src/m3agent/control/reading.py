@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Literal
 
 from m3agent.graph.fits import clothes_named
-from m3agent.graph.references import Wears
+from m3agent.graph.references import Place, Wears
 from m3agent.graph.scenes import names_scene, person_kind, shown_by
 from m3agent.text import STOPWORDS, clock_seconds, clock_times, words
 
@@ -77,6 +77,35 @@ _REQUESTS = frozenset({"tell", "give", "describe", "say", "show", "remind", "let
                        "complete", "transcribe"})
 """Verbs that turn "could you ... me" into a request whose embedded question is the one asked ("Could you tell me
 what the video ends on?" asks what, not yes or no)."""
+_PLACE_WORDS: dict[str, Place] = {"left": "left", "right": "right", "centre": "centre", "center": "centre",
+                                   "middle": "centre", "foreground": "foreground", "background": "background"}
+_PLACE_NOUNS = frozenset({"person", "one", "man", "woman", "guy", "lady", "side", "half", "speaker", "figure",
+                          "part", "hand", "individual", "people"})
+"""Words after a place word that make it a place in the picture ("the right person", "the left side")."""
+
+
+def _placing(tokens: Phrase, at: int) -> bool:
+    """Whether the place word at ``at`` places someone in the picture: after "on / to / at / in the" ("on the
+    right"), or before a word for a person or a part of the frame ("the left one", "right-hand side"); "foreground"
+    and "background" always do."""
+    word, after = tokens[at], tokens[at + 1: at + 4]
+    if after[:1] == ("of",) and _IN_TIME & set(after):  # "the middle of the video": a time
+        return False
+    if word in ("foreground", "background"):
+        return True
+    before = tokens[max(0, at - 2): at]
+    offered = (after[:1] in (("or",), ("and",)) and any(w in _PLACE_WORDS for w in after[1:])) \
+        or (at > 1 and tokens[at - 1] in ("or", "and") and tokens[at - 2] in _PLACE_WORDS) \
+        or (at > 2 and tokens[at - 2: at] in (("or", "the"), ("and", "the")) and tokens[at - 3] in _PLACE_WORDS)
+    return offered or before in (("on", "the"), ("to", "the"), ("at", "the"), ("in", "the")) \
+        or (before[-1:] == ("the",) and after[:1] != () and after[0] in _PLACE_NOUNS) or after[:1] == ("side",)
+
+
+_IN_TIME = frozenset({"video", "clip", "recording", "footage", "episode", "talk", "conversation", "speech"})
+
+
+_POLITE = frozenset({"please", "kindly", "just", "possibly"})
+"""Words of politeness, which ask nothing ("could you please give me ...", "can you just tell me ...")."""
 _ASKING_VERBS = _REQUESTS | {"read"}
 """Verbs that make "could you ..." a request: the requests and "read" ("can you read back the line at 1:05?"), which
 stays a word of what is asked about elsewhere ("what books has she read?")."""
@@ -149,11 +178,12 @@ _ENDED = frozenset({"over", "ends", "ended", "finishes", "finished", "done", "wr
                     "stopped"})
 """Words that say a part is over, which a "once" before them turns into what comes after it ("once the segment at
 0:45 is over"); "once" with no such word is a count ("shown once")."""
-_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "precede",
-                          "precedes", "preceding", "prior"})
-_LATER = frozenset({"after", "later", "next", "following", "follows", "afterwards", "afterward", "further",
-                    "subsequently", "thereafter"})
-_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "prior", "previous"})
+_ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "followed",
+                          "precede", "precedes", "preceding", "preceded", "prior"})
+_LATER = frozenset({"after", "later", "next", "following", "follows", "followed", "afterwards", "afterward",
+                    "further", "subsequently", "thereafter"})
+_EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "preceded", "prior",
+                      "previous"})
 """Which way a yes/no order question asks: "is A shown after B?" against "does A come before / earlier than B?"."""
 _ORDER_POINTS = ("time", "point", "stage", "moment")
 _ORDER_JOINTS: tuple[Phrase, ...] = (
@@ -163,9 +193,13 @@ _ORDER_JOINTS: tuple[Phrase, ...] = (
     *(tuple(f"{word} {point} than".split()) for word in ("earlier", "later") for point in _ORDER_POINTS),
     *(tuple(f"{word} {filler} than".split()) for word in ("earlier", "later")
       for filler in ("in the video", "in the clip", "on", "on in the video")),
-    *(tuple(p.split()) for p in ("earlier than", "later than", "ahead of", "before", "after")))
+    *(tuple(p.split()) for p in ("earlier than", "later than", "ahead of", "preceded by", "followed by", "before",
+                                 "after")))
 """Words that set two things in order ("is A shown before B?", "A prior to B?", "does A appear at an earlier point
-than B?", "does A come earlier in the video than B?"), longest first."""
+than B?", "does A come earlier in the video than B?", "is A preceded by B?"), longest first."""
+_PASSIVE_ORDER: tuple[tuple[Phrase, str], ...] = ((("preceded", "by"), "after"), (("followed", "by"), "before"))
+"""Order in the passive, which names the later thing first: "is A preceded by B?" asks whether A comes after B,
+"is A followed by B?" whether it comes before."""
 _ALTERNATIVES: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in (
     "or is it the other way around", "or is it the other way round", "or the other way around",
     "or the other way round", "or is it the reverse", "or the reverse", "or vice versa", "or not", "yes or no"))
@@ -284,6 +318,14 @@ class QuestionReading:
         """Whether the question speaks of talking or a speaker ("is she the one doing the talking?", "what are they
         going on about?")."""
         return bool(_TALK & set(self.words)) or _has_any(self.words, _TALK_PHRASES)
+
+    @property
+    def place(self) -> Place | None:
+        """The one place in the picture the question puts someone at ("the person on the right", "the left one",
+        "in the background"), or None when it names none or several ("left or right?"); "right" of time ("right
+        after") or of being correct is no place."""
+        named = {_PLACE_WORDS[w] for i, w in enumerate(self.words) if w in _PLACE_WORDS and _placing(self.words, i)}
+        return named.pop() if len(named) == 1 else None
 
     @property
     def names_voice(self) -> bool:
@@ -427,6 +469,9 @@ class QuestionReading:
             held.add("before")
         if _looks_on(self.words):
             held.add("after")
+        for phrase, way in _PASSIVE_ORDER:
+            if has_phrase(self.words, phrase):
+                held = (held - {phrase[0]}) | {way}
         return held
 
     @property
@@ -550,7 +595,9 @@ def _uncontracted(tokens: list[str]) -> list[str]:
 def _asks(tokens: Phrase) -> Asks:
     """The first question word's kind (``tokens``: the question's words outside its quotations); a question
     opening with an auxiliary, or holding one and no question word ("Up to 0:50, did the video show ...?"), asks
-    yes or no. A request ("Could you tell me what ...", "Do you remember who ...") asks its embedded question."""
+    yes or no. A request ("Could you tell me what ...", "Do you remember who ...", "could you please give me the
+    words ...") asks its embedded question."""
+    tokens = tuple(w for w in tokens if w not in _POLITE)
     guided = len(tokens) > 4 and tokens[2] in _GUIDING and tokens[3:5] in (("me", "through"), ("us", "through"))
     if len(tokens) > 2 and tokens[0] in _AUXILIARIES and tokens[1] == "you" and (tokens[2] in _ASKING_VERBS or guided):
         rest = tokens[5:] if guided else tokens[4:] if tokens[3:4] in (("me",), ("us",)) else tokens[3:]
@@ -690,10 +737,13 @@ def _noun_after(tokens: Phrase, start: int) -> Phrase:
 
 
 def _describing(tokens: Phrase, form: frozenset[str] = _FORM_WORDS) -> str:
-    """The words of ``tokens`` that describe what is shown (not of asking, ``form``, or of showing)."""
+    """The words of ``tokens`` that describe what is shown (not of asking, ``form``, or of showing), without the
+    words left dangling at the end ("the photo of a couple in the video" -> "the photo of a couple")."""
     kept = [w for w in tokens if w not in form and w not in _SHOWING and not any(c.isdigit() for c in w)]
     if all(w in STOPWORDS for w in kept):
         return ""
+    while kept[-1] in STOPWORDS:
+        kept.pop()
     return " ".join(w for i, w in enumerate(kept) if not i or kept[i - 1] != w)
 
 
@@ -702,13 +752,20 @@ _JUST = frozenset({"right", "just", "immediately", "directly", "shortly"})
 
 
 def _without_bound_before(tokens: Phrase) -> Phrase:
-    """``tokens`` without a "before" that stands right before a clock time and after no word of nearness, for a
-    yes/no or a how-many question: "has the photo been on screen at any point before 0:22?", "before 0:36, how many
-    times does the screen go dark?" bound what they ask from the start, as "by 0:22" does (a "what" question asks
-    for the neighbour: "what is shown before 0:22?")."""
-    padded = ("", *tokens, "", "")
-    return tuple(w for i, w in enumerate(tokens)
-                 if not (w == "before" and _clock_at(padded, i + 2) and padded[i] not in _JUST))
+    """``tokens`` without a "before" (or "prior to") that stands right before a clock time and after no word of
+    nearness, for a yes/no or a how-many question: "has the photo been on screen at any point before 0:22?", "does
+    it show up prior to 1:47?", "before 0:36, how many times does the screen go dark?" bound what they ask from the
+    start, as "by 0:22" does (a "what" question asks for the neighbour: "what is shown before 0:22?")."""
+    padded = ("", *tokens, "", "", "")
+    dropped: set[int] = set()
+    for i, w in enumerate(tokens):
+        if padded[i] in _JUST:
+            continue
+        if w == "before" and _clock_at(padded, i + 2):
+            dropped.add(i)
+        elif w == "prior" and padded[i + 2] == "to" and _clock_at(padded, i + 3):
+            dropped |= {i, i + 1}
+    return tuple(w for i, w in enumerate(tokens) if i not in dropped)
 
 
 def _clock_at(padded: Phrase, at: int) -> bool:

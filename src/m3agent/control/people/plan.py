@@ -65,6 +65,7 @@ class Plan:
         self.person = _counted_as_described(self.ask, self.person, reading)
         self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
         self.person = _seen_for_looks(self.ask, self.person, reading)
+        self.person = _placed(self.ask, self.person, self.other, reading)
         if self.ask in ("after", "before") and self.person.time_s is not None and self.person.kind == "none":
             self.person = replace(self.person, about="")  # the moment is its time, not the model's words for it
         self.raw = raw
@@ -382,6 +383,21 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
             return "speaks", direction  # "is she the one doing the talking?": the same person as the speaker
         return "seen_again", way
     return ask, direction
+
+
+def _placed(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading) -> Reference:
+    """The one place the question puts someone at (:attr:`QuestionReading.place`), for the person seen the plan
+    asks about and left unplaced ("can you describe the right person at 1:02?": the person on the right); never a
+    voice or a quotation, nor when a second reference is placed."""
+    place = reading.place
+    if place is None or ask not in _OF_A_PERSON or person.place != "any" or person.heard or person.quote.strip() \
+            or (other is not None and other.place != "any"):
+        return person
+    return replace(person, kind="person" if person.kind == "none" else person.kind, place=place)
+
+
+_OF_A_PERSON = frozenset({"appearance", "speaks", "seen_again", "same_person", "count_scenes", "when"})
+"""Operations that ask something of a person seen, whom a place in the picture picks out."""
 
 
 def _seen_for_looks(ask: Ask, person: Reference, reading: QuestionReading) -> Reference:
