@@ -70,11 +70,7 @@ def sampling_interval(sightings: Sequence[tuple[float, int]]) -> float | None:
 def likely_speaker(sync: PairSync, voice: Person, on_screen: list[Person]) -> LikelySpeaker | None:
     """The person on screen whose lips move with ``voice`` (a person heard, with no face of their own) clearly
     more than anyone else's there; None when nobody's do, or two do alike."""
-    scored = []
-    for person in on_screen:
-        rs = [sync[(f, v)].r for f in person.face_ids for v in voice.voice_ids if (f, v) in sync]
-        if rs:
-            scored.append((max(rs), person))
+    scored = [(r, person) for person in on_screen if (r := _best_r(sync, person, voice)) is not None]
     scored.sort(key=lambda s: -s[0])
     if len(scored) < 2 or scored[0][0] < LIKELY_MIN_R or scored[0][0] - scored[1][0] < LIKELY_MARGIN:
         return None  # one face watched is no comparison (a link needs two as well)
@@ -112,20 +108,21 @@ def by_elimination(sync: PairSync, voice: Person, on_screen: list[Person], voice
     if voice.face_ids or len(on_screen) != 2:
         return None
     first, second = on_screen
-    rs = {p.character_id: _best_r(sync, p, voice) for p in on_screen}
+    rs = {p.character_id: r for p in on_screen if (r := _best_r(sync, p, voice)) is not None}
     for listener, speaker in ((first, second), (second, first)):
-        r, other_r = rs[speaker.character_id], rs[listener.character_id]
-        if -1.0 <= other_r <= -LISTENER_R and r >= other_r + LIKELY_MARGIN:
-            return OtherSpeaker(speaker, listener, None, _shown(r), other_r)
+        r, other_r = rs.get(speaker.character_id), rs.get(listener.character_id)
+        if r is not None and other_r is not None and other_r <= -LISTENER_R and r >= other_r + LIKELY_MARGIN:
+            return OtherSpeaker(speaker, listener, None, _rounded(r), _rounded(other_r))
     claims = _claims(sync, voice, on_screen, voices)
     if len(claims) != 1:
         return None
     claimed_id, other_voice = next(iter(claims.items()))
     other = next(p for p in on_screen if p.character_id == claimed_id)
     person = next(p for p in on_screen if p.character_id != claimed_id)
-    if rs[claimed_id] > rs[person.character_id]:
+    r, other_r = rs.get(person.character_id), rs.get(claimed_id)
+    if other_r is not None and (r is None or other_r > r):
         return None
-    return OtherSpeaker(person, other, other_voice, _shown(rs[person.character_id]), _shown(rs[claimed_id]))
+    return OtherSpeaker(person, other, other_voice, _rounded(r), _rounded(other_r))
 
 
 def _claims(sync: PairSync, voice: Person, on_screen: list[Person], voices: list[Person]) -> dict[int, Person]:
@@ -147,10 +144,11 @@ def _lips_of(sync: PairSync, voice: Person, on_screen: list[Person]) -> Person |
     return likely.person if likely is not None else None
 
 
-def _best_r(sync: PairSync, person: Person, voice: Person) -> float:
+def _best_r(sync: PairSync, person: Person, voice: Person) -> float | None:
+    """The highest lip sync of any face of ``person`` with any voice of ``voice``; None when none was measured."""
     rs = [sync[(f, v)].r for f in person.face_ids for v in voice.voice_ids if (f, v) in sync]
-    return max(rs) if rs else float("-inf")
+    return max(rs) if rs else None
 
 
-def _shown(r: float) -> float | None:
-    return None if r == float("-inf") else round(r, 2)
+def _rounded(r: float | None) -> float | None:
+    return None if r is None else round(r, 2)
