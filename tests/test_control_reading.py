@@ -82,6 +82,13 @@ ASKS = [
     ("Can you walk me through what's shown around 0:44?", Asks.WHAT),
     ("Can you walk to the door?", Asks.YES_NO),
     ("Tally up the people who are visible at 0:10.", Asks.HOW_MANY),
+    # "when" with a subject after it and a question later opens a clause of time; it asks nothing
+    ("When the video reaches 1:05, what subject is the dialogue focused on?", Asks.WHAT),
+    ("When the woman on the right speaks, who is on the left?", Asks.WHO),
+    ("When the man speaks, is he on screen?", Asks.YES_NO),
+    ("When exactly is the photo shown?", Asks.WHEN),
+    ("When is the man who speaks at 0:40 seen again?", Asks.WHEN),
+    ("when the photo of two men is shown", Asks.WHEN),
 ]
 
 
@@ -279,6 +286,22 @@ def test_which_way_an_order_question_asks(question: str, later: bool) -> None:
     ("What's going on at 1:20?", False),  # what happens, not what is said
     ("Sum up the talking in the dark screen with a voice.", True),
     ("Sum up the picture at 1:20.", False),  # not about speech
+    # more words of a gist and of what is heard (an eleventh and a twelfth hand's phrasings, dev)
+    ("What's the point of the conversation happening at 1:05?", True),
+    ("Give me the main idea of the talk at roughly 1:05.", True),
+    ("What topic does the narration cover around the 1:05 mark?", True),
+    ("Tell me what the speech near 1:05 focuses on.", True),
+    ("At timestamp 1:05, what issue is the speaker addressing?", True),
+    ("The audio at 1:05 - what's it about?", True),
+    ("Name the topic of what we hear at 1:05.", True),
+    ("what r they on about around 1:05", True),
+    ("Which subject does the speaker address at 1:05?", True),  # "which" before a gist word asks as "what"
+    ("When the video reaches 1:05, what subject is the dialogue focused on?", True),  # a clause of time first
+    ("What topic is covered in the split-screen debate?", True),  # an event made of speech
+    ("Which speaker talks about the budget?", False),  # "which" before a person: who
+    ("What is said at this point?", False),  # a point in time, not the point of a talk
+    ("Any idea what is said at 1:20?", False),
+    ("What is the focus of the photo?", False),  # nothing heard
 ])
 def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> None:
     assert read_question(question).asks_gist is gist
@@ -288,6 +311,10 @@ def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> Non
     ("What is said during the dark screen with a voice?", "the dark screen with a voice"),
     ("During the split-screen debate, what do we hear being talked about?", "the split screen debate"),
     ("Could you tell me what gets discussed over the course of the photo of a couple?", "the of the photo of a couple"),
+    ("In the split-screen debate, what's the main point of the speech?", "in the split screen debate the of the"),
+    ("hey what's the talk about in the rap performance on stage", "the in the rap performance on stage"),
+    ("Tell me the topic of discussion in the rap performance on stage, please.",
+     "the of in the rap performance on stage"),
     ("What is said right after the dark screen?", ""),  # ordered: the scene is a neighbour, not the window
     ("What is said at 1:20?", ""),  # timed
     ('Finish the line "we will win".', ""),  # quoted

@@ -30,10 +30,11 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("the screen goes black", SceneDescription("dark", 0)),
     ("the woman with dark hair pulled back",
      SceneDescription("any", None, ("woman",), topic=("dark", "hair", "pull", "back"))),
-    ("the split-screen TV interview", SceneDescription("live", 2, (), topic=("interview",), split=True)),
+    ("the split-screen TV interview", SceneDescription("live", 2, (), topic=("interview",), split=True, event=True)),
     ("different still photos", SceneDescription("still")),
     ("dark-screen passages", SceneDescription("dark", 0)),
-    ("the woman with glasses talking indoors", SceneDescription("live", None, ("woman",), True, ("indoor",))),
+    ("the woman with glasses talking indoors", SceneDescription("live", None, ("woman",), True, ("indoor",),
+                                                                 event=True)),
     ("the snow tubing home video", SceneDescription("live", topic=("snow", "tub", "home"))),
     ("the photo of a woman in a black dress", SceneDescription("still", None, ("woman",), clothes="dark")),
     ("the man in a white T-shirt", SceneDescription("any", None, ("man",), clothes="white")),
@@ -52,10 +53,11 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     # a close-up frames one person; an event or an activity beside a person unfolds: live video, unless a photo
     ("the close-up of the grey-haired man with glasses", SceneDescription("any", 1, ("man",), True, age="older")),
     ("the photo of a man speaking into a microphone", SceneDescription("still", None, ("man",),
-                                                                      topic=("into", "microphone"))),
-    ("the Oval Office meeting", SceneDescription(topic=("oval", "office", "meet"))),  # nothing measured to imply
+                                                                      topic=("into", "microphone"), event=True)),
+    ("the Oval Office meeting", SceneDescription(topic=("oval", "office", "meet"), event=True)),  # nothing implied
     ("the photo of two women and a man", SceneDescription("still", 3, ("woman", "woman", "man"))),
-    ("the meeting of men", SceneDescription("live", 2, ("man", "man"), topic=("meet",))),
+    ("the meeting of men", SceneDescription("live", 2, ("man", "man"), topic=("meet",), event=True)),
+    ("the rap performance on stage", SceneDescription(topic=("rap", "performance", "stage"), event=True)),
 ])
 def test_a_description_in_measured_terms(text: str, expected: SceneDescription) -> None:
     assert describe(text) == expected
@@ -143,6 +145,7 @@ def test_a_voice_heard_on_from_the_photo_before_was_heard_earlier() -> None:
     voice = Appearance("v1", 0.0, 22.0, Role.VOICE)
     assert _beyond([voice], (12.0, 22.0)) == [Appearance("v1", 0.0, 12.0, Role.VOICE)]
     assert _beyond([voice], (0.5, 22.0)) == []  # half a second over the cut: the same picture's voice
+    assert _beyond([voice], (1.5, 22.0)) == []  # a cut found at 2 fps, a padded speech segment: still this picture's
     assert _beyond([voice], None) == []
 
 
@@ -534,3 +537,27 @@ def test_a_split_screen_is_said_of_its_shot_and_read_from_a_description() -> Non
     assert shot_kind(ShotView("v", 1, 13.0, 20.0, True, "", (), kind="still")) == "a still picture"
     assert describe("the split-screen debate").split and describe("the split-screen debate").people == 2
     assert not describe("the photo of two men").split
+
+
+def test_an_event_is_found_by_the_sounds_it_makes(make_store: Callable[[], Any]) -> None:
+    """No model sees a stage, but a performance is heard: music and rapping in a shot's sounds attest "the rap
+    performance on stage" (two of its three words); the scene with a chair attests nothing of it. A question of
+    what is said there names the scene by the event alone; a person's look alone names no scene."""
+    from m3agent.control.people.spoken import described_scenes
+    from m3agent.control.reading import read_question
+    from m3agent.domain import Clip, Memory, MemoryKind
+    from test_graph_operators import PROVENANCE, random_vector
+
+    store = make_store()
+    build(store)
+    text = "Shot 1:00–1:12 (after a scene change): sounds: music, rapping."
+    with store.clip(Clip("v1", 2, 60.0, 72.0)) as w:
+        w.add_memory(Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v1", clip_index=2, start_s=60.0,
+                            end_s=72.0, provenance=PROVENANCE, embedding=random_vector(text)))
+    graph = EntityGraph(store)
+    for said in ("the rap performance on stage", "the concert"):
+        assert [(s.start_s, s.end_s) for s in matching_scenes(graph, "v1", describe(said))] == [(60.0, 72.0)], said
+    assert matching_scenes(graph, "v1", describe("the ceremony")) == []
+    found = described_scenes(graph, "v1", read_question("What is said during the rap performance on stage?"), None)
+    assert [(s.start_s, s.end_s) for s in found] == [(60.0, 72.0)]
+    assert described_scenes(graph, "v1", read_question("What does the man in glasses say?"), None) == []

@@ -226,21 +226,39 @@ _WORDS_SAID = frozenset({"said", "say", "says", "saying", "spoken", "speaks", "w
                         "sentences", "utter", "utters", "uttered", "uttering", "quote", "verbatim", "exact"})
 """Words asking for what was said word for word ("what is said at 1:20", "the line at 0:40"), not for its gist."""
 _GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed", "discussing", "discussion",
-                   "summarise", "summarize", "summary", "gist", "theme", "cover", "covers", "covered", "concerning",
-                   "regarding"})
+                   "summarise", "summarize", "summary", "gist", "theme", "themes", "cover", "covers", "covered",
+                   "concerning", "regarding", "concern", "concerns", "concerned", "focus", "focuses", "focused",
+                   "focusing", "issue", "issues", "message", "substance", "centered", "centred", "revolve",
+                   "revolves", "paraphrase"})
 """Words asking what speech is about: a summary, not the words."""
+_GIST_FILLER = frozenset({"main", "mainly", "overall", "general", "generally", "broad", "broadly", "rough", "roughly",
+                          "brief", "briefly", "basically", "essentially", "mostly", "idea", "point", "nutshell",
+                          "particular", "specific"})
+"""Words of how a summary is asked ("the main idea", "roughly", "in a nutshell"): words of asking, so not what a
+description is about; not gist words alone ("at this point", "any idea who speaks?")."""
 _TALK = frozenset({"talk", "talks", "talked", "talking", "speech", "speeches", "conversation", "discussion", "discuss",
                    "discussed", "discussing", "speaker", "speakers", "speaking", "say", "says", "saying", "said",
-                   "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks", "spoken"})
+                   "chat", "chatting", "dialogue", "interview", "lecture", "monologue", "remarks", "spoken",
+                   "narration", "narrator", "narrating", "audio"})
 """Words naming speech, so that a gist question is about what is said ("what is the talk about at 1:20?"), not
 about what is shown."""
-_GIST_PHRASES: tuple[Phrase, ...] = tuple((verb, "up") for verb in ("sum", "sums", "summed", "summing"))
-"""Phrases asking what speech is about whose words alone do not ("sum up the talking in the interview")."""
-_TALK_PHRASES: tuple[Phrase, ...] = tuple((verb, "on", "about") for verb in ("go", "goes", "going", "went", "gone"))
-"""Phrases naming speech whose words alone do not ("what is he going on about?")."""
+_GIST_PHRASES: tuple[Phrase, ...] = (
+    *((verb, "up") for verb in ("sum", "sums", "summed", "summing")),
+    *(("main", noun) for noun in ("idea", "point", "thing")), ("general", "idea"), ("rough", "idea"),
+    ("overall", "point"), ("the", "point", "of"), ("deal", "with"), ("deals", "with"), ("dealing", "with"))
+"""Phrases asking what speech is about whose words alone do not ("sum up the talking in the interview", "the main
+idea of the talk", "the point of the remarks", "what do the words deal with?")."""
+_TALK_PHRASES: tuple[Phrase, ...] = (("on", "about"),)
+"""Phrases naming speech whose words alone do not ("what is he going on about?", "what are they on about?")."""
 _VOICE = frozenset({"voice", "voices", "spoken", "heard", "words"})
 """Words of what is heard: with a person described, whether that person is the one heard ("are the words heard at
 1:00 spoken by the woman in the photo?", "are the words coming from her?")."""
+_HEARD = frozenset({"hear", "hearing", "listen", "listening", "line", "lines", "debate", "debates", "address",
+                    "announcement", "sermon", "podcast", "broadcast", "performance", "song", "rap", "meeting",
+                    "presentation"})
+"""Words of hearing, or of events made of speech, which beside :data:`_VOICE` and :data:`_TALK` say that a gist
+question is about what is heard ("the topic of what we hear at 1:05", "what topic does the debate cover?"); not
+words of asking, so a description keeps them ("the split-screen debate")."""
 _SEEING = frozenset({"see", "sees", "seen", "saw", "visible", "appear", "appears", "appeared", "show", "shows",
                      "shown", "camera", "screen"})
 """Words of being seen ("anyone you see", "does she appear", "on camera")."""
@@ -260,9 +278,10 @@ _SEXES = {"male": "man", "female": "woman"}
 that offers both ("a man or a woman?", "male or female?", "a man's or a woman's?")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES | _REQUESTS | _WORDS_SAID | _GIST \
-    | _TALK | _CONTINUES | frozenset({"hear", "heard", "hearing", "me", "us", "we", "you", "get", "gets", "goes",
-                                      "go", "going", "being", "there", "content", "course", "recall", "during",
-                                      "over", "throughout", "while", "whilst"})
+    | _TALK | _CONTINUES | _GIST_FILLER | _POLITE \
+    | frozenset({"hear", "heard", "hearing", "me", "us", "we", "you", "get", "gets", "goes", "go", "going", "being",
+                 "there", "content", "course", "recall", "during", "over", "throughout", "while", "whilst", "hey",
+                 "so", "made", "delivered", "accompanying"})
 """Words of how a question asks, not of what it asks about (:attr:`QuestionReading.description`)."""
 _NAMING_FORM_WORDS = _FORM_WORDS - _TALK
 """The words of asking left out of the two things an order question names: a word for speech there names the
@@ -349,8 +368,11 @@ class QuestionReading:
     @property
     def asks_gist(self) -> bool:
         """Whether the question asks what the speech is about ("what is the talk about at 1:20?", "what are they
-        discussing?"): a gist word and a word for speech, no quotation."""
-        return self.asks in (Asks.WHAT, Asks.OTHER) and not self.quotes and self.names_talk \
+        discussing?", "which subject does the speaker address?"): a gist word or phrase and a word for speech or
+        hearing, no quotation."""
+        which_gist = self.asks is Asks.WHICH and _after(self.words, "which") in _GIST  # "which subject ..."
+        heard = self.names_voice or bool(_HEARD & set(self.words))
+        return (self.asks in (Asks.WHAT, Asks.OTHER) or which_gist) and not self.quotes and heard \
             and (bool(_GIST & set(self.words)) or _has_any(self.words, _GIST_PHRASES))
 
     @property
@@ -507,7 +529,7 @@ class QuestionReading:
         what it asks (the scene it names is then a neighbour or a bound, not the window asked about)."""
         if self.times or self.order or self.quotes:
             return ""
-        return " ".join(w for w in self.words if w not in _FORM_WORDS)
+        return " ".join(w for w in _uncontracted(list(self.words)) if w not in _FORM_WORDS)
 
     @property
     def described(self) -> str:
@@ -608,7 +630,7 @@ def _asks(tokens: Phrase) -> Asks:
     if tokens and tokens[0] in _AUXILIARIES:  # "Is the friend who wrote it still alive?" asks yes or no
         return Asks.YES_NO
     for start in range(len(tokens)):
-        if _relative(tokens, start):
+        if _relative(tokens, start) or _clause_of_time(tokens, start):
             continue
         if tokens[start] == "if" and start and tokens[start - 1] in _ASKING_IF:
             return Asks.YES_NO
@@ -633,6 +655,19 @@ def _what_count(tokens: Phrase, at: int) -> bool:
         return False
     rest = [w for w in tokens[at + 1: at + 4] if w not in ("is", "was", "the", "s", "head")]
     return bool(rest) and rest[0] in _TOTALS
+
+
+_QUESTION_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) - {"how", "whether"}
+
+
+def _clause_of_time(tokens: Phrase, at: int) -> bool:
+    """Whether a "when" at ``at`` opens a clause of time before the question proper rather than asking when: a
+    subject after it, and a question word or an auxiliary with its subject later ("When the video reaches 1:05,
+    what is discussed?", "when she speaks, is he on screen?"; not "when does she speak?", "when exactly?")."""
+    if tokens[at] != "when" or at + 1 >= len(tokens) or tokens[at + 1] not in _SUBJECTS:
+        return False
+    rest = tokens[at + 2:]
+    return bool(_QUESTION_WORDS & set(rest)) or _question_proper(("", *rest)) > 0
 
 
 def _opens_question(tokens: Phrase, at: int) -> bool:

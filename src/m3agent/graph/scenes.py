@@ -72,6 +72,14 @@ _UNFOLDING = frozenset({
 """Events and activities, which unfold in time: a scene described by one and by no picture word is live video
 ("the split-screen debate", "the woman with glasses talking indoors"); "the photo of a man speaking" stays a
 photo."""
+_SOUNDED: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("performance", "perform", "concert", "song", "sing", "danc", "dance"),
+                    frozenset({"music", "sing", "rap", "choir"})),
+    **dict.fromkeys(("rally", "ceremony"), frozenset({"applause", "cheer", "crowd"})),
+    "laugh": frozenset({"laughter"}),
+}  # fmt: skip
+"""Events (stemmed) and the sounds (stemmed, as the sound classifier names them in a shot's summary) that attest
+them: no model here sees a stage, but a performance is heard as music or singing, a rally as applause."""
 _CLOSE_UP = (("close", "up"), ("closeup",))
 """A close-up frames one person."""
 _ONE_VOICE = frozenset({"a", "one", "single", "lone"})
@@ -103,6 +111,8 @@ class SceneDescription:
     """How many voices are heard ("with a voice": 1, "with three voices": 3), None unsaid."""
     split: bool = False
     """It says a split screen ("the split-screen debate")."""
+    event: bool = False
+    """It names an event or activity (:data:`_UNFOLDING`: "the rap performance on stage", "the meeting")."""
 
     @property
     def pictured(self) -> bool:
@@ -165,7 +175,7 @@ def describe(text: str) -> SceneDescription:
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
     return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any", age, voices,
-                            "split" in tokens)
+                            "split" in tokens, bool(_UNFOLDING & set(tokens)))
 
 
 def describe_as(text: str, kind: str) -> SceneDescription:
@@ -372,7 +382,7 @@ def _fit(graph: EntityGraph, group: tuple[ShotView, ...], wanted: SceneDescripti
     if wanted.topic:
         said = {stem(w) for u in moment.speaking for w in words(u.text)}
         said |= {stem(w) for s in group for w in words(s.summary)} | {stem(w) for t in moment.scene for w in words(t)}
-        topic = sum(w in said for w in wanted.topic) / len(wanted.topic)
+        topic = sum(w in said or bool(_SOUNDED.get(w, frozenset()) & said) for w in wanted.topic) / len(wanted.topic)
     return (_score(checks) + TOPIC_WEIGHT * topic if checks else topic), voices
 
 

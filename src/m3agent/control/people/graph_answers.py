@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 MAX_SPANS = 5  # intervals listed in one answer; more are counted
 SAME_SPAN_S = 1.0  # an appearance this close to the reference's window is the one referred to, not another
+CUT_JITTER_S = 2.0
+"""How far a voice may run past its picture's detected cut and still be that picture's voice: cuts are found
+on frames sampled at 2 fps and speech segments carry padding, so the photo's own narration often starts a second
+or so before the cut the graph records (seed 46's dev episode: 1.0 s)."""
 _SENSE = {"seen": (Role.FACE, Role.BOTH), "heard": (Role.VOICE, Role.BOTH), "any": tuple(Role)}
 _SENSE_WORD = {"seen": "seen", "heard": "heard", "any": "seen or heard"}
 
@@ -140,13 +144,13 @@ def _seen_again(run: _Run) -> GraphAnswer | None:
 
 def _beyond(here: list[Appearance], picture: tuple[float, float] | None) -> list[Appearance]:
     """The parts of the appearances at the moment asked about that lie past the picture shown then, by more than
-    :data:`SAME_SPAN_S` (a voice that went on from another photo is heard earlier than this one, "the voice at 1:22:
+    :data:`CUT_JITTER_S` (a voice that went on from another photo is heard earlier than this one, "the voice at 1:22:
     heard before?" - yes, at 1:06-1:17 under the photo before)."""
     if picture is None:
         return []
     start, end = picture
-    out = [replace(a, end_s=start) for a in here if a.start_s < start - SAME_SPAN_S]
-    return out + [replace(a, start_s=end) for a in here if a.end_s > end + SAME_SPAN_S]
+    out = [replace(a, end_s=start) for a in here if a.start_s < start - CUT_JITTER_S]
+    return out + [replace(a, start_s=end) for a in here if a.end_s > end + CUT_JITTER_S]
 
 
 def _same_person(run: _Run) -> GraphAnswer | None:

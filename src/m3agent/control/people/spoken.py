@@ -109,14 +109,15 @@ def spoken(store: MemoryStore, graph: EntityGraph, video_id: str, reading: Quest
 
 def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading, plan: Plan | None) -> list[Scene]:
     """The scenes the question describes (at most :data:`MAX_SCENES`, else none): the plan's description when it
-    wrote one the question holds, else the question's own words when they say what the picture is
-    (:attr:`~m3agent.control.reading.QuestionReading.description`: "the dark screen with a voice", "the
-    split-screen debate"; not a person's description alone, whose lines are another answerer's)."""
+    wrote one the question holds, else the question's own words when they say what the picture is or name an
+    event (:attr:`~m3agent.control.reading.QuestionReading.description`: "the dark screen with a voice", "the
+    split-screen debate", "the rap performance on stage"; not a person's look alone, "the man in glasses", whose
+    lines are another answerer's)."""
     if plan is not None and plan.person.about.strip() and not plan.person.quote.strip():
         wanted = describe_as(plan.person.about, plan.person.kind)
     else:
         wanted = describe(reading.description)
-        if not wanted.pictured:
+        if not wanted.pictured and not wanted.event:
             return []
     found = matching_scenes(graph, video_id, wanted)
     return found if len(found) <= MAX_SCENES else []
