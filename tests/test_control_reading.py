@@ -302,6 +302,8 @@ def test_which_way_an_order_question_asks(question: str, later: bool) -> None:
     ("What is said at this point?", False),  # a point in time, not the point of a talk
     ("Any idea what is said at 1:20?", False),
     ("What is the focus of the photo?", False),  # nothing heard
+    ("Was the talk at 1:05 about anything in particular? If so, what?", True),  # the yes or no goes on to "what"
+    ("Was the talk at 1:05 about taxes?", False),
 ])
 def test_a_question_about_what_speech_is_about(question: str, gist: bool) -> None:
     assert read_question(question).asks_gist is gist

@@ -159,6 +159,8 @@ _ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at all", "at a
                                                                     "at some point", "at any stage", "at any moment"))
 """Words that leave the time open up to a bound ("has it appeared at any point up to 1:17?")."""
 _IF_EVER: Phrase = ("if", "ever")
+_IF_SO_WHAT: Phrase = ("if", "so", "what")
+"""A yes/no question that goes on to ask what ("was the talk about anything in particular? if so, what?")."""
 """A "when" that allows never ("when, if ever, is she seen again?"): it asks whether, then when."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
                          | {"mark", "point", "reach", "reaches", "reached", "yet", "already", "been"})
@@ -371,8 +373,9 @@ class QuestionReading:
         discussing?", "which subject does the speaker address?"): a gist word or phrase and a word for speech or
         hearing, no quotation."""
         which_gist = self.asks is Asks.WHICH and _after(self.words, "which") in _GIST  # "which subject ..."
+        then_what = self.asks is Asks.YES_NO and has_phrase(self.words, _IF_SO_WHAT)  # "was it about X? if so, what?"
         heard = self.names_voice or bool(_HEARD & set(self.words))
-        return (self.asks in (Asks.WHAT, Asks.OTHER) or which_gist) and not self.quotes and heard \
+        return (self.asks in (Asks.WHAT, Asks.OTHER) or which_gist or then_what) and not self.quotes and heard \
             and (bool(_GIST & set(self.words)) or _has_any(self.words, _GIST_PHRASES))
 
     @property

@@ -54,6 +54,8 @@ MAX_SCENES = 2
 """A description that fits more scenes than this names none of them: the model answers from the memories."""
 MAX_LINES = 8
 """Lines quoted in one answer; more are counted."""
+JOINED_GAP_S = 0.5
+"""Scenes a description fits that follow one another this closely are one stretch (a performance cut by the camera)."""
 FOLLOWING_WORDS = 12
 """The words after a quotation an answer gives: the rest of its sentence and the start of the next."""
 MIN_QUOTE_SHARE = 0.6
@@ -119,8 +121,20 @@ def described_scenes(graph: EntityGraph, video_id: str, reading: QuestionReading
         wanted = describe(reading.description)
         if not wanted.pictured and not wanted.event:
             return []
-    found = matching_scenes(graph, video_id, wanted)
+    found = _joined(matching_scenes(graph, video_id, wanted))
     return found if len(found) <= MAX_SCENES else []
+
+
+def _joined(found: list[Scene]) -> list[Scene]:
+    """``found`` (in time order) with scenes that follow one another without a gap joined into one: a performance
+    filmed with camera cuts is several scenes that fit alike, and one thing described."""
+    out: list[Scene] = []
+    for scene in found:
+        if out and scene.start_s - out[-1].end_s <= JOINED_GAP_S:
+            out[-1] = Scene(out[-1].shots + scene.shots, max(out[-1].fit, scene.fit))
+        else:
+            out.append(scene)
+    return out
 
 
 def speech_lines(store: MemoryStore, video_id: str, before_clip: int | None) -> list[Memory]:
