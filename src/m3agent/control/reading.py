@@ -159,9 +159,9 @@ _ANY_TIME: tuple[Phrase, ...] = tuple(tuple(p.split()) for p in ("at all", "at a
                                                                     "at some point", "at any stage", "at any moment"))
 """Words that leave the time open up to a bound ("has it appeared at any point up to 1:17?")."""
 _IF_EVER: Phrase = ("if", "ever")
+"""A "when" that allows never ("when, if ever, is she seen again?"): it asks whether, then when."""
 _IF_SO_WHAT: Phrase = ("if", "so", "what")
 """A yes/no question that goes on to ask what ("was the talk about anything in particular? if so, what?")."""
-"""A "when" that allows never ("when, if ever, is she seen again?"): it asks whether, then when."""
 _BOUND_WORDS = frozenset({w for phrase in (*_SO_FAR, *_BY_WHEN) for w in phrase}
                          | {"mark", "point", "reach", "reaches", "reached", "yet", "already", "been"})
 """The words of a so-far bound ("by the 0:44 mark"), none of what the question describes."""
@@ -661,6 +661,8 @@ def _what_count(tokens: Phrase, at: int) -> bool:
 
 
 _QUESTION_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) - {"how", "whether"}
+"""Words that open a question after a clause of time ("when she speaks, who ..."); not "how" or "whether", which
+also join clauses ("when she speaks, how loud ..." is rare, "when the man tells how ..." is not)."""
 
 
 def _clause_of_time(tokens: Phrase, at: int) -> bool:
