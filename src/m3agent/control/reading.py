@@ -233,7 +233,7 @@ _GIST = frozenset({"about", "topic", "topics", "subject", "discuss", "discussed"
                    "focusing", "issue", "issues", "message", "substance", "centered", "centred", "revolve",
                    "revolves", "paraphrase"})
 """Words asking what speech is about: a summary, not the words."""
-_GIST_FILLER = frozenset({"main", "mainly", "overall", "general", "generally", "broad", "broadly", "rough", "roughly",
+_GIST_FRAMING = frozenset({"main", "mainly", "overall", "general", "generally", "broad", "broadly", "rough", "roughly",
                           "brief", "briefly", "basically", "essentially", "mostly", "idea", "point", "nutshell",
                           "particular", "specific"})
 """Words of how a summary is asked ("the main idea", "roughly", "in a nutshell"): words of asking, so not what a
@@ -280,7 +280,7 @@ _SEXES = {"male": "man", "female": "woman"}
 that offers both ("a man or a woman?", "male or female?", "a man's or a woman's?")."""
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _FORM_WORDS = frozenset(w for phrase, _ in _ASKS for w in phrase) | _AUXILIARIES | _REQUESTS | _WORDS_SAID | _GIST \
-    | _TALK | _CONTINUES | _GIST_FILLER | _POLITE \
+    | _TALK | _CONTINUES | _GIST_FRAMING | _POLITE \
     | frozenset({"hear", "heard", "hearing", "me", "us", "we", "you", "get", "gets", "goes", "go", "going", "being",
                  "there", "content", "course", "recall", "during", "over", "throughout", "while", "whilst", "hey",
                  "so", "made", "delivered", "accompanying"})
