@@ -672,7 +672,7 @@ def _clause_of_time(tokens: Phrase, at: int) -> bool:
     if tokens[at] != "when" or at + 1 >= len(tokens) or tokens[at + 1] not in _SUBJECTS:
         return False
     rest = tokens[at + 2:]
-    return bool(_QUESTION_WORDS & set(rest)) or _question_proper(("", *rest)) > 0
+    return bool(_QUESTION_WORDS & set(rest)) or any(_opens_question(rest, i) for i in range(len(rest)))
 
 
 def _opens_question(tokens: Phrase, at: int) -> bool:

@@ -160,7 +160,8 @@ def describe(text: str) -> SceneDescription:
     kinds = _kinds(tokens)
     counted = [n for w in tokens if (n := _lookup(_PEOPLE, w))]
     close_up = _phrase_at(tokens, _CLOSE_UP)
-    if not named and _UNFOLDING & set(tokens) and (kinds or counted or close_up):
+    event = bool(_UNFOLDING & set(tokens))
+    if not named and event and (kinds or counted or close_up):
         named = ["live"]  # implied, so never the only thing measured: "the Oval Office meeting" is no live scene
     shown: Shown = "dark" if dark else "still" if "still" in named else named[0] if named else "any"
     people = max([*counted, len(kinds) if len(kinds) > 1 else 0]) or (1 if close_up else None)
@@ -175,7 +176,7 @@ def describe(text: str) -> SceneDescription:
     topic = tuple(dict.fromkeys(stem(w) for w in tokens
                                 if w not in known and stem(w) not in known and w not in STOPWORDS and len(w) > 2))
     return SceneDescription(shown, people, kinds, bool(_EYEWEAR & set(tokens)), topic, clothes or "any", age, voices,
-                            "split" in tokens, bool(_UNFOLDING & set(tokens)))
+                            "split" in tokens, event)
 
 
 def describe_as(text: str, kind: str) -> SceneDescription:
