@@ -325,6 +325,47 @@ def test_speech_whisper_skips_at_the_start_of_a_window_is_transcribed(tmp_path: 
     assert [s.start_s for s in result.segments] == sorted(s.start_s for s in result.segments)
 
 
+@pytest.mark.media
+def test_a_window_of_two_languages_is_decoded_in_each_language_apart(tmp_path: Path, media_dir: Path,
+                                                                    whisper_parts: None) -> None:
+    """The debate (English) followed by the Oval Office meeting (Russian) in one 30 s window: read as one, the
+    window is Russian by 0.52 to 0.47 and the debate was written in Russian; each half is decoded in its own."""
+    from m3agent.media import read_audio
+    from m3agent.perception.audio.asr import LANGUAGE_SURE, Transcriber
+
+    debate = read_audio(media_dir / "video" / "iianet_debate_trump_clinton.mp4")
+    oval = read_audio(media_dir / "video" / "pbs_oval_office_trump_mirziyoyev.mp4")[: 17 * 16000]
+    audio = np.concatenate([debate, oval]).astype(np.float32)
+    transcriber = Transcriber("base", tmp_path, threads=2)
+    first = transcriber._decode(audio, _regions(audio), None).result
+    assert first.language == "ru" and first.language_probability < LANGUAGE_SURE, "the mixed window is uncertain"
+    result = transcriber.transcribe(audio, _regions(audio))
+    english = [s for s in result.segments if s.end_s <= len(debate) / 16000 + 0.5]
+    text = " ".join(normalise_words(" ".join(s.text for s in english)))
+    assert "senator from new york" in text and {s.language for s in english} == {"en"}, text
+    later = [s for s in result.segments if s.start_s >= len(debate) / 16000 + 2.0]
+    assert later and all(s.language == "ru" for s in later), [(s.language, s.text) for s in later]
+    assert any("\u0400" <= c <= "\u04ff" for s in later for c in s.text), "the Russian is written in Cyrillic"
+
+
+@pytest.mark.parametrize(("regions", "halves"), [
+    # the pause nearest the middle of the speech
+    ([(0.0, 10.0), (10.5, 14.0), (14.2, 20.0)], ([(0.0, 10.0)], [(10.5, 14.0), (14.2, 20.0)])),
+    # no pause within the middle half: the middle of the speech
+    ([(0.0, 18.0), (18.2, 20.0)], ([(0.0, 9.9)], [(9.9, 18.0), (18.2, 20.0)])),
+    ([(0.0, 12.0)], ([(0.0, 6.0)], [(6.0, 12.0)])),
+    # too little speech for two readings of a language
+    ([(0.0, 3.0), (5.0, 7.0)], None),
+])
+def test_an_uncertain_window_is_cut_at_the_pause_nearest_its_middle(
+        regions: list[tuple[float, float]], halves: tuple[list[tuple[float, float]], ...] | None) -> None:
+    from m3agent.perception.audio.asr import _halves
+
+    found = _halves(regions)
+    assert found == halves if found is None or halves is None else \
+        [[pytest.approx(r) for r in half] for half in found] == [list(h) for h in halves]
+
+
 def test_speech_the_first_pass_skipped_is_decoded_in_its_own_language(tmp_path: Path) -> None:
     """The first pass read the clip as Russian (its first window) and wrote nothing for the English read after it:
     that stretch is decoded again without the first pass's language (the people-and-order episode lost 14 s of

@@ -259,6 +259,23 @@ def test_the_words_after_a_quotation(question: str, continues: bool) -> None:
     assert read_question(question).asks_continuation is continues
 
 
+@pytest.mark.parametrize(("question", "subject"), [
+    ("Between the man in the restaurant and the rap performance, does the rap performance come up first?",
+     "the rap performance up first"),
+    ("Comparing the photo of a couple and the debate, is the photo of a couple the earlier one?",
+     "the photo of a couple the earlier one"),
+    # an order joint ends the subject; the question proper's verb of showing is no part of it
+    ("I can't recall the order - did the video show the photo of a couple prior to the debate?",
+     "the photo of a couple"),
+    ("Thinking about the order of the video, did you see the photo ahead of the debate?", "the photo"),
+    # no lead-in: the subject is the first thing named; not a yes/no question: nothing asked of
+    ("Is the photo of a couple shown before the debate?", ""),
+    ("Between the photo and the debate, which comes first?", ""),
+])
+def test_the_subject_a_yes_no_question_asks_of_after_a_lead_in(question: str, subject: str) -> None:
+    assert read_question(question).asked_subject == subject
+
+
 @pytest.mark.parametrize(("question", "later"), [
     ("Is the photo of a lighthouse shown after the interview?", True),
     ("Does the interview come later in the video than the photo?", True),
@@ -514,6 +531,10 @@ def test_a_bounded_description_leaves_out_the_bound_the_showing_and_the_other_an
         "black screen voice only segments"
     assert read_question("Has the photo of a couple appeared at any point up to 1:17?").bounded_description == \
         "photo a couple"  # the words of bounds ("by the time", "as of") go too
+    read = read_question("I'm at 1:33 in the video - have I already seen the split-screen debate by this point?")
+    assert read.so_far and read.bounded_description == "split screen debate", "the asker's clause describes nothing"
+    assert read_question("We're at 1:10: has the photo of a couple come up yet?").bounded_description == \
+        "photo a couple"
 
 
 @pytest.mark.parametrize(("question", "way"), [

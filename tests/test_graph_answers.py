@@ -111,6 +111,7 @@ def test_order_counts_and_voices(graph: tuple[EntityGraph, dict[str, int]]) -> N
     q = 'What comes right after someone says "hello there"?'
     after = graph_answer(g, "v1", plan(q, "after", ref(quote="hello there")))
     assert after is not None and after.text.startswith("Right after (0:12–0:48, video): ")
+    assert "; seen: chair" in after.text, "what the shot's summary saw is part of what it is recognised by"
     q = "What comes right before the shot at 0:50?"
     before = graph_answer(g, "v1", plan(q, "before", ref(time="0:50")))
     assert before is not None and before.text.startswith("Right before (0:12–0:48")

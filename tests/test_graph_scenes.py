@@ -43,6 +43,7 @@ def graph(make_store: Callable[[], Any]) -> EntityGraph:
     ("voice-only moments with a blank frame", SceneDescription("dark", 0)),
     ("a photo of a dark night", SceneDescription("still", topic=("dark", "night"))),
     ("voice-over-black moments", SceneDescription("dark", 0)),  # "over black": a film's dark screen
+    ("black screens with voice only", SceneDescription("dark", 0)),  # the plural of the screen
     ("the photo over a dark table", SceneDescription("still", topic=("dark", "table"))),
     # how old someone looks: a hair colour said of hair, or an age word; a grey suit is a garment's colour
     ("the photo of a grey-haired man with a red tie", SceneDescription("still", None, ("man",), topic=("red", "tie"),
@@ -98,6 +99,10 @@ def test_the_plan_asks_about_described_scenes(graph: EntityGraph) -> None:
     earlier = graph_answer(graph, "v1", plan("Do the two people side by side come earlier than the dark screen with "
                                              "a voice?", "which_first", two, dark))
     assert earlier is not None and earlier.text.startswith("Yes: the two people side by side")
+    # a lead-in names the two things, the question proper asks of the second: the model's order is not the asked one
+    led = graph_answer(graph, "v1", plan("Between the two people side by side and the dark screen with a voice, does "
+                                         "the dark screen with a voice come up first?", "which_first", two, dark))
+    assert led is not None and led.text.startswith("No: the two people side by side (0:00–0:12) comes first")
     which = graph_answer(graph, "v1", plan("Which comes first, the dark screen with a voice or the two people side "
                                            "by side?", "which_first", dark, two))
     assert which is not None and which.text.startswith("The two people side by side (0:00–0:12) comes first")
@@ -366,6 +371,10 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
     ("Does the voice at 0:05 belong to someone who is ever on camera?", "recall", ref(kind="voice", time="0:05"),
      "ever_seen"),
     ("Do you recall what the speaker at 0:05 says?", "recall", ref(kind="voice", time="0:05"), "recall"),
+    # "ever seen" asks of a voice: of nobody heard at one moment, it is whether anyone is there
+    ("Do you remember if anyone could be seen in the picture at 1:32?", "ever_seen", ref(time="1:32"),
+     "anyone_there"),
+    ("Is the voice at 1:32 the voice of anyone seen on screen?", "ever_seen", ref(time="1:32"), "ever_seen"),
     ("Is the speaker at 0:05 seen again later?", "recall", ref(kind="voice", time="0:05"), "seen_again"),
     ("The man on the left is on screen at 0:34. Is there another scene with him later?", "recall",
      ref(kind="man", place="left", time="0:34"), "seen_again"),

@@ -570,6 +570,21 @@ def test_rhymed_words_over_music_are_heard_as_rapping_in_the_shot_summary() -> N
     assert sounds(lyrics, music, SoundEvent("Singing", 5.0, 14.0, 0.5)) == ("music", "singing"), "already sung"
 
 
+def test_a_shot_summary_tells_its_text_and_objects_and_they_read_back() -> None:
+    from m3agent.memorize.scene_memories import read_shot_summary, scene_memories, summary_objects, summary_texts
+
+    box = BBox(0.0, 0.0, 10.0, 10.0)
+    senses = ClipSenses(shots=(Shot(0.0, 20.0, cut=True),),
+                        texts=(ScreenText("PBS NEWS HOUR", 1.0, 9.0, 0.9, box), ScreenText("LIVE", 2.0, 8.0, 0.9, box)),
+                        objects=(ObjectTrack("chair", 1.0, 12.0, 0.8, count=2), ObjectTrack("tie", 3.0, 6.0, 0.7)),
+                        sounds=(SoundEvent("Music", 0.0, 20.0, 0.9),))
+    body = read_shot_summary(scene_memories(Clip("v", 0, 0.0, 30.0), senses, ())[0])
+    assert body is not None
+    assert summary_texts(body[1]) == ("PBS NEWS HOUR", "LIVE"), body[1]
+    assert summary_objects(body[1]) == ("2 chairs", "tie"), body[1]
+    assert summary_texts("on screen <face_1>; sounds: music") == summary_objects("on screen <face_1>") == ()
+
+
 def test_a_verse_the_recogniser_cut_into_sentences_is_one_stretch_of_its_voice() -> None:
     from m3agent.perception.audio.lyrics import rapping, stretches
 

@@ -119,6 +119,8 @@ _SUBJECTS = frozenset({"it", "there", "the", "this", "that", "these", "those", "
                        "an", "any", "anyone", "anybody", "someone", "somebody", "his", "her", "their", "you"})
 """Words that open the subject after an auxiliary: "hey, at 0:26, is it the man who's talking?" turns into a yes/no
 question where "is it" stands, before its "who" (a relative word there, not a question word)."""
+_NOT_DESCRIBING = STOPWORDS | {"i", "we", "you"}
+"""Words that cannot open a description: a stopword or the one asking ("I'm at 1:33 - have I seen the debate?")."""
 _PERSON_WORDS = frozenset({"who", "whom", "whose"})
 _SCENE_NOUNS = ("scene", "shot", "part", "clip", "segment", "section", "sequence", "frame", "frames", "moment",
                 "bit")
@@ -520,6 +522,19 @@ class QuestionReading:
         return None
 
     @property
+    def asked_subject(self) -> str:
+        """What a yes/no question asks of when a lead-in names things first ("Between A and B, does B come up
+        first?" -> "B up first"): the describing words after the auxiliary that opens the question proper, up to
+        an order joint ("... - did the video show A prior to B?" -> "the video show A"); empty when the question
+        has no lead-in (then its subject is the first thing it names) or asks no yes/no."""
+        at = _question_proper(self.words)
+        if self.asks is not Asks.YES_NO or not at:
+            return ""
+        rest = self.words[at + 1:]
+        joints = _found(rest, _ORDER_JOINTS)
+        return _describing(rest[:joints[0][0]] if joints else rest, _NAMING_FORM_WORDS)
+
+    @property
     def anchored(self) -> bool:
         """Whether the question pins a moment: a clock time or the first / last scene."""
         return bool(self.times) or self.scene is not Scene.ANY
@@ -543,12 +558,17 @@ class QuestionReading:
     @property
     def bounded_description(self) -> str:
         """What a question bounded "so far" describes, without its bound ("by the 0:44 mark, how many stretches
-        where the screen is dark?" -> "stretches where the screen dark"): empty without such a bound, or when it
-        orders or quotes."""
+        where the screen is dark?" -> "stretches where the screen dark") and the words before its first that can
+        describe ("I'm at 1:33 in the video - have I seen the debate by this point?" -> "the debate"): empty without
+        such a bound, or when it orders or quotes."""
         if not self.so_far or self.order or self.quotes:
             return ""
-        return " ".join(w for w in _without(_without_bound_before(self.words), (*_ALTERNATIVES, *_ANY_TIME))
-                        if w not in _FORM_WORDS and w not in _BOUND_WORDS and w not in _SHOWING and not w.isdigit())
+        bare = _without(_without_bound_before(self.words), (*_ALTERNATIVES, *_ANY_TIME))
+        kept = [w for w in _uncontracted(list(bare))
+                if w not in _FORM_WORDS and w not in _BOUND_WORDS and w not in _SHOWING and not w.isdigit()]
+        start = next((i for i, w in enumerate(kept) if w in _DETERMINERS or w.split("'")[0] not in _NOT_DESCRIBING),
+                     len(kept))
+        return " ".join(kept[start:])  # from its first word that describes ("I'm at 1:33 in the video - ...")
 
     def holds(self, word: str) -> bool:
         """Whether ``word`` (any case) is one of the question's words."""

@@ -58,7 +58,8 @@ _KINDS = {"man": "man", "men": "man", "boy": "man", "guy": "man", "gentleman": "
           "women": "woman", "girl": "woman", "lady": "woman"}
 _EYEWEAR = frozenset({"glasses", "eyeglasses", "spectacles"})
 _FRAME_WORDS = frozenset({"scene", "shot", "part", "screen", "shown", "show", "seen", "see", "video", "first",
-                          "last", "appear", "appears", "person", "people", "someone", "side", "by", "with",
+                          "last", "appear", "appears", "person", "people", "someone", "somebody", "anyone",
+                          "anybody", "side", "by", "with",
                           "front", "while", "voice", "talking", "speaking", "speaks", "talks", "says", "heard",
                           "goes", "gone", "went", "turns", "becomes", "include", "includes",
                           "different", "distinct", "separate", "times", "time", "passage", "passages", "moment",
@@ -265,9 +266,10 @@ _SCENE_WORDS = frozenset(_SHOWN) | frozenset(_KINDS) | frozenset(_PEOPLE) | _SCR
 def _dark_screen(tokens: list[str]) -> bool:
     """Whether the words say the screen is dark: a dark word right before "screen" (or "picture", "frame"), or
     within three words after it ("dark hair" is no dark screen), or right after an "over" ("a voice over black",
-    "voice-over-black moments")."""
+    "voice-over-black moments"); in the plural too ("black screens with voice only")."""
     for i, w in enumerate(tokens):
-        if w in _SCREEN and ((i and tokens[i - 1] in _DARK) or _DARK & set(tokens[i + 1: i + 4])):
+        screen = w in _SCREEN or stem(w) in _SCREEN
+        if screen and ((i and tokens[i - 1] in _DARK) or _DARK & set(tokens[i + 1: i + 4])):
             return True
         if w in _DARK and i and tokens[i - 1] == "over":
             return True

@@ -38,6 +38,10 @@ SHOT_HEAD = "Shot "
 SCREEN_HEAD = "On screen "
 """How a memory of on-screen text opens (:func:`screen_line`)."""
 OPENING = " (after a scene change)"
+TEXT_HEAD = "text "
+"""How the on-screen text of a shot summary opens (:func:`summary_texts`)."""
+OBJECTS_HEAD = "objects: "
+"""How the objects of a shot summary open (:func:`summary_objects`)."""
 SOUNDS_HEAD = "sounds: "
 """How the sounds of a shot summary open (:func:`summary_sounds`)."""
 SPLIT_SCREEN = "a split screen"
@@ -155,9 +159,9 @@ def _shot_summary(clip: Clip, shot: Shot, senses: ClipSenses, tracks: Sequence[F
     if speakers:
         parts.append("speaking " + ", ".join(tags.voice(e) for e in speakers[:SUMMARY_ITEMS]))
     if texts:
-        parts.append("text " + "; ".join(f'"{t}"' for t in texts))
+        parts.append(TEXT_HEAD + "; ".join(f'"{t}"' for t in texts))
     if objects:
-        parts.append("objects: " + ", ".join(objects))
+        parts.append(OBJECTS_HEAD + ", ".join(objects))
     if sounds:
         parts.append(sounds_text(tuple(sounds[:SUMMARY_ITEMS])))
     if not parts:
@@ -207,6 +211,27 @@ def summary_sounds(body: str) -> tuple[str, ...]:
     for part in body.split("; "):
         if part.startswith(SOUNDS_HEAD):
             return tuple(part.removeprefix(SOUNDS_HEAD).split(", "))
+    return ()
+
+
+def summary_texts(body: str) -> tuple[str, ...]:
+    """The lines of on-screen text a shot summary's body tells (``text "A"; "B"`` -> ``("A", "B")``): the writer
+    joins them with the separator of the summary's parts, so the lines after the first are the quoted parts that
+    follow it."""
+    lines: list[str] = []
+    for part in body.split("; "):
+        if part.startswith(TEXT_HEAD + '"') or (lines and part.startswith('"')):
+            lines.append(part.removeprefix(TEXT_HEAD).strip('"'))
+        elif lines:
+            break
+    return tuple(lines)
+
+
+def summary_objects(body: str) -> tuple[str, ...]:
+    """The objects a shot summary's body tells (``objects: chair, microphone`` -> ``("chair", "microphone")``)."""
+    for part in body.split("; "):
+        if part.startswith(OBJECTS_HEAD):
+            return tuple(part.removeprefix(OBJECTS_HEAD).split(", "))
     return ()
 
 

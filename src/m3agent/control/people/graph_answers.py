@@ -202,7 +202,7 @@ def _neighbour(run: _Run, after: bool) -> GraphAnswer | None:
                            f"{'ends' if after else 'opens'} the video.", shot.memory_ids)
     run.spans.append((near.start_s, near.end_s))
     return run.answer("neighbour", direction=label, span=span_text(near.start_s, near.end_s),
-                      kind=shot_kind(near), content=shot_content(run.graph, near, last=not after))
+                      kind=shot_kind(near), content=shot_content(run.graph, near))
 
 
 def _which_first(run: _Run) -> GraphAnswer | None:

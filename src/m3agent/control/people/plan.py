@@ -23,7 +23,7 @@ from m3agent.errors import M3AgentError, MalformedReplyError
 from m3agent.graph.references import Kind, Reference
 from m3agent.graph.scenes import describe
 from m3agent.llm.prompts import load_prompt_set
-from m3agent.text import clock_seconds, words
+from m3agent.text import STOPWORDS, clock_seconds, stem, words
 
 if TYPE_CHECKING:
     from m3agent.control.run_context import RunContext
@@ -61,6 +61,7 @@ class Plan:
         person = _with_the_only_quote(person, self.other, reading) if self.ask not in _NO_QUOTE else person
         self.person, self.other = _wearing(person, self.other, reading)
         self.ask, self.person, self.other = _in_order(self.ask, self.person, self.other, reading)
+        self.person, self.other = _the_side_asked(self.ask, self.person, self.other, reading)
         self.ask, self.person = _described_so_far(self.ask, self.person, reading)
         self.person = _counted_as_described(self.ask, self.person, reading)
         self.ask, self.direction = _fitting_ask(self.ask, self.direction, self.person, self.other, reading)
@@ -241,6 +242,25 @@ def _wearing(person: Reference, other: Reference | None, reading: QuestionReadin
     return person, other
 
 
+def _the_side_asked(ask: Ask, person: Reference, other: Reference | None, reading: QuestionReading
+                    ) -> tuple[Reference, Reference | None]:
+    """The two things of a yes/no question of order with the one it asks of first: a lead-in may name them in
+    another order than the question proper asks ("Between A and B, does B come up first?" asks whether B comes
+    before A). The side sharing more words with the question proper's subject is the one asked of; a tie keeps
+    the order the plan gave."""
+    subject = reading.asked_subject
+    if ask != "which_first" or other is None or not person.about or not other.about or not subject:
+        return person, other
+    asked = _content(subject)
+    return (other, person) if len(asked & _content(other.about)) > len(asked & _content(person.about)) \
+        else (person, other)
+
+
+def _content(text: str) -> set[str]:
+    """The stems of a description's words that are not stopwords."""
+    return {stem(w) for w in words(text) if w not in STOPWORDS}
+
+
 def _worn(ref: Reference, reading: QuestionReading) -> Reference:
     ref = replace(ref, dressed=reading.dressed)
     return ref if reading.wears == "any" else replace(ref, wears=reading.wears, occurrence=reading.occurrence)
@@ -272,7 +292,7 @@ after the dark screen?")."""
 _PERSON_KINDS = frozenset({"man", "woman", "person"})
 
 
-_SHOWN_BY_THEN = frozenset({"when", "seen_again", "ever_seen"})
+_SHOWN_BY_THEN = frozenset({"when", "seen_again", "ever_seen", "anyone_there"})
 """Operations a so-far question of a described scene may be planned as ("has the woman with glasses talking indoors
 come up by 1:35?": when she is first shown, whether she was seen)."""
 
@@ -282,10 +302,11 @@ def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> 
     then: a person written with more than who they are (what the scene shows, what happens in it) is that scene
     (the graph then asks when it is shown, bounded), as is a voice written with what the picture is while it is
     heard ("until 1:05, has the dark screen with a voice been on screen?"). A question of a person seen *again*
-    keeps the person."""
+    keeps the person; "has anyone been on screen by 0:40?" asks of anyone ("I'm at 1:33 - have I already seen the
+    split-screen debate by this point?" of the scene its picture names)."""
     if ask not in _SHOWN_BY_THEN or not reading.so_far or reading.asks not in (Asks.YES_NO, Asks.OTHER):
         return ask, person
-    if ask != "when" and reading.asks_again:  # "seen again by 1:35?" asks of a person, not a scene
+    if ask not in ("when", "anyone_there") and reading.asks_again:  # "seen again by 1:35?" asks of a person
         return ask, person
     if person.heard and not person.quote and person.time_s is not None:  # "the dark screen with a voice": a picture
         about = person.about or reading.bounded_description
@@ -293,11 +314,11 @@ def _described_so_far(ask: Ask, person: Reference, reading: QuestionReading) -> 
             return "when", replace(person, kind="none", about=about)
         return ask, person
     about = person.about or reading.bounded_description  # the model may leave the description out
-    if person.kind not in _PERSON_KINDS or not about or person.time_s is None:
+    if (person.kind not in _PERSON_KINDS and person.kind != "none") or not about or person.time_s is None:
         return ask, person
     described = describe(about)
-    if described.topic or described.pictured:  # what the scene shows: its kind of picture, how many, a close-up
-        return "when", replace(person, kind="none", about=about)
+    if described.pictured or (described.topic and ask != "anyone_there"):  # what the scene shows: its kind of
+        return "when", replace(person, kind="none", about=about)  # picture, how many, a close-up; "anyone" no topic
     return ask, person
 
 
@@ -334,7 +355,7 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     are seen or heard again that way; a question offering a photo or video as its answers asks which is on screen;
     "seen again" with no way in time planned looks the one way the question's words do
     ("reappear at any later point?"); "seen again" in a question that asks of no other time is whether a voice is
-    ever seen, or whether anyone is there."""
+    ever seen, or whether anyone is there, and so is "ever seen" of nobody heard at one moment."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks_sex and reading.names_voice and ask in ("who_speaks", "speaks", "recall", "seen_again"):
         return "voice_pitch", direction  # "tell me if it's a man or a woman talking at 1:02": the voice's kind
@@ -374,6 +395,9 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
             return "ever_seen", direction
         if _anybody(person):  # "at 0:59, can you see a person?"
             return "anyone_there", direction
+    if ask == "ever_seen" and len(reading.times) == 1 and other is None and not person.heard \
+            and not reading.names_voice and _anybody(person):  # "could anyone be seen in the picture at 1:32?"
+        return "anyone_there", direction
     if ask == "recall" and reading.asks_ever_seen and len(reading.times) == 1 and other is None and person.heard \
             and not person.quote:  # "do you recall whether the speaker at 0:05 is anyone you see?"
         return "ever_seen", direction

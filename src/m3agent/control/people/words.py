@@ -13,15 +13,23 @@ from m3agent.control.people.graph_facts import quote
 from m3agent.errors import NotFoundError
 from m3agent.graph.fits import seen_while_heard
 from m3agent.graph.values import DESCRIBE_MIN, Role, span_text
-from m3agent.memorize.scene_memories import SPLIT_SCREEN, sounds_text, summary_sounds
+from m3agent.memorize.scene_memories import (
+    SPLIT_SCREEN,
+    sounds_text,
+    summary_objects,
+    summary_sounds,
+    summary_texts,
+)
 from m3agent.perception.attributes.names import Attribute
 from m3agent.perception.attributes.place import PLACE_WORDS
 
 if TYPE_CHECKING:
     from m3agent.graph.operators import EntityGraph
-    from m3agent.graph.values import Person, ShotView, Sighting
+    from m3agent.graph.values import Person, ShotView, Sighting, Utterance
 
 QUOTE_CHARS = 70
+SHOT_LINES = 3
+"""How many of a shot's utterances its description quotes (:func:`_told`)."""
 EDGE_S = 1.0
 """A shot is described from this far inside its cuts (faces are sampled near the cut on both sides)."""
 _NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
@@ -154,20 +162,34 @@ def unseen(graph: EntityGraph, person: Person) -> str:
            f"{'person is' if len(meanwhile) == 1 else 'people are'} on screen"
 
 
-def shot_content(graph: EntityGraph, shot: ShotView, *, last: bool = False) -> str:
-    """What a shot holds, in words: who is on screen (or nobody), who says what (its first utterance, or its
-    last with ``last``) and the sounds heard."""
+def shot_content(graph: EntityGraph, shot: ShotView) -> str:
+    """What a shot holds, in words: who is on screen (or nobody), the text written on it, the objects seen, who
+    says what (its first utterance and, when it holds more, its last: the words nearest each neighbour) and the
+    sounds heard; what a person asking "what comes after the line X?" would recognise the shot by."""
     inner = min(EDGE_S, (shot.end_s - shot.start_s) / 4)  # the shot's own people, not its neighbours' at the cut
     moment = graph.at(shot.video_id, shot.start_s + inner, shot.end_s - inner)
     seen = ", ".join(who(graph, s.person, s) for s in moment.on_screen)
     heard = [u for u in moment.speaking if _share_inside(u.start_s, u.end_s, shot) >= 0.5]
-    said = heard[-1] if last and heard else heard[0] if heard else None
     parts = [f"on screen {seen}" if seen else "nobody on screen"]
-    if said is not None:
-        parts.append(f'heard: {who(graph, said.person)} says "{quote(said.text, QUOTE_CHARS)}"')
+    if written := summary_texts(shot.summary):
+        parts.append("written: " + ", ".join(f'"{quote(t, QUOTE_CHARS)}"' for t in written))
+    if objects := summary_objects(shot.summary):
+        parts.append("seen: " + ", ".join(objects))
+    if heard:
+        said = [f'{who(graph, u.person)} says "{quote(u.text, QUOTE_CHARS)}"' for u in _told(heard)]
+        parts.append("heard: " + ", later ".join(said))
     if sounds := summary_sounds(shot.summary):
         parts.append(sounds_text(sounds))
     return "; ".join(parts)
+
+
+def _told(heard: list[Utterance]) -> list[Utterance]:
+    """At most :data:`SHOT_LINES` of a shot's utterances, in time order: the first and the last (the words nearest
+    each neighbouring shot) and the longest between them (a short line is more often a misheard noise)."""
+    if len(heard) <= SHOT_LINES:
+        return heard
+    middle = sorted(heard[1:-1], key=lambda u: len(u.text), reverse=True)[:SHOT_LINES - 2]
+    return [u for u in heard if u is heard[0] or u is heard[-1] or u in middle]
 
 
 def _share_inside(start: float, end: float, shot: ShotView) -> float:

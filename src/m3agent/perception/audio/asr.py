@@ -12,7 +12,7 @@ import bisect
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +70,20 @@ class Transcriber:
         people-and-order episode's Russian speech followed by English read over a dark screen, whose 14 s the
         Russian-bound pass dropped).
         """
+        return self._transcribe(audio, regions, language, split=True)
+
+    def _transcribe(self, audio: npt.NDArray[np.float32],
+                    regions: list[tuple[float, float]] | tuple[tuple[float, float], ...], language: str | None, *,
+                    split: bool) -> AsrResult:
+        """:meth:`transcribe`; with ``split``, speech whose language was read with less than :data:`LANGUAGE_SURE`
+        is two halves, each in the language read from it alone (a window of English debate followed by Russian
+        speech was read as Russian, 0.52 against 0.47 for English, and the debate written in Russian; each part
+        alone reads 0.99 English and 0.95 Russian). A half is split no further: an uncertain part is then noise
+        or an accent, and decoding it again would only cost."""
         first = self._decode(audio, regions, language)
+        if split and language is None and first.result.language \
+                and first.result.language_probability < LANGUAGE_SURE and (halves := _halves(regions)):
+            return _joined([self._transcribe(audio, half, None, split=False) for half in halves])
         stretches = unheard(regions, first.spans) if first.spans or first.sparse else []
         if not stretches:
             return first.result
@@ -105,6 +118,9 @@ class Transcriber:
             return first
         second = self._pass(model, speech, chunk_map, lang or first.result.language or None,
                             repeat_guard=REPEAT_GUARD_NGRAM)
+        if lang is None:  # decoded in the language the first pass read: as sure of it as that reading was
+            second = replace(second, result=replace(second.result,
+                                                    language_probability=first.result.language_probability))
         return second if _heard_s(second.result) > _heard_s(first.result) else first
 
     def _pass(self, model: Any, speech: npt.NDArray[np.float32], chunk_map: _ChunkMap, language: str | None,
@@ -137,9 +153,10 @@ class Transcriber:
             listed = list(segments)
         written = [(seg, _segment(seg, chunk_map)) for seg in listed if _reliable(seg)]
         thin = {id(seg) for seg, _ in written if sparse(len(seg.words or ()), seg.end - seg.start)}
-        out = tuple(s for _, s in written if s.text)
         lang, probability = heard[0] if detect and heard else (str(info.language or ""),
                                                                float(info.language_probability or 0.0))
+        written = [(seg, replace(s, language=lang)) for seg, s in written]
+        out = tuple(s for _, s in written if s.text)
         looped = any(_repetitive(seg) for seg in listed)
         spans = tuple(chunk_map.original_bounds(seg.start, seg.end) for seg in listed if id(seg) not in thin)
         return _Pass(AsrResult(out, lang, probability), looped, spans,
@@ -147,6 +164,43 @@ class Transcriber:
 
 
 REPEAT_GUARD_NGRAM = 4  # the second pass after a loop may not repeat any 4 tokens in a row
+LANGUAGE_SURE = 0.8
+"""A window's language read with less probability than this may hold two (clean speech of one reads 0.93-0.99)."""
+MIN_LANGUAGE_S = 4.0
+"""Each half of an uncertain window holds at least this much speech: Whisper reads a language from a few seconds."""
+
+
+def _halves(regions: list[tuple[float, float]] | tuple[tuple[float, float], ...]
+            ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]] | None:
+    """``regions`` cut in two at the pause between them nearest the middle of their speech (where one speaker or
+    piece most likely gives way to the next), or at that middle when no pause lies within its middle half; None
+    when a half would hold less than :data:`MIN_LANGUAGE_S` of speech."""
+    total = sum(b - a for a, b in regions)
+    if total < 2 * MIN_LANGUAGE_S:
+        return None
+    heard, pauses = 0.0, []
+    for i, (a, b) in enumerate(regions[:-1]):
+        heard += b - a
+        pauses.append((abs(heard - total / 2), heard, regions[i + 1][0]))
+    near = min(pauses, default=None)
+    if near is not None and near[0] <= total / 4 and min(near[1], total - near[1]) >= MIN_LANGUAGE_S:
+        cut = near[2]
+    else:
+        cut, left = regions[0][0], total / 2
+        for a, b in regions:
+            if b - a >= left:
+                cut = a + left
+                break
+            left -= b - a
+    return ([(a, min(b, cut)) for a, b in regions if a < cut], [(max(a, cut), b) for a, b in regions if b > cut])
+
+
+def _joined(parts: list[AsrResult]) -> AsrResult:
+    """One result of parts decoded apart: their segments in time order, each with its own language; the result's
+    language is that of the most speech."""
+    segments = tuple(sorted((s for r in parts for s in r.segments), key=lambda s: s.start_s))
+    main = max(parts, key=_heard_s)
+    return AsrResult(segments, main.language, main.language_probability)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ class AsrSegment:
     text: str
     words: tuple[Word, ...]
     spellings: tuple[str, ...] = ()
+    language: str = ""  # the language it was decoded in ("" when not known: the result's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,7 +289,8 @@ def attribute(
     """Split ASR segments at speaker changes and label each part with its speaker."""
     out: list[VoiceSegment] = []
     for segment in asr.segments:
-        for speaker, words, text in _speaker_runs(segment, diarization.turns, asr.language):
+        language = segment.language or asr.language
+        for speaker, words, text in _speaker_runs(segment, diarization.turns, language):
             start = words[0].start_s if words else segment.start_s
             end = words[-1].end_s if words else segment.end_s
             out.append(
@@ -301,7 +302,7 @@ def attribute(
                     speaker=speaker,
                     embedding=diarization.embeddings.get(speaker),
                     words=tuple(_shift(w, offset_s) for w in words),
-                    language=asr.language,
+                    language=language,
                 )
             )
     return tuple(out)
