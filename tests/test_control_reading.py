@@ -118,6 +118,16 @@ SCENES = [
     ("Who is in the closing moment?", Scene.LAST),
     ("Is the first one the same person as the second?", Scene.ANY),  # "one" is no part of the video
     ("What happens the first time she appears?", Scene.ANY),
+    # the recording said to start or end, or a part shown first or last
+    ("How does the clip begin, visually?", Scene.FIRST),
+    ("Thinking back, what did the video kick off with?", Scene.FIRST),
+    ("What do we see last before the footage stops?", Scene.LAST),
+    ("Right before it ends, what's on screen?", Scene.LAST),
+    ("Which scene plays first in the video?", Scene.FIRST),
+    ("Which scene comes first, the photo or the debate?", Scene.ANY),  # two things in order
+    ("The part on at 1:05 - what shows up once it ends?", Scene.ANY),  # "it" is the part at that time
+    ('A line starts with "we will win". How does it end?', Scene.ANY),  # a line ends, not the recording
+    ('Complete the sentence from the video that opens with "we will win".', Scene.ANY),
 ]
 
 
@@ -398,6 +408,11 @@ def test_talked_about_is_a_gist_question() -> None:
     ("Is the rap performance preceded by the photo of a man in the video?",
      ("the rap performance", "the photo of a man")),
     ("Is the debate followed by the photo of a couple?", ("the debate", "the photo of a couple")),
+    # a verb of order sets two described things in order; from a clock time it steps from a moment
+    ("Tell me whether the photo of a couple precedes the debate in the video.", ("the photo of a couple",
+                                                                                "the debate")),
+    ("Does the photo follow the debate?", ("the photo", "the debate")),
+    ("Which segment immediately precedes the one playing at 1:05?", None),
 ])
 def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str, str] | None) -> None:
     assert read_question(question).order_pair == pair
@@ -406,6 +421,7 @@ def test_the_two_things_a_question_sets_in_order(question: str, pair: tuple[str,
 @pytest.mark.parametrize(("question", "later"), [
     ("Is the rap performance preceded by the photo of a man?", True),  # A after B
     ("Is the debate followed by the photo of a couple?", False),  # A before B
+    ("Does the photo follow the debate?", True),
     ("Was the photo of a couple followed by the debate, or the other way around?", False),
 ])
 def test_an_order_in_the_passive_asks_the_other_way(question: str, later: bool) -> None:

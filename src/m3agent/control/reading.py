@@ -149,6 +149,13 @@ _LAST_SCENE: tuple[Phrase, ...] = tuple(
                                "closes the clip", "ends the clip", "finishes the clip", "to a close", "to an end"))
 """The first or the last scene, named by an ordinal word and a word for a part of the video ("the last thing
 shown"), or by the video's start or end ("as the video draws to a close")."""
+_RECORDING = frozenset({"video", "clip", "footage", "film", "recording", "it"})
+"""What a question calls the whole recording when it says it starts or ends ("when the footage starts rolling",
+"right before it ends")."""
+_STARTS = frozenset({"open", "opens", "opened", "begin", "begins", "began", "start", "starts", "started", "kick",
+                     "kicks", "kicked"})
+_ENDS = frozenset({"end", "ends", "ended", "finish", "finishes", "finished", "close", "closes", "closed", "wrap",
+                   "wraps", "wrapped", "stop", "stops", "stopped"})
 _SO_FAR: tuple[Phrase, ...] = (("so", "far"), ("up", "to"), ("until",), ("till",), ("as", "of"),
                                 *(("from", "the", start, "to") for start in ("start", "beginning", "outset")))
 """Bounds that count from the start up to a time ("how many people so far at 1:20", "up to 0:38", "as of 2:00",
@@ -184,7 +191,7 @@ _ENDED = frozenset({"over", "ends", "ended", "finishes", "finished", "done", "wr
 0:45 is over"); "once" with no such word is a count ("shown once")."""
 _ORDER_WORDS = frozenset({"after", "before", "next", "previous", "then", "follow", "follows", "following", "followed",
                           "precede", "precedes", "preceding", "preceded", "prior"})
-_LATER = frozenset({"after", "later", "next", "following", "follows", "followed", "afterwards", "afterward",
+_LATER = frozenset({"after", "later", "next", "following", "follow", "follows", "followed", "afterwards", "afterward",
                     "further", "subsequently", "thereafter"})
 _EARLIER = frozenset({"before", "earlier", "first", "precede", "precedes", "preceding", "preceded", "prior",
                       "previous"})
@@ -201,6 +208,9 @@ _ORDER_JOINTS: tuple[Phrase, ...] = (
                                  "after")))
 """Words that set two things in order ("is A shown before B?", "A prior to B?", "does A appear at an earlier point
 than B?", "does A come earlier in the video than B?", "is A preceded by B?"), longest first."""
+_ORDER_VERBS: tuple[Phrase, ...] = (("precedes",), ("precede",), ("follows",), ("follow",))
+"""Verbs that set two described things in order ("tell me whether A precedes B"); next to a clock time or a
+quotation they step from a moment ("the segment that follows the one at 1:05"), which is no pair."""
 _PASSIVE_ORDER: tuple[tuple[Phrase, str], ...] = ((("preceded", "by"), "after"), (("followed", "by"), "before"))
 """Order in the passive, which names the later thing first: "is A preceded by B?" asks whether A comes after B,
 "is A followed by B?" whether it comes before."""
@@ -509,9 +519,10 @@ class QuestionReading:
         text = _QUOTED.sub(" ", self.text)
         for mark in _CLAUSE_MARKS:
             text = text.replace(mark, "|")
+        phrases = _ORDER_JOINTS if self.times or self.quotes else (*_ORDER_JOINTS, *_ORDER_VERBS)
         for clause in text.split("|"):
             tokens = _without(_located(tuple(words(clause))), _ALTERNATIVES)
-            joints = _found(tokens, _ORDER_JOINTS)
+            joints = _found(tokens, phrases)
             if len(joints) != 1:
                 continue
             at, length = joints[0]
@@ -592,8 +603,7 @@ def read_question(text: str) -> QuestionReading:
     tokens = _located(tuple(words(text)))
     times = tuple(clock_seconds(t) for t in clock_times(text))
     quotes = tuple(m.group(1) or m.group(2) for m in _QUOTED.finditer(text))
-    scene = Scene.FIRST if _has_any(tokens, _FIRST_SCENE) else Scene.LAST if _has_any(tokens, _LAST_SCENE) \
-        else Scene.ANY
+    scene = _named_scene(tokens, bool(quotes), bool(times))
     asks = _asks(tuple(_uncontracted(words(_QUOTED.sub(" ", text)))))
     ordering = _without_bound_before(tokens) if asks in (Asks.YES_NO, Asks.HOW_MANY) else tokens
     bounded_before = len(ordering) < len(tokens)  # "has it been shown before 0:22?" bounds as "by 0:22" does
@@ -872,6 +882,32 @@ def _without(tokens: Phrase, phrases: tuple[Phrase, ...]) -> Phrase:
     """``tokens`` with every occurrence of ``phrases`` cut out."""
     cut = {i + k for i, n in _found(tokens, phrases) for k in range(n)}
     return tuple(w for i, w in enumerate(tokens) if i not in cut)
+
+
+def _named_scene(tokens: Phrase, quoted: bool, timed: bool) -> Scene:
+    """The first or last scene a question names: by its phrases (:data:`_FIRST_SCENE`), by the recording said to
+    start or end ("how does the clip begin?", "what do we see last before the footage stops?": the verb within two
+    words of the recording, or right after an "it" in a question with no clock time), never in a question with a
+    quotation (the line "starts", a sentence "ends"), or by a part of the video shown first or last ("which scene
+    plays first?", never with an "or": "which scene comes first, A or B?" orders two)."""
+    for ordinal, phrases, verbs in ((Scene.FIRST, _FIRST_SCENE, _STARTS), (Scene.LAST, _LAST_SCENE, _ENDS)):
+        if _has_any(tokens, phrases) or (not quoted and any(_turns(tokens, i, verbs, timed)
+                                                            for i in range(len(tokens)))):
+            return ordinal
+    if "or" not in tokens:
+        for i, w in enumerate(tokens[:-2]):
+            if w in _SCENE_NOUNS and tokens[i + 2] in ("first", "last"):
+                return Scene.FIRST if tokens[i + 2] == "first" else Scene.LAST
+    return Scene.ANY
+
+
+def _turns(tokens: Phrase, at: int, verbs: frozenset[str], timed: bool) -> bool:
+    """Whether the recording named at ``at`` starts or ends there (a verb of ``verbs`` within two words after it;
+    right after it for "it", which in a question with a clock time is the part at that time)."""
+    if tokens[at] not in _RECORDING or (timed and tokens[at] == "it"):
+        return False
+    reach = 2 if tokens[at] == "it" else 3
+    return bool(verbs & set(tokens[at + 1: at + reach]))
 
 
 def _has_any(tokens: Phrase, phrases: tuple[Phrase, ...]) -> bool:
