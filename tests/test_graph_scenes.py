@@ -361,6 +361,7 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
     ("What colour shirt is shown at 0:51?", "recall", ref(time="0:51"), "recall"),
     ("What is said at 0:51?", "recall", ref(time="0:51"), "recall"),
     ("Describe the ending of the video.", "recall", ref(), "scene"),
+    ("Which scene plays first in the video?", "which_first", ref(), "scene"),  # one scene named: nothing to order
     ("Tell me about the beginning of the video.", "recall", ref(), "scene"),
     ("Which scene follows the one at 1:08?", "which_first", ref(time="1:08"), "after"),
     ("What precedes the scene at 0:35?", "which_first", ref(time="0:35"), "before"),

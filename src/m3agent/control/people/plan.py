@@ -367,6 +367,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return ("scene" if named else "recall"), direction
     if ask in ("recall", "when") and named and reading.asks in (Asks.WHAT, Asks.OTHER) and not reading.names_talk:
         return "scene", direction  # "describe the ending of the video", "how does the video end?": the scene
+    if ask == "which_first" and named and other is None and reading.order_pair is None:
+        return "scene", direction  # "which scene plays first in the video?": one scene named, nothing to order
     if ask == "which_first" and other is None and len(reading.times) == 1 and not reading.so_far \
             and reading.asks_later != reading.asks_earlier:  # "which scene follows the one at 1:08?": one moment
         return _neighbour_way(reading)
