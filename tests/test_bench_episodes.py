@@ -169,7 +169,8 @@ def test_facts_follow_from_the_order_of_the_parts_as_read_by_hand() -> None:
     assert glasses.keywords == (("1", "one", "single"),)  # two adjacent parts are one scene
     assert "after" not in {f.kind for f in found if f.slots.get("at") == "{mid:p05_glasses_9}"}
     assert _fact(found, "who_speaks_split", at="{p01_debate+4.7}").keywords == (("left", "man"),)
-    assert _fact(found, "who_speaks_split", at="{p01_debate+6.8}").keywords == (("right", "woman"),)
+    clinton = _fact(found, "who_speaks_split", at="{p01_debate+6.8}")
+    assert (clinton.keywords, clinton.rivals) == ((("right", "woman"),), ("left", "man"))
     assert _fact(found, "voice_kind", at="{mid:p04_aoc}").keywords[0][0] == "woman"
     assert _fact(found, "anyone_there", at="{mid:p02_dark_trump_a}").polarity == "no"
     # Trump sits in the Oval Office without it being known whether he talks: no "heard before?" about his voice
@@ -190,6 +191,21 @@ def test_a_small_real_episode_builds_with_the_catalogue_lengths(media_dir: Path,
     timeline = {p.part_id: (b.start_s, b.end_s) for p, b in zip(episode.parts, built, strict=True)}
     q = EvalQuestion("x", "identity", "q", "a", ("p02_still_rapper_libri533",), polarity="no")
     assert keyword_correct(q, "No, that voice is new.", timeline)
+
+
+def test_an_answer_naming_every_side_is_taken_at_the_one_it_names_first() -> None:
+    """"Left or right?" answered with both sides is no answer: the scorer takes the one named first; words the two
+    sides share (two men) tell nothing; a question without rivals is scored as before."""
+    timeline = {"p1": (0.0, 10.0)}
+    q = EvalQuestion("x", "crossmodal", "q", "a", ("p1",), (("right", "woman"),), rivals=("left", "man"))
+    assert keyword_correct(q, "Most likely the woman on the right: her lips move, not the man on the left.", timeline)
+    assert not keyword_correct(q, "Most likely the man on the left, rather than the woman on the right.", timeline)
+    assert not keyword_correct(q, "On the left (the man); on the right (the woman).", timeline)
+    two_men = EvalQuestion("y", "crossmodal", "q", "a", ("p1",), (("left", "man"),), rivals=("right", "man"))
+    assert not keyword_correct(two_men, "The man on the right is speaking, not the man on the left.", timeline)
+    assert keyword_correct(two_men, "The man on the left is speaking.", timeline)
+    plain = EvalQuestion("z", "crossmodal", "q", "a", ("p1",), (("left", "man"),))
+    assert keyword_correct(plain, "On the right (the woman); on the left (the man).", timeline)
 
 
 def _answers(right: dict[str, int], n: int = 5) -> list[dict[str, object]]:

@@ -503,6 +503,51 @@ def test_of_two_people_talking_the_voice_no_face_is_linked_to_is_the_one_not_lis
     assert unsure is not None and not unsure.text.startswith("Most likely")
 
 
+def _one_long_voice(store: Any, lift: float) -> tuple[EntityGraph, dict[str, int]]:
+    """``build``'s memory with a third clip (60-80 s, one live shot): faces L (left) and R (right) at 2 fps, one voice
+    linked to no face heard throughout (nothing for lip sync to correlate); L's mouth moves at 1.0-1.2 but ``lift``
+    more at 70-72 s, R's always at 8-9 (a bigger face: a higher level of its own)."""
+    from m3agent.domain import BBox, Clip, EntityKind, FaceObservation, Memory, MemoryKind, ShotRecord, VoiceSegment
+    from m3agent.memorize.scene_memories import PROVENANCE
+    from test_graph_operators import random_vector
+
+    ids = build(store)
+    with store.clip(Clip("v1", 2, 60.0, 80.0)) as w:
+        left = w.add_entity(EntityKind.FACE, [[0.0, 0.8, 0.6]]).id
+        right = w.add_entity(EntityKind.FACE, [[0.6, 0.8, 0.0]]).id
+        voice = w.add_entity(EntityKind.VOICE, [[0.8, 0.0, 0.6]]).id
+        for k in range(40):
+            t = 60.0 + k / 2
+            w.add_face(FaceObservation(2, t, BBox(100, 200, 300, 460), 0.99, entity_id=left,
+                                       mouth_motion=1.0 + (k % 3) * 0.1 + (lift if 70.0 < t <= 72.0 else 0.0)))
+            w.add_face(FaceObservation(2, t, BBox(900, 200, 1100, 460), 0.99, entity_id=right,
+                                       mouth_motion=8.0 + (k % 3) * 0.5))
+        for start in range(60, 80, 5):
+            w.add_voice(VoiceSegment(2, float(start), start + 5.0, "and so on", entity_id=voice))
+        w.add_shot(ShotRecord("v1", 2, 60.0, 80.0, True, "live", 0.9))
+        text = "Shot 1:00–1:20 (after a scene change): on screen <face_5> (on the left), <face_6> (on the right)."
+        w.add_memory(Memory(kind=MemoryKind.EPISODIC, text=text, video_id="v1", clip_index=2, start_s=60.0,
+                            end_s=80.0, entity_ids=(left, right), provenance=PROVENANCE, embedding=random_vector(text)))
+    return EntityGraph(store), {**ids, "left": left, "right": right}
+
+
+def test_with_nothing_to_correlate_the_one_whose_mouth_moves_above_its_usual_most_likely_speaks(
+        make_store: Callable[[], Any]) -> None:
+    """One voice heard through a whole live shot of two people, linked to no face: lip sync has no pauses to go by,
+    but at 1:11 the left one's mouth moves well above its own usual while the right one's, always higher, does not:
+    "most likely" the left one, named by the place they are at then, with both lifts shown; nothing when neither
+    stands out."""
+    g, ids = _one_long_voice(make_store(), lift=2.0)
+    left = g.person_of_entity(ids["left"])
+    asked = plan("Who is talking at 1:11, left or right?", "who_speaks", ref(kind="speaker", time="1:11"))
+    speaking = graph_answer(g, "v1", asked)
+    assert speaking is not None and speaking.text.startswith(f"Most likely the person on the left ({left.label})")
+    assert "mouth moves more above its own usual" in speaking.text and "on the right" in speaking.text
+    flat, _ = _one_long_voice(make_store("flat"), lift=0.0)
+    unsure = graph_answer(flat, "v1", asked)
+    assert unsure is not None and not unsure.text.startswith("Most likely"), unsure.text
+
+
 def test_the_place_the_question_names_picks_the_person_the_plan_left_unplaced() -> None:
     looks = plan("at 1:02, can you describe the right person? hair, clothes", "appearance", ref(time="1:02"))
     assert (looks.person.kind, looks.person.place) == ("person", "right")

@@ -10,9 +10,12 @@ from m3agent.graph.lips import (
     LIKELY_MARGIN,
     LIKELY_MIN_R,
     LISTENER_R,
+    MOVING_MARGIN,
+    MOVING_MIN_SAMPLES,
     OtherSpeaker,
     by_elimination,
     likely_speaker,
+    moving_speaker,
     sampling_interval,
     video_lip_sync,
 )
@@ -86,3 +89,25 @@ def test_of_two_people_on_screen_the_one_not_ruled_out_speaks() -> None:
     third = Person(5, "<character_5>", "", (5,), ())
     assert by_elimination(sync(left=-0.05, right=-0.35), VOICE, [LEFT, RIGHT, third], [VOICE]) is None
     assert by_elimination(sync(left=-0.05, right=-0.35), LEFT, [LEFT, RIGHT], [VOICE]) is None  # a face's own voice
+
+
+def motion(face: int, levels: list[float], start: float = 0.0) -> list[tuple[float, int, float]]:
+    """One face's motion samples every half second from ``start``."""
+    return [(start + 0.5 * (i + 1), face, level) for i, level in enumerate(levels)]
+
+
+def test_the_face_whose_mouth_moves_most_above_its_own_usual_is_the_one_talking() -> None:
+    """:func:`moving_speaker`: each face against its own median and spread in the shot, so a face whose motion is
+    always higher (bigger, nearer) does not win by its level; nothing with one face, a still face, or no margin."""
+    usual_left, usual_right = [4.0, 5.0, 6.0, 5.0, 4.0, 6.0, 5.0, 5.0], [15.0, 18.0, 21.0, 18.0, 15.0, 21.0, 18.0, 18.0]
+    talking = motion(1, [*usual_left, 9.0, 10.0]) + motion(2, [*usual_right, 17.0, 18.0])  # left: 4.5 spreads above
+    moving = moving_speaker(talking, [LEFT, RIGHT], (4.0, 5.0), (0.0, 5.0), 0.5)
+    assert moving is not None and moving.person == LEFT and moving.runner_up[0] == RIGHT
+    assert moving.lift > moving.runner_up[1] + MOVING_MARGIN
+    alike = motion(1, [*usual_left, 5.0, 5.0]) + motion(2, [*usual_right, 18.0, 18.0])
+    assert moving_speaker(alike, [LEFT, RIGHT], (4.0, 5.0), (0.0, 5.0), 0.5) is None
+    assert moving_speaker(talking, [LEFT], (4.0, 5.0), (0.0, 5.0), 0.5) is None  # one face: no comparison
+    still = motion(1, [*usual_left, 9.0, 10.0]) + motion(2, [0.0] * 10)
+    assert moving_speaker(still, [LEFT, RIGHT], (4.0, 5.0), (0.0, 5.0), 0.5) is None  # a photo's face is no one
+    few = [m for m in talking if m[1] == 2 or m[0] > 5.0 - 0.5 * (MOVING_MIN_SAMPLES - 1)]
+    assert moving_speaker(few, [LEFT, RIGHT], (4.0, 5.0), (0.0, 5.0), 0.5) is None  # too little of the left's usual

@@ -381,6 +381,10 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
      ref(kind="man", place="left", time="0:34"), "seen_again"),
     ("At 1:14, is the picture a photo or video?", "recall", ref(time="1:14"), "still_or_live"),
     ("What does the video cut to once the segment at 0:45 is over?", "recall", ref(time="0:45"), "after"),
+    ("At 0:10, could you tell me whether the one talking is on the left side or the right side?", "position",
+     ref(kind="speaker", time="0:10"), "who_speaks"),  # the place of whoever speaks: who speaks, named by place
+    ("At 0:10, is the man in a dark suit on the left or the right?", "position", ref(kind="man", time="0:10"),
+     "position"),
 ])
 def test_the_operation_the_questions_form_leaves(question: str, ask: str, person: dict[str, str],
                                                  wanted: str) -> None:

@@ -40,7 +40,7 @@ from m3agent.perception.attributes.place import box_horizontal, depth_place, mai
 if TYPE_CHECKING:
     from m3agent.domain import BBox, FaceObservation, Memory, ShotRecord, Video, VoiceSegment
     from m3agent.graph.lips import PairSync
-    from m3agent.store.protocol import MemoryStore
+    from m3agent.store.protocol import MemoryStore, MouthMotion
 
 MERGE_GAP_S = 2.0
 """Sightings or speech of one person less than this apart are one appearance (faces are sampled at 2 fps and
@@ -114,6 +114,7 @@ class EntityGraph:
         self._profiles: dict[int, Profile] = {}
         self._main_faces: dict[tuple[str, int, float], float | None] = {}
         self._lips: dict[str, PairSync] = {}
+        self._motions: dict[str, tuple[list[MouthMotion], float | None]] = {}
 
     def lip_sync(self, video_id: str) -> PairSync:
         """Lip sync of every (face entity, voice entity) pair of a video (:mod:`m3agent.graph.lips`), read once."""
@@ -122,6 +123,16 @@ class EntityGraph:
 
             self._lips[video_id] = video_lip_sync(self.store, video_id)
         return self._lips[video_id]
+
+    def mouth_motions(self, video_id: str) -> tuple[list[MouthMotion], float | None]:
+        """The video's measured mouth motions (the active-speaker cue, in time order) and the interval its faces were
+        sampled at (None when no face was sampled twice), read once."""
+        if video_id not in self._motions:
+            from m3agent.graph.lips import sampling_interval
+
+            self._motions[video_id] = (self.store.mouth_motions(video_id),
+                                       sampling_interval(self._data(video_id).sightings))
+        return self._motions[video_id]
 
     # people --------------------------------------------------------------
     def people(self) -> list[Person]:

@@ -47,6 +47,9 @@ class Fact:
     answer: str | None = None
     key: str = field(default="")
     """What the fact is about, so two phrasings of one fact are not both asked."""
+    rivals: tuple[str, ...] = ()
+    """Words of the other answers the question offers (the other side of a split screen, the other people's places):
+    an answer that names one of them before a word of its own names the wrong one (words both share tell nothing)."""
 
 
 def facts(episode: Episode, rng: random.Random) -> list[Fact]:
@@ -209,9 +212,11 @@ def _crossmodal(parts: tuple[Placed, ...], rng: random.Random) -> Iterator[Fact]
             for line in piece.lines or ():
                 person = sides.get(line.who or "")
                 if person is not None and person.voice in VOICE_WORDS:
+                    rivals = [w for p in sides.values() if p.who != person.who for w in (p.position, p.voice or "")]
                     yield Fact("who_speaks_split", {"at": at(part, (line.start + line.end) / 2),
                                                     "person": ref(person, piece)}, (part.part_id,),
-                               ((person.position, person.voice),), key=f"who:{part.part_id}:{line.start}")
+                               ((person.position, person.voice),), key=f"who:{part.part_id}:{line.start}",
+                               rivals=_once(rivals))
         if piece.kind != "video" and len(piece.voices) == 1:
             who = piece.voices[0].who
             seen = [p for p in parts if p.piece.seen(who)]
@@ -261,6 +266,11 @@ def _counting(parts: tuple[Placed, ...], rng: random.Random) -> Iterator[Fact]:
                    (COUNT_WORDS[dark],), key="ndark")
 
 
+def _once(words: list[str]) -> tuple[str, ...]:
+    """``words`` in order, each once, none empty."""
+    return tuple(dict.fromkeys(w for w in words if w))
+
+
 def _runs(flags: list[bool]) -> list[int]:
     """Start indexes of the runs of consecutive True: adjacent parts showing one thing are one scene."""
     return [i for i, flag in enumerate(flags) if flag and (i == 0 or not flags[i - 1])]
@@ -285,8 +295,10 @@ def _description(parts: tuple[Placed, ...], rng: random.Random) -> Iterator[Fact
         looks = [p.look for p in piece.people]
         for person in piece.people:
             if len(piece.people) >= 2 and looks.count(person.look) == 1 and piece.on_screen is not None:
+                rivals = [w for p in piece.people if p.who != person.who for w in POSITION_WORDS[p.position]]
                 yield Fact("position", {"at": at(part), "look": person.look, "position": person.position.capitalize()},
-                           (pid,), (POSITION_WORDS[person.position],), key=f"pos:{pid}:{person.who}")
+                           (pid,), (POSITION_WORDS[person.position],), key=f"pos:{pid}:{person.who}",
+                           rivals=_once(rivals))
             if piece.split_screen and piece.live and person.position in ("left", "right"):
                 words = distinctive(person.look)
                 if words:

@@ -73,6 +73,9 @@ class EvalQuestion:
     when: tuple[str, ...] = ()
     asks: tuple[str, ...] = ()
     """The query-plan operations that read the question right (plan accuracy; :mod:`m3agent.control.people.plan`)."""
+    rivals: tuple[str, ...] = ()
+    """Words of the other answers the question offers ("left or right?"): an answer naming several is taken at the
+    one it names first (:func:`names_gold_first`), so naming everyone is no answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,7 @@ def load_eval_set(name: str = DEFAULT_SET) -> EvalSet:
 def _question(raw: dict[str, Any]) -> EvalQuestion:
     return EvalQuestion(raw["id"], raw["type"], raw["question"], raw["answer"], tuple(raw["evidence"]),
                         tuple(tuple(group) for group in raw.get("keywords", ())), raw.get("polarity"),
-                        tuple(raw.get("when", ())), tuple(raw.get("ask", ())))
+                        tuple(raw.get("when", ())), tuple(raw.get("ask", ())), tuple(raw.get("rivals", ())))
 
 
 def _check(parts: tuple[EvalPart, ...], questions: tuple[EvalQuestion, ...]) -> None:
@@ -140,15 +143,28 @@ def render(text: str, timeline: Timeline) -> str:
 
 
 def keyword_correct(q: EvalQuestion, answer: str, timeline: Timeline) -> bool:
-    """Whether ``answer`` holds one word of each keyword group, the gold polarity and a time in each ``when`` part."""
+    """Whether ``answer`` holds one word of each keyword group, names its own answer before any rival's
+    (:func:`names_gold_first`), and holds the gold polarity and a time in each ``when`` part."""
     text = answer.lower()
     if any(not any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in group) for group in q.keywords):
+        return False
+    if q.rivals and not names_gold_first(q, text):
         return False
     if q.polarity is not None and polarity(answer) != q.polarity:
         return False
     times = [clock_seconds(t) for t in re.findall(CLOCK, answer)]
     return all(any(timeline[p][0] - WHEN_SLACK_S <= t <= timeline[p][1] + WHEN_SLACK_S for t in times)
                for p in q.when)
+
+
+def names_gold_first(q: EvalQuestion, answer: str) -> bool:
+    """Whether, of the words that tell ``q``'s answer from its ``rivals``, ``answer`` names one of its own first:
+    "the man on the left ... rather than the woman on the right" answers "left", and an answer listing both sides
+    answers whichever it lists first. Words the gold and a rival share ("man" for two men) tell nothing."""
+    named = {w.lower() for group in q.keywords for w in group}
+    own, rivals = named - {w.lower() for w in q.rivals}, {w.lower() for w in q.rivals} - named
+    found = [(m.start(), w in own) for w in own | rivals for m in re.finditer(rf"\b{re.escape(w)}\b", answer.lower())]
+    return bool(found) and min(found)[1]
 
 
 def polarity(answer: str) -> str | None:

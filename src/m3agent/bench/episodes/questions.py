@@ -153,4 +153,4 @@ def _question(fact: Fact, template: Template, wording: Wording, rng: random.Rand
     answer = template.answers[fact.answer or ""]
     return EvalQuestion(f"{template.type[0].upper()}{str(number).zfill(2)}-{phrasing.id}", template.type,
                         phrasing.text.format(**fact.slots), answer.format(**fact.slots), fact.evidence,
-                        fact.keywords, fact.polarity, fact.when, template.asks)
+                        fact.keywords, fact.polarity, fact.when, template.asks, fact.rivals)

@@ -26,8 +26,15 @@ from m3agent.control.people.words import (
     unseen,
     who,
 )
-from m3agent.graph.fits import fits_gender, seen_while_heard
-from m3agent.graph.lips import LikelySpeaker, OtherSpeaker, by_elimination, likely_speaker
+from m3agent.graph.fits import fits_clothes, fits_eyewear, fits_gender, seen_while_heard
+from m3agent.graph.lips import (
+    LikelySpeaker,
+    MovingSpeaker,
+    OtherSpeaker,
+    by_elimination,
+    likely_speaker,
+    moving_speaker,
+)
 from m3agent.graph.references import Reference, Resolved, resolve
 from m3agent.graph.scenes import Scene, counted_scenes, describe_as, matching_scenes, picture_span, two_scenes
 from m3agent.graph.values import Role, span_text
@@ -48,6 +55,9 @@ CUT_JITTER_S = 2.0
 """How far a voice may run past its picture's detected cut and still be that picture's voice: cuts are found
 on frames sampled at 2 fps and speech segments carry padding, so the photo's own narration often starts a second
 or so before the cut the graph records (seed 46's dev episode: 1.0 s)."""
+MOVING_REACH_S = 2.0
+"""Who moves their lips at a moment asked about is judged within this many seconds of it, inside the utterance
+heard then: one long turn the diarizer gave a single voice may hold both people's words."""
 _SENSE = {"seen": (Role.FACE, Role.BOTH), "heard": (Role.VOICE, Role.BOTH), "any": tuple(Role)}
 _SENSE_WORD = {"seen": "seen", "heard": "heard", "any": "seen or heard"}
 
@@ -289,16 +299,22 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     if found is None or found.person is None or found.utterance is None:
         return None
     said = found.utterance
+    name = _namer(run, said.start_s, said.end_s)
     likely = _likely_face(run, found.person, said.start_s, said.end_s)
     if likely is not None:
         run.spans.append((said.start_s, said.end_s))
-        return run.answer("speaker_likely", who=who(run.graph, likely.person), span=span_text(said.start_s, said.end_s),
-                          **_lip_words(run, likely))
+        return run.answer("speaker_likely", who=name(likely.person), span=span_text(said.start_s, said.end_s),
+                          **_lip_words(likely, name))
     left = _left_speaker(run, found.person, said.start_s, said.end_s)
     if left is not None:
         run.spans.append((said.start_s, said.end_s))
-        return run.answer(_by("speaker", left), who=who(run.graph, left.person),
-                          span=span_text(said.start_s, said.end_s), **_other_words(run, left))
+        return run.answer(_by("speaker", left), who=name(left.person),
+                          span=span_text(said.start_s, said.end_s), **_other_words(left, name))
+    moving = _moving_face(run, found.person, said.start_s, said.end_s, ref.time_s)
+    if moving is not None:
+        run.spans.append((said.start_s, said.end_s))
+        return run.answer("speaker_moving", who=name(moving.person),
+                          span=span_text(said.start_s, said.end_s), **_moving_words(moving, name))
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
@@ -323,12 +339,12 @@ def _speaks(run: _Run) -> GraphAnswer | None:
         if likely is not None and likely.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
             return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s),
-                              **_lip_words(run, likely))
+                              **_lip_words(likely, _namer(run, u.start_s, u.end_s)))
         left = _left_speaker(run, u.person, u.start_s, u.end_s) if likely is None else None
         if left is not None and left.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
             return run.answer(_by("speaks", left), who=person, span=span_text(u.start_s, u.end_s),
-                              **_other_words(run, left))
+                              **_other_words(left, _namer(run, u.start_s, u.end_s)))
     speakers = list({u.person.character_id: u.person for u in heard}.values())
     others = "; ".join(f"{who(run.graph, p)} speaks" for p in speakers[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
@@ -365,25 +381,58 @@ def _left_speaker(run: _Run, voice: Person, start_s: float, end_s: float) -> Oth
     return left if alone else None
 
 
+def _moving_face(run: _Run, voice: Person, start_s: float, end_s: float, time_s: float | None
+                 ) -> MovingSpeaker | None:
+    """The person on screen whose mouth moves most above its own usual while ``voice`` is heard from ``start_s`` to
+    ``end_s`` (near ``time_s``, the moment asked about: :data:`MOVING_REACH_S`) in a live shot
+    (:func:`m3agent.graph.lips.moving_speaker`), when no face of the voice's own is known; else None."""
+    if voice.face_ids:
+        return None
+    if time_s is not None and max(start_s, time_s - MOVING_REACH_S) < min(end_s, time_s + MOVING_REACH_S):
+        start_s, end_s = max(start_s, time_s - MOVING_REACH_S), min(end_s, time_s + MOVING_REACH_S)
+    shot = run.graph.shot_at(run.video_id, (start_s + end_s) / 2)
+    motions, step = run.graph.mouth_motions(run.video_id)
+    if shot is None or shot.kind != "live" or step is None:
+        return None
+    on_screen = {s.person.character_id: s.person for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
+    on_screen.pop(voice.character_id, None)
+    return moving_speaker(motions, list(on_screen.values()), (start_s, end_s), (shot.start_s, shot.end_s), step)
+
+
+def _moving_words(moving: MovingSpeaker, name: Callable[[Person], str]) -> dict[str, str]:
+    """The fields a "mouth moves more than usual" answer shows its evidence with: ``lift``, ``runner_lift``,
+    ``runner``."""
+    runner, runner_lift = moving.runner_up
+    return {"lift": f"{moving.lift:+.2f}", "runner_lift": f"{runner_lift:+.2f}", "runner": name(runner)}
+
+
+def _namer(run: _Run, start_s: float, end_s: float) -> Callable[[Person], str]:
+    """How an answer about ``start_s``-``end_s`` names people: by the place each is at then (:func:`who` with their
+    sighting; "the man on the left" of a split screen, wherever he stood in another scene), else as :func:`who`
+    does."""
+    seen = {s.person.character_id: s for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
+    return lambda person: who(run.graph, person, seen.get(person.character_id))
+
+
 def _by(section: str, left: OtherSpeaker) -> str:
     """The template of an answer by elimination: ``*_listener`` (the other's lips move against the voice) or
     ``*_other`` (the scene's other voice is the other's)."""
     return f"{section}_{'other' if left.other_voice is not None else 'listener'}"
 
 
-def _other_words(run: _Run, left: OtherSpeaker) -> dict[str, str]:
+def _other_words(left: OtherSpeaker, name: Callable[[Person], str]) -> dict[str, str]:
     """The fields every answer by elimination shows its evidence with: ``other``, and ``other_voice`` or the lip
     sync of the two (``r``, ``other_r``)."""
     if left.other_voice is not None:
-        return {"other": who(run.graph, left.other), "other_voice": who(run.graph, left.other_voice)}
+        return {"other": name(left.other), "other_voice": name(left.other_voice)}
     r = "not measured" if left.r is None else f"{left.r:.2f}"
-    return {"other": who(run.graph, left.other), "r": r, "other_r": f"{left.other_r or 0.0:.2f}"}
+    return {"other": name(left.other), "r": r, "other_r": f"{left.other_r or 0.0:.2f}"}
 
 
-def _lip_words(run: _Run, likely: LikelySpeaker) -> dict[str, str]:
+def _lip_words(likely: LikelySpeaker, name: Callable[[Person], str]) -> dict[str, str]:
     """The fields every "most likely" answer shows its lip evidence with: ``r``, ``runner_r``, ``runner``."""
     runner, runner_r = likely.runner_up
-    return {"r": f"r {likely.r:.2f}", "runner_r": f"{runner_r:.2f}", "runner": who(run.graph, runner)}
+    return {"r": f"r {likely.r:.2f}", "runner_r": f"{runner_r:.2f}", "runner": name(runner)}
 
 
 def _ever_seen(run: _Run) -> GraphAnswer | None:
@@ -396,16 +445,18 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
     if faces:
         return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
     said = found.utterance
-    likely = _likely_face(run, found.person, *((said.start_s, said.end_s) if said else found.window))
+    heard = (said.start_s, said.end_s) if said else found.window
+    name = _namer(run, *heard)
+    likely = _likely_face(run, found.person, *heard)
     if likely is not None:
         seen = _sensed(run.graph.appearances(likely.person, run.video_id), "seen")
-        return run.answer("ever_seen_likely", span=span, who=who(run.graph, likely.person), spans=run.spans_of(seen),
-                          **_lip_words(run, likely))
-    left = _left_speaker(run, found.person, *((said.start_s, said.end_s) if said else found.window))
+        return run.answer("ever_seen_likely", span=span, who=name(likely.person), spans=run.spans_of(seen),
+                          **_lip_words(likely, name))
+    left = _left_speaker(run, found.person, *heard)
     if left is not None:
         seen = _sensed(run.graph.appearances(left.person, run.video_id), "seen")
-        return run.answer(_by("ever_seen", left), span=span, who=who(run.graph, left.person), spans=run.spans_of(seen),
-                          **_other_words(run, left))
+        return run.answer(_by("ever_seen", left), span=span, who=name(left.person), spans=run.spans_of(seen),
+                          **_other_words(left, name))
     seen_meanwhile = seen_while_heard(run.graph, found.person)
     if seen_meanwhile:
         listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)
@@ -512,14 +563,18 @@ def _voice_pitch(run: _Run) -> GraphAnswer | None:
 
 
 def _position(run: _Run) -> GraphAnswer | None:
+    """Where the person the plan names is at its moment: everyone on screen then who fits the description (gender,
+    then glasses and clothes colour, each narrowing and never emptying the list, as the resolver reads them)."""
     found = run.resolve(run.plan.person)
     if found is None or found.person is None:
         return None
     moment = run.graph.at(run.video_id, *found.window)
-    kind = run.plan.person.kind
-    fitting = [s for s in moment.on_screen if fits_gender(run.graph, s.person, kind)]
+    ref = run.plan.person
+    fitting = [s for s in moment.on_screen if fits_gender(run.graph, s.person, ref.kind)]
     if not fitting:
         return None
+    fitting = [s for s in fitting if fits_eyewear(run.graph, s.person, ref.wears)] or fitting
+    fitting = [s for s in fitting if fits_clothes(run.graph, s.person, ref.dressed)] or fitting
     places = "; ".join(f"{sighting_place(s)} ({who(run.graph, s.person)})" for s in fitting)
     return run.answer("position", places=places, span=span_text(*found.window))
 
