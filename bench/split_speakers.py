@@ -70,7 +70,9 @@ def line_answers(seed: int, settings: Any) -> list[dict[str, Any]]:
 def render(rows: list[dict[str, Any]], command: str, env: dict[str, Any]) -> str:
     right = sum(r["right"] for r in rows)
     seeds = sorted({r["seed"] for r in rows})
-    by = {"most likely (lips or elimination)": sum(r["right"] and r["answer"].startswith("Most likely") for r in rows),
+    moving = [r["right"] and "mouth moves more above its own usual" in r["answer"] for r in rows]
+    likely = [r["right"] and r["answer"].startswith("Most likely") and not m for r, m in zip(rows, moving, strict=True)]
+    by = {"most likely (lips or elimination)": sum(likely), "most likely (a mouth moving above its usual)": sum(moving),
           "a linked face": sum(r["right"] and not r["answer"].startswith("Most likely") for r in rows)}
     wrong = [r for r in rows if not r["right"]]
     lines = [f"Machine: {env['cpu']}, {env['cores']} cores. Command: `{command}`. Dev seeds {seeds}; the plan is "

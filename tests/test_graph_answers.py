@@ -535,14 +535,13 @@ def test_with_nothing_to_correlate_the_one_whose_mouth_moves_above_its_usual_mos
         make_store: Callable[[], Any]) -> None:
     """One voice heard through a whole live shot of two people, linked to no face: lip sync has no pauses to go by,
     but at 1:11 the left one's mouth moves well above its own usual while the right one's, always higher, does not:
-    "most likely" the left one, named by the place they are at then, with both lifts shown; nothing when neither
-    stands out."""
+    "most likely" the left one, with both lifts shown; nothing when neither stands out."""
     g, ids = _one_long_voice(make_store(), lift=2.0)
     left = g.person_of_entity(ids["left"])
     asked = plan("Who is talking at 1:11, left or right?", "who_speaks", ref(kind="speaker", time="1:11"))
     speaking = graph_answer(g, "v1", asked)
-    assert speaking is not None and speaking.text.startswith(f"Most likely the person on the left ({left.label})")
-    assert "mouth moves more above its own usual" in speaking.text and "on the right" in speaking.text
+    assert speaking is not None and speaking.text.startswith("Most likely ")
+    assert left.label in speaking.text.split(":")[0] and "mouth moves more above its own usual" in speaking.text
     flat, _ = _one_long_voice(make_store("flat"), lift=0.0)
     unsure = graph_answer(flat, "v1", asked)
     assert unsure is not None and not unsure.text.startswith("Most likely"), unsure.text

@@ -299,7 +299,7 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     if found is None or found.person is None or found.utterance is None:
         return None
     said = found.utterance
-    name = _namer(run, said.start_s, said.end_s)
+    name = _namer(run)
     likely = _likely_face(run, found.person, said.start_s, said.end_s)
     if likely is not None:
         run.spans.append((said.start_s, said.end_s))
@@ -339,12 +339,12 @@ def _speaks(run: _Run) -> GraphAnswer | None:
         if likely is not None and likely.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
             return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s),
-                              **_lip_words(likely, _namer(run, u.start_s, u.end_s)))
+                              **_lip_words(likely, _namer(run)))
         left = _left_speaker(run, u.person, u.start_s, u.end_s) if likely is None else None
         if left is not None and left.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
             return run.answer(_by("speaks", left), who=person, span=span_text(u.start_s, u.end_s),
-                              **_other_words(left, _namer(run, u.start_s, u.end_s)))
+                              **_other_words(left, _namer(run)))
     speakers = list({u.person.character_id: u.person for u in heard}.values())
     others = "; ".join(f"{who(run.graph, p)} speaks" for p in speakers[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
@@ -406,12 +406,10 @@ def _moving_words(moving: MovingSpeaker, name: Callable[[Person], str]) -> dict[
     return {"lift": f"{moving.lift:+.2f}", "runner_lift": f"{runner_lift:+.2f}", "runner": name(runner)}
 
 
-def _namer(run: _Run, start_s: float, end_s: float) -> Callable[[Person], str]:
-    """How an answer about ``start_s``-``end_s`` names people: by the place each is at then (:func:`who` with their
-    sighting; "the man on the left" of a split screen, wherever he stood in another scene), else as :func:`who`
-    does."""
-    seen = {s.person.character_id: s for s in run.graph.at(run.video_id, start_s, end_s).on_screen}
-    return lambda person: who(run.graph, person, seen.get(person.character_id))
+def _namer(run: _Run) -> Callable[[Person], str]:
+    """How an answer names the people its evidence compares: :func:`who`, by their usual place (a place at one moment
+    reads a split screen's right half as the centre when the face sits near the frame's middle)."""
+    return lambda person: who(run.graph, person)
 
 
 def _by(section: str, left: OtherSpeaker) -> str:
@@ -446,7 +444,7 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
         return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
     said = found.utterance
     heard = (said.start_s, said.end_s) if said else found.window
-    name = _namer(run, *heard)
+    name = _namer(run)
     likely = _likely_face(run, found.person, *heard)
     if likely is not None:
         seen = _sensed(run.graph.appearances(likely.person, run.video_id), "seen")
