@@ -385,6 +385,9 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
      ref(kind="speaker", time="0:10"), "who_speaks"),  # the place of whoever speaks: who speaks, named by place
     ("At 0:10, is the man in a dark suit on the left or the right?", "position", ref(kind="man", time="0:10"),
      "position"),
+    ("When the screen splits at 0:12, does the talking come from the left panel or the right panel?", "recall",
+     ref(time="0:12"), "who_speaks"),
+    ("At 0:12, what does the person on the left or the right say?", "recall", ref(time="0:12"), "recall"),
 ])
 def test_the_operation_the_questions_form_leaves(question: str, ask: str, person: dict[str, str],
                                                  wanted: str) -> None:

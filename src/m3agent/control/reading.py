@@ -80,7 +80,7 @@ what the video ends on?" asks what, not yes or no)."""
 _PLACE_WORDS: dict[str, Place] = {"left": "left", "right": "right", "centre": "centre", "center": "centre",
                                    "middle": "centre", "foreground": "foreground", "background": "background"}
 _PLACE_NOUNS = frozenset({"person", "one", "man", "woman", "guy", "lady", "side", "half", "speaker", "figure",
-                          "part", "hand", "individual", "people"})
+                          "part", "hand", "individual", "people", "panel", "participant"})
 """Words after a place word that make it a place in the picture ("the right person", "the left side")."""
 
 
@@ -359,6 +359,12 @@ class QuestionReading:
         after") or of being correct is no place."""
         named = {_PLACE_WORDS[w] for i, w in enumerate(self.words) if w in _PLACE_WORDS and _placing(self.words, i)}
         return named.pop() if len(named) == 1 else None
+
+    @property
+    def offers_places(self) -> bool:
+        """Whether the question offers two or more places to choose from ("the left panel or the right panel?")."""
+        named = {_PLACE_WORDS[w] for i, w in enumerate(self.words) if w in _PLACE_WORDS and _placing(self.words, i)}
+        return len(named) > 1
 
     @property
     def names_voice(self) -> bool:

@@ -356,7 +356,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     "seen again" with no way in time planned looks the one way the question's words do
     ("reappear at any later point?"); "seen again" in a question that asks of no other time is whether a voice is
     ever seen, or whether anyone is there, and so is "ever seen" of nobody heard at one moment; where the one
-    speaking is asks who speaks (the answer names them by their place)."""
+    speaking is asks who speaks (the answer names them by their place), and so does a recall of talk that offers
+    places to choose from."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks_sex and reading.names_voice and ask in ("who_speaks", "speaks", "recall", "seen_again"):
         return "voice_pitch", direction  # "tell me if it's a man or a woman talking at 1:02": the voice's kind
@@ -406,6 +407,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return "ever_seen", direction
     if ask == "position" and person.kind == "speaker" and other is None:
         return "who_speaks", direction  # "is the one talking on the left or the right?": the speaker, by place
+    if ask == "recall" and reading.offers_places and reading.names_talk and not reading.asks_words and other is None:
+        return "who_speaks", direction  # "does the talking come from the left panel or the right panel?"
     if ask == "same_person" and other is None and len(reading.times) < 2 and person.kind != "none":
         way: Direction = "before" if reading.asks_earlier else "after" if reading.asks_later else "any"
         if way == "any" and reading.names_talk and reading.asks is Asks.YES_NO:
