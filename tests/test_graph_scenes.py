@@ -388,6 +388,8 @@ def test_a_count_so_far_of_a_scene_the_model_left_undescribed(graph: EntityGraph
     ("When the screen splits at 0:12, does the talking come from the left panel or the right panel?", "recall",
      ref(time="0:12"), "who_speaks"),
     ("At 0:12, what does the person on the left or the right say?", "recall", ref(time="0:12"), "recall"),
+    ("Is the speaker at 0:05 among the people who appear on camera?", "anyone_there", ref(time="0:05"), "ever_seen"),
+    ("At 0:05, is anyone on camera?", "anyone_there", ref(time="0:05"), "anyone_there"),
 ])
 def test_the_operation_the_questions_form_leaves(question: str, ask: str, person: dict[str, str],
                                                  wanted: str) -> None:

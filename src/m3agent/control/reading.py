@@ -276,8 +276,9 @@ words of asking, so a description keeps them ("the split-screen debate")."""
 _SEEING = frozenset({"see", "sees", "seen", "saw", "visible", "appear", "appears", "appeared", "show", "shows",
                      "shown", "camera", "screen"})
 """Words of being seen ("anyone you see", "does she appear", "on camera")."""
-_ANY_ONE = frozenset({"anyone", "anybody", "someone", "somebody", "ever", "anywhere", "somewhere"})
-"""Words that leave who or when open ("is the speaker anyone we see?", "ever on camera", "anywhere in the video")."""
+_ANY_ONE = frozenset({"anyone", "anybody", "someone", "somebody", "ever", "anywhere", "somewhere", "among"})
+"""Words that leave who or when open ("is the speaker anyone we see?", "ever on camera", "anywhere in the video",
+"among the people who appear")."""
 _ON_SCREEN = frozenset({"on", "screen", "shown", "showing", "visible", "see", "seen", "happening", "happens",
                         "going", "picture", "frame", "display", "displayed", "view"})
 """Words asking what the picture holds ("what's on screen at 0:51?", "what is shown at 1:20?", "what do we see?")."""

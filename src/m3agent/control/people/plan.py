@@ -355,7 +355,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     are seen or heard again that way; a question offering a photo or video as its answers asks which is on screen;
     "seen again" with no way in time planned looks the one way the question's words do
     ("reappear at any later point?"); "seen again" in a question that asks of no other time is whether a voice is
-    ever seen, or whether anyone is there, and so is "ever seen" of nobody heard at one moment; where the one
+    ever seen, or whether anyone is there, and so is "ever seen" of nobody heard at one moment (and "anyone there"
+    of a speaker seen anywhere is "ever seen"); where the one
     speaking is asks who speaks (the answer names them by their place), and so does a recall of talk that offers
     places to choose from."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
@@ -404,6 +405,9 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
         return "anyone_there", direction
     if ask == "recall" and reading.asks_ever_seen and len(reading.times) == 1 and other is None and person.heard \
             and not person.quote:  # "do you recall whether the speaker at 0:05 is anyone you see?"
+        return "ever_seen", direction
+    if ask == "anyone_there" and reading.asks_ever_seen and reading.names_voice and len(reading.times) == 1 \
+            and other is None and not person.quote:  # "is the speaker at 0:05 among the people on camera?"
         return "ever_seen", direction
     if ask == "position" and person.kind == "speaker" and other is None:
         return "who_speaks", direction  # "is the one talking on the left or the right?": the speaker, by place
