@@ -354,18 +354,21 @@ class QuestionReading:
         return bool(_TALK & set(self.words)) or _has_any(self.words, _TALK_PHRASES)
 
     @property
+    def places(self) -> frozenset[Place]:
+        """The places in the picture the question puts someone at ("the person on the right", "the left one", "in
+        the background"; "left or right?" names two); "right" of time ("right after") or of being correct is none."""
+        return frozenset(_PLACE_WORDS[w] for i, w in enumerate(self.words)
+                         if w in _PLACE_WORDS and _placing(self.words, i))
+
+    @property
     def place(self) -> Place | None:
-        """The one place in the picture the question puts someone at ("the person on the right", "the left one",
-        "in the background"), or None when it names none or several ("left or right?"); "right" of time ("right
-        after") or of being correct is no place."""
-        named = {_PLACE_WORDS[w] for i, w in enumerate(self.words) if w in _PLACE_WORDS and _placing(self.words, i)}
-        return named.pop() if len(named) == 1 else None
+        """The one place of :attr:`places`, or None when the question names none or several."""
+        return next(iter(self.places)) if len(self.places) == 1 else None
 
     @property
     def offers_places(self) -> bool:
         """Whether the question offers two or more places to choose from ("the left panel or the right panel?")."""
-        named = {_PLACE_WORDS[w] for i, w in enumerate(self.words) if w in _PLACE_WORDS and _placing(self.words, i)}
-        return len(named) > 1
+        return len(self.places) > 1
 
     @property
     def names_voice(self) -> bool:

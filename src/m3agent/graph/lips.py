@@ -166,9 +166,9 @@ class MovingSpeaker:
 
 MOVING_MARGIN = 0.15
 """Of :func:`moving_speaker`'s lift over the next face (in spreads of each face's own motion). On the split-screen
-debate in 15 dev ingests (75 lines with a known speaker, the line's voice segment within 2 s of its middle), the
-face with the higher lift was the speaker on 75% of lines, and 78% with this margin (63 of 67 lines decided);
-docs/benchmarks.md, "Who speaks when no face is linked"."""
+debate in 15 dev ingests (75 lines with a known speaker; 67 with a voice segment within 2 s of the line's middle and
+both faces measured), the face with the higher lift was the speaker on 50 of 67 lines (0.75), on 42 of the 56 this
+margin decides (0.75; 49 of 63 at 0.1); docs/benchmarks.md, "Who speaks when no face is linked"."""
 MOVING_MIN_SAMPLES = 6
 """Motion samples a face needs in the shot for its own usual level (its median and spread) to mean anything."""
 

@@ -163,7 +163,8 @@ def names_gold_first(q: EvalQuestion, answer: str) -> bool:
     answers whichever it lists first. Words the gold and a rival share ("man" for two men) tell nothing."""
     named = {w.lower() for group in q.keywords for w in group}
     own, rivals = named - {w.lower() for w in q.rivals}, {w.lower() for w in q.rivals} - named
-    found = [(m.start(), w in own) for w in own | rivals for m in re.finditer(rf"\b{re.escape(w)}\b", answer.lower())]
+    text = answer.lower()
+    found = [(m.start(), w in own) for w in own | rivals for m in re.finditer(rf"\b{re.escape(w)}\b", text)]
     return bool(found) and min(found)[1]
 
 

@@ -299,22 +299,21 @@ def _who_speaks(run: _Run) -> GraphAnswer | None:
     if found is None or found.person is None or found.utterance is None:
         return None
     said = found.utterance
-    name = _namer(run)
     likely = _likely_face(run, found.person, said.start_s, said.end_s)
     if likely is not None:
         run.spans.append((said.start_s, said.end_s))
-        return run.answer("speaker_likely", who=name(likely.person), span=span_text(said.start_s, said.end_s),
-                          **_lip_words(likely, name))
+        return run.answer("speaker_likely", who=who(run.graph, likely.person), span=span_text(said.start_s, said.end_s),
+                          **_lip_words(run, likely))
     left = _left_speaker(run, found.person, said.start_s, said.end_s)
     if left is not None:
         run.spans.append((said.start_s, said.end_s))
-        return run.answer(_by("speaker", left), who=name(left.person),
-                          span=span_text(said.start_s, said.end_s), **_other_words(left, name))
+        return run.answer(_by("speaker", left), who=who(run.graph, left.person),
+                          span=span_text(said.start_s, said.end_s), **_other_words(run, left))
     moving = _moving_face(run, found.person, said.start_s, said.end_s, ref.time_s)
     if moving is not None:
         run.spans.append((said.start_s, said.end_s))
-        return run.answer("speaker_moving", who=name(moving.person),
-                          span=span_text(said.start_s, said.end_s), **_moving_words(moving, name))
+        return run.answer("speaker_moving", who=who(run.graph, moving.person),
+                          span=span_text(said.start_s, said.end_s), **_moving_words(run, moving))
     person = who(run.graph, found.person, found.sighting)
     faces = _sensed(run.graph.appearances(found.person, run.video_id), "seen")
     seen = f"{found.person.label} is seen on screen at {run.spans_of(faces)}" if faces else \
@@ -339,12 +338,12 @@ def _speaks(run: _Run) -> GraphAnswer | None:
         if likely is not None and likely.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
             return run.answer("speaks_likely", who=person, span=span_text(u.start_s, u.end_s),
-                              **_lip_words(likely, _namer(run)))
+                              **_lip_words(run, likely))
         left = _left_speaker(run, u.person, u.start_s, u.end_s) if likely is None else None
         if left is not None and left.person.character_id == found.person.character_id:
             run.spans.append((u.start_s, u.end_s))
             return run.answer(_by("speaks", left), who=person, span=span_text(u.start_s, u.end_s),
-                              **_other_words(left, _namer(run)))
+                              **_other_words(run, left))
     speakers = list({u.person.character_id: u.person for u in heard}.values())
     others = "; ".join(f"{who(run.graph, p)} speaks" for p in speakers[:2]) or "nobody speaks"
     return run.answer("speaks_no", who=person, span=span, others=others)
@@ -388,8 +387,10 @@ def _moving_face(run: _Run, voice: Person, start_s: float, end_s: float, time_s:
     (:func:`m3agent.graph.lips.moving_speaker`), when no face of the voice's own is known; else None."""
     if voice.face_ids:
         return None
-    if time_s is not None and max(start_s, time_s - MOVING_REACH_S) < min(end_s, time_s + MOVING_REACH_S):
-        start_s, end_s = max(start_s, time_s - MOVING_REACH_S), min(end_s, time_s + MOVING_REACH_S)
+    near = (start_s, end_s) if time_s is None else \
+        (max(start_s, time_s - MOVING_REACH_S), min(end_s, time_s + MOVING_REACH_S))
+    if near[0] < near[1]:
+        start_s, end_s = near
     shot = run.graph.shot_at(run.video_id, (start_s + end_s) / 2)
     motions, step = run.graph.mouth_motions(run.video_id)
     if shot is None or shot.kind != "live" or step is None:
@@ -399,17 +400,11 @@ def _moving_face(run: _Run, voice: Person, start_s: float, end_s: float, time_s:
     return moving_speaker(motions, list(on_screen.values()), (start_s, end_s), (shot.start_s, shot.end_s), step)
 
 
-def _moving_words(moving: MovingSpeaker, name: Callable[[Person], str]) -> dict[str, str]:
+def _moving_words(run: _Run, moving: MovingSpeaker) -> dict[str, str]:
     """The fields a "mouth moves more than usual" answer shows its evidence with: ``lift``, ``runner_lift``,
     ``runner``."""
     runner, runner_lift = moving.runner_up
-    return {"lift": f"{moving.lift:+.2f}", "runner_lift": f"{runner_lift:+.2f}", "runner": name(runner)}
-
-
-def _namer(run: _Run) -> Callable[[Person], str]:
-    """How an answer names the people its evidence compares: :func:`who`, by their usual place (a place at one moment
-    reads a split screen's right half as the centre when the face sits near the frame's middle)."""
-    return lambda person: who(run.graph, person)
+    return {"lift": f"{moving.lift:+.2f}", "runner_lift": f"{runner_lift:+.2f}", "runner": who(run.graph, runner)}
 
 
 def _by(section: str, left: OtherSpeaker) -> str:
@@ -418,19 +413,19 @@ def _by(section: str, left: OtherSpeaker) -> str:
     return f"{section}_{'other' if left.other_voice is not None else 'listener'}"
 
 
-def _other_words(left: OtherSpeaker, name: Callable[[Person], str]) -> dict[str, str]:
+def _other_words(run: _Run, left: OtherSpeaker) -> dict[str, str]:
     """The fields every answer by elimination shows its evidence with: ``other``, and ``other_voice`` or the lip
     sync of the two (``r``, ``other_r``)."""
     if left.other_voice is not None:
-        return {"other": name(left.other), "other_voice": name(left.other_voice)}
+        return {"other": who(run.graph, left.other), "other_voice": who(run.graph, left.other_voice)}
     r = "not measured" if left.r is None else f"{left.r:.2f}"
-    return {"other": name(left.other), "r": r, "other_r": f"{left.other_r or 0.0:.2f}"}
+    return {"other": who(run.graph, left.other), "r": r, "other_r": f"{left.other_r or 0.0:.2f}"}
 
 
-def _lip_words(likely: LikelySpeaker, name: Callable[[Person], str]) -> dict[str, str]:
+def _lip_words(run: _Run, likely: LikelySpeaker) -> dict[str, str]:
     """The fields every "most likely" answer shows its lip evidence with: ``r``, ``runner_r``, ``runner``."""
     runner, runner_r = likely.runner_up
-    return {"r": f"r {likely.r:.2f}", "runner_r": f"{runner_r:.2f}", "runner": name(runner)}
+    return {"r": f"r {likely.r:.2f}", "runner_r": f"{runner_r:.2f}", "runner": who(run.graph, runner)}
 
 
 def _ever_seen(run: _Run) -> GraphAnswer | None:
@@ -444,17 +439,16 @@ def _ever_seen(run: _Run) -> GraphAnswer | None:
         return run.answer("ever_seen_yes", span=span, who=who(run.graph, found.person), spans=run.spans_of(faces))
     said = found.utterance
     heard = (said.start_s, said.end_s) if said else found.window
-    name = _namer(run)
     likely = _likely_face(run, found.person, *heard)
     if likely is not None:
         seen = _sensed(run.graph.appearances(likely.person, run.video_id), "seen")
-        return run.answer("ever_seen_likely", span=span, who=name(likely.person), spans=run.spans_of(seen),
-                          **_lip_words(likely, name))
+        return run.answer("ever_seen_likely", span=span, who=who(run.graph, likely.person), spans=run.spans_of(seen),
+                          **_lip_words(run, likely))
     left = _left_speaker(run, found.person, *heard)
     if left is not None:
         seen = _sensed(run.graph.appearances(left.person, run.video_id), "seen")
-        return run.answer(_by("ever_seen", left), span=span, who=name(left.person), spans=run.spans_of(seen),
-                          **_other_words(left, name))
+        return run.answer(_by("ever_seen", left), span=span, who=who(run.graph, left.person), spans=run.spans_of(seen),
+                          **_other_words(run, left))
     seen_meanwhile = seen_while_heard(run.graph, found.person)
     if seen_meanwhile:
         listed = ", ".join(who(run.graph, p) for p in seen_meanwhile)

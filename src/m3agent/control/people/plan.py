@@ -356,9 +356,8 @@ def _fitting_ask(ask: Ask, direction: Direction, person: Reference, other: Refer
     "seen again" with no way in time planned looks the one way the question's words do
     ("reappear at any later point?"); "seen again" in a question that asks of no other time is whether a voice is
     ever seen, or whether anyone is there, and so is "ever seen" of nobody heard at one moment (and "anyone there"
-    of a speaker seen anywhere is "ever seen"); where the one
-    speaking is asks who speaks (the answer names them by their place), and so does a recall of talk that offers
-    places to choose from."""
+    of a speaker seen anywhere is "ever seen"); where the one speaking is asks who speaks (the answer names them by
+    their place), and so does a recall of talk that offers places to choose from."""
     named = reading.scene is not Scene.ANY and not reading.times and not reading.quotes
     if reading.asks_sex and reading.names_voice and ask in ("who_speaks", "speaks", "recall", "seen_again"):
         return "voice_pitch", direction  # "tell me if it's a man or a woman talking at 1:02": the voice's kind
